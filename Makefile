@@ -1,0 +1,52 @@
+# Two commands work on a fresh machine: `make run` and `make test`. Set-up is idempotent:
+# the venv is rebuilt only when pyproject.toml changes, system packages only when missing.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+EXTRAS := dgl,views,lab,test
+PORT ?= 5006
+export TQDM_MININTERVAL ?= 2
+
+.PHONY: setup system run test test-fast lab bench clean help
+
+help:
+	@echo "make run    - serve the dashboard with a live demo run (http://127.0.0.1:$(PORT))"
+	@echo "make test   - the whole suite: unit tests, notebooks (nbval) and browser tests"
+	@echo "make lab    - JupyterLab on notebooks/"
+	@echo "make bench  - benchmarks (partition, full-graph training)"
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip<25" wheel
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	@touch $(STAMP)
+
+# Debian packages: chromium for the browser tests, libmetis5 for multi-constraint METIS.
+system:
+	@if ! command -v chromium >/dev/null || ! /sbin/ldconfig -p | grep -q libmetis.so; then \
+	  echo "installing system packages: chromium libmetis5"; \
+	  (apt-get update -q && apt-get install -y -q chromium libmetis5) >/dev/null || \
+	  echo "warning: could not install chromium/libmetis5 (browser tests and multi-constraint METIS will be skipped)"; \
+	fi
+
+setup: $(STAMP) system
+
+run: setup
+	$(VENV)/bin/workbench serve --port $(PORT) --demo
+
+test: setup
+	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest tests -q
+	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest -q --nbval-lax --nbval-current-env \
+	  --nbval-cell-timeout=600 notebooks
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks
+
+bench: setup
+	$(PY) benchmarks/partition.py
+	$(PY) benchmarks/full_graph.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

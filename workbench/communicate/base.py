@@ -1,0 +1,220 @@
+"""The communicate stage: one SPMD communicator interface, counted at the transport.
+
+Training code is written once per rank against :class:`Communicator`. Every public verb counts the
+bytes and messages its algorithm moves on each (source rank, destination rank) link, tagged with a
+``kind`` (``halo_fwd``, ``halo_bwd``, ``bcast_fwd``, ``bcast_bwd``, ``allreduce``, ...), the ``layer``
+and the current epoch, then calls the private ``_verb`` that a backend implements. Backends
+(in-process thread ranks, ``torch.distributed``) therefore have identical accounting by construction.
+
+Collectives are counted by the algorithm assumed (the figures compare with the papers'):
+
+============== ===========================================================================
+verb           counted traffic (``n`` = tensor bytes, ``p`` = world size)
+============== ===========================================================================
+send/recv      ``n`` on link src -> dst (counted once, by the sender)
+broadcast      pipelined ring from the root: ``n`` on each of the ``p - 1`` links
+               ``root+k -> root+k+1`` (SANCUS/CAGNET broadcasts)
+all_reduce     ring all-reduce: every rank sends ``2 (p - 1) / p * n`` to its successor
+all_gather     ring all-gather: every rank forwards each of the other ``p - 1`` chunks once
+all_to_all     direct: ``len(tensors[j])`` bytes on link ``rank -> j`` (``j != rank``)
+============== ===========================================================================
+
+Only the sending side records, so summing the records of all ranks gives the traffic exactly once.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+import time
+from collections import defaultdict
+from typing import Iterable, Optional, Sequence
+
+import torch
+
+from workbench.events import Traffic
+
+__all__ = ["Communicator", "TrafficCounter", "Work", "tensor_bytes"]
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class TrafficCounter:
+    """Bytes and messages per (epoch, src, dst, kind, layer), plus time spent inside communication."""
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[int, int, int, str, int], list[int]] = defaultdict(lambda: [0, 0])
+        self._lock = threading.Lock()
+        self.comm_seconds = 0.0
+
+    def add(self, epoch: int, src: int, dst: int, kind: str, layer: int, nbytes: int, messages: int = 1) -> None:
+        if nbytes <= 0 and messages <= 0:
+            return
+        with self._lock:
+            rec = self._records[(epoch, src, dst, kind, layer)]
+            rec[0] += int(nbytes)
+            rec[1] += int(messages)
+
+    def records(self) -> list[Traffic]:
+        with self._lock:
+            return [Traffic(epoch=e, src_rank=s, dst_rank=d, kind=k, layer=l, bytes=b, messages=m)
+                    for (e, s, d, k, l), (b, m) in sorted(self._records.items())]
+
+    def drain(self, run_id: str = "") -> list[Traffic]:
+        """Return and clear the records (as :class:`Traffic` events)."""
+        out = self.records()
+        with self._lock:
+            self._records.clear()
+        for ev in out:
+            ev.run_id = run_id
+        return out
+
+    def bytes_by_kind(self, epoch: Optional[int] = None) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        with self._lock:
+            for (e, _s, _d, k, _l), (b, _m) in self._records.items():
+                if epoch is None or e == epoch:
+                    out[k] += b
+        return dict(out)
+
+    def total_messages(self, epoch: Optional[int] = None) -> int:
+        with self._lock:
+            return sum(m for (e, *_), (_b, m) in self._records.items() if epoch is None or e == epoch)
+
+
+class Work:
+    """Handle of a non-blocking operation; :meth:`wait` returns the received tensor (or ``None``)."""
+
+    def __init__(self, wait_fn, result: Optional[torch.Tensor] = None):
+        self._wait_fn = wait_fn
+        self._result = result
+
+    def wait(self) -> Optional[torch.Tensor]:
+        out = self._wait_fn()
+        return self._result if out is None else out
+
+
+class Communicator(abc.ABC):
+    """SPMD communication for one rank. Public verbs count, time, then call the backend's ``_verb``.
+
+    Args:
+        rank: this process's rank.
+        world_size: number of ranks.
+        counter: where traffic is recorded (one per rank).
+    """
+
+    backend: str = "abstract"
+
+    def __init__(self, rank: int, world_size: int, counter: Optional[TrafficCounter] = None):
+        self.rank = rank
+        self.world_size = world_size
+        self.counter = counter or TrafficCounter()
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    # ------------------------------------------------------------------------------------------------ timing
+    def _timed(self, fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.counter.comm_seconds += time.perf_counter() - t0
+
+    def _count(self, dst: int, nbytes: int, kind: str, layer: int, src: Optional[int] = None) -> None:
+        self.counter.add(self.epoch, self.rank if src is None else src, dst, kind, layer, nbytes)
+
+    # ------------------------------------------------------------------------------------------------ p2p
+    def send(self, tensor: torch.Tensor, dst: int, *, kind: str, layer: int = -1) -> None:
+        self._count(dst, tensor_bytes(tensor), kind, layer)
+        self._timed(self._send, tensor.contiguous(), dst)
+
+    def recv(self, tensor: torch.Tensor, src: int, *, kind: str = "", layer: int = -1) -> torch.Tensor:
+        """Receive into ``tensor`` (its shape and dtype must match what ``src`` sends). Not counted
+        (the sender counts)."""
+        return self._timed(self._recv, tensor, src)
+
+    def isend(self, tensor: torch.Tensor, dst: int, *, kind: str, layer: int = -1) -> Work:
+        self._count(dst, tensor_bytes(tensor), kind, layer)
+        return self._isend(tensor.contiguous(), dst)
+
+    def irecv(self, tensor: torch.Tensor, src: int, *, kind: str = "", layer: int = -1) -> Work:
+        return self._irecv(tensor, src)
+
+    # ------------------------------------------------------------------------------------------------ collectives
+    def broadcast(self, tensor: torch.Tensor, src: int, *, kind: str, layer: int = -1) -> torch.Tensor:
+        """Broadcast ``tensor`` from ``src`` (in place on the others, who must pass a same-shaped buffer)."""
+        if self.rank == src:
+            p, n = self.world_size, tensor_bytes(tensor)
+            for k in range(p - 1):  # pipelined ring: root -> root+1 -> ... (recorded once, by the root)
+                self._count((src + k + 1) % p, n, kind, layer, src=(src + k) % p)
+        return self._timed(self._broadcast, tensor, src)
+
+    def all_reduce(self, tensor: torch.Tensor, *, kind: str = "allreduce", layer: int = -1) -> torch.Tensor:
+        """Sum ``tensor`` over ranks, in place; counted as a ring all-reduce."""
+        p = self.world_size
+        if p > 1:
+            self._count((self.rank + 1) % p, 2 * (p - 1) * tensor_bytes(tensor) // p, kind, layer)
+        return self._timed(self._all_reduce, tensor)
+
+    def all_gather(self, tensor: torch.Tensor, *, kind: str = "allgather", layer: int = -1) -> list[torch.Tensor]:
+        """Gather equally shaped tensors from every rank; counted as a ring all-gather."""
+        p = self.world_size
+        if p > 1:
+            self._count((self.rank + 1) % p, (p - 1) * tensor_bytes(tensor), kind, layer)
+        return self._timed(self._all_gather, tensor)
+
+    def all_to_all(self, tensors: Sequence[torch.Tensor], *, kind: str, layer: int = -1) -> list[torch.Tensor]:
+        """Send ``tensors[j]`` to rank ``j``; return what each rank sent here. Shapes may differ per pair
+        (the backend exchanges sizes first; that header traffic is not counted)."""
+        for j, t in enumerate(tensors):
+            if j != self.rank:
+                self._count(j, tensor_bytes(t), kind, layer)
+        return self._timed(self._all_to_all, [t.contiguous() for t in tensors])
+
+    def barrier(self) -> None:
+        self._timed(self._barrier)
+
+    def close(self) -> None:
+        """Release backend resources (idempotent)."""
+
+    # ------------------------------------------------------------------------------------------------ backend
+    @abc.abstractmethod
+    def _send(self, tensor: torch.Tensor, dst: int) -> None: ...
+
+    @abc.abstractmethod
+    def _recv(self, tensor: torch.Tensor, src: int) -> torch.Tensor: ...
+
+    @abc.abstractmethod
+    def _isend(self, tensor: torch.Tensor, dst: int) -> Work: ...
+
+    @abc.abstractmethod
+    def _irecv(self, tensor: torch.Tensor, src: int) -> Work: ...
+
+    @abc.abstractmethod
+    def _broadcast(self, tensor: torch.Tensor, src: int) -> torch.Tensor: ...
+
+    @abc.abstractmethod
+    def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor: ...
+
+    @abc.abstractmethod
+    def _all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]: ...
+
+    @abc.abstractmethod
+    def _all_to_all(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]: ...
+
+    @abc.abstractmethod
+    def _barrier(self) -> None: ...
+
+
+def summed_bytes(counters: Iterable[TrafficCounter], kind: Optional[str] = None, epoch: Optional[int] = None) -> int:
+    """Total bytes over several ranks' counters, optionally of one kind and epoch."""
+    total = 0
+    for c in counters:
+        for k, b in c.bytes_by_kind(epoch).items():
+            if kind is None or k == kind:
+                total += b
+    return total

@@ -1,0 +1,282 @@
+"""Typed events: what every stage reports, and the run log they are written to.
+
+Every stage emits small dataclasses (bytes, messages, hits, staleness, time). They are plain
+(msgpack/JSON-safe: str, int, float, bool, None, lists and dicts of those), so they travel through
+Dask's event topics unchanged and are appended to a run log on disk as they arrive.
+
+Run log layout (written by :class:`RunLog`)::
+
+    runs/<run_id>/
+        config.json     # {"run_id", "recipe", "config": {...}, "workbench_version", "created"}
+        events.jsonl    # one event per line: {"type": "<event type>", <fields>}; flushed per line
+
+A crashed run therefore keeps every event up to the crash. Read one back with :func:`read_run_log`.
+
+Example:
+    >>> ev = EpochEnd(run_id="r1", rank=0, epoch=3, loss=0.5)
+    >>> event_from_dict(ev.to_dict()) == ev
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Iterator, Optional, Protocol
+
+__all__ = [
+    "Event", "RunStarted", "RunFinished", "Progress", "PartitionComputed", "EpochEnd", "Traffic",
+    "Staleness", "CacheStats", "EventSink", "ListSink", "FanOut", "RunLog", "event_from_dict",
+    "read_run_log", "EVENT_TYPES",
+]
+
+
+@dataclasses.dataclass(kw_only=True)
+class Event:
+    """Base of all events. ``time`` is seconds since the epoch when the event was made."""
+
+    type: ClassVar[str] = "event"
+    run_id: str = ""
+    time: float = dataclasses.field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, **dataclasses.asdict(self)}
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunStarted(Event):
+    """A run began. ``config`` is the recipe config as a dict."""
+
+    type: ClassVar[str] = "run_started"
+    recipe: str = ""
+    runner: str = ""
+    world_size: int = 1
+    config: dict = dataclasses.field(default_factory=dict)
+    dashboard_link: Optional[str] = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunFinished(Event):
+    """A run ended. ``status`` is ``finished``, ``failed`` or ``stopped``; ``summary`` holds final figures."""
+
+    type: ClassVar[str] = "run_finished"
+    status: str = "finished"
+    error: Optional[str] = None
+    summary: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Progress(Event):
+    """Progress of a long step (graph generation, partitioning, epochs)."""
+
+    type: ClassVar[str] = "progress"
+    stage: str = ""
+    done: int = 0
+    total: int = 0
+    message: str = ""
+
+
+@dataclasses.dataclass(kw_only=True)
+class PartitionComputed(Event):
+    """A partition is ready. ``metrics`` follows ``PartitionMetrics.to_dict()``; ``comm_rows[p][q]`` is the
+    number of feature rows part ``p`` sends to part ``q`` in one full-graph layer."""
+
+    type: ClassVar[str] = "partition"
+    method: str = ""
+    num_parts: int = 0
+    metrics: dict = dataclasses.field(default_factory=dict)
+    part_sizes: list = dataclasses.field(default_factory=list)
+    halo_sizes: list = dataclasses.field(default_factory=list)
+    comm_rows: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True)
+class EpochEnd(Event):
+    """One rank finished one epoch. Times are seconds; ``bytes_by_kind`` counts what this rank *sent*."""
+
+    type: ClassVar[str] = "epoch"
+    rank: int = 0
+    epoch: int = 0
+    loss: float = float("nan")
+    train_acc: Optional[float] = None
+    val_acc: Optional[float] = None
+    test_acc: Optional[float] = None
+    compute_s: float = 0.0
+    comm_s: float = 0.0
+    wall_s: float = 0.0
+    bytes_by_kind: dict = dataclasses.field(default_factory=dict)
+    messages: int = 0
+
+
+@dataclasses.dataclass(kw_only=True)
+class Traffic(Event):
+    """Bytes and messages counted at the transport, aggregated per (epoch, src, dst, kind, layer)."""
+
+    type: ClassVar[str] = "traffic"
+    epoch: int = 0
+    src_rank: int = 0
+    dst_rank: int = 0
+    kind: str = ""
+    layer: int = -1
+    bytes: int = 0
+    messages: int = 0
+
+
+@dataclasses.dataclass(kw_only=True)
+class Staleness(Event):
+    """SANCUS-style staleness of one (rank, layer, epoch): the rank's own flag and the cached blocks it used.
+
+    ``ages[j]`` is the age in epochs of the block of rank ``j`` used this epoch (0 = fresh, own block 0).
+    ``gap`` is the variation gap of this rank's block against what the others hold (when computed)."""
+
+    type: ClassVar[str] = "staleness"
+    rank: int = 0
+    layer: int = 0
+    epoch: int = 0
+    state: str = "ACTIVE"
+    ages: list = dataclasses.field(default_factory=list)
+    gap: Optional[float] = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class CacheStats(Event):
+    """Hits and misses of a feature or embedding cache on one rank in one epoch."""
+
+    type: ClassVar[str] = "cache"
+    rank: int = 0
+    epoch: int = 0
+    hits: int = 0
+    misses: int = 0
+    bytes_saved: int = 0
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls for cls in (RunStarted, RunFinished, Progress, PartitionComputed, EpochEnd, Traffic,
+                              Staleness, CacheStats)
+}
+
+
+def event_from_dict(d: dict[str, Any]) -> Event:
+    """Rebuild a typed event from :meth:`Event.to_dict` output (unknown keys are ignored)."""
+    d = dict(d)
+    cls = EVENT_TYPES.get(d.pop("type", ""), Event)
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+
+# --------------------------------------------------------------------------------------------------------
+# Sinks
+# --------------------------------------------------------------------------------------------------------
+
+
+class EventSink(Protocol):
+    def emit(self, event: Event) -> None: ...
+
+
+class ListSink:
+    """Keeps events in memory (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def of_type(self, cls: type[Event]) -> list[Event]:
+        with self._lock:
+            return [e for e in self.events if isinstance(e, cls)]
+
+
+class FanOut:
+    """Sends each event to several sinks; a failing sink does not stop the others."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = [s for s in sinks if s is not None]
+
+    def emit(self, event: Event) -> None:
+        for sink in self.sinks:
+            try:
+                sink.emit(event)
+            except Exception:  # a view that breaks must never break a run
+                pass
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+class RunLog:
+    """Appends events to ``<root>/<run_id>/events.jsonl`` as they arrive (one flushed line each).
+
+    Args:
+        root: folder holding run folders (default ``runs``).
+        run_id: the run's id (its folder name).
+        recipe: recipe name, stored in ``config.json``.
+        config: the run config as a dict, stored in ``config.json``.
+    """
+
+    def __init__(self, root: str | os.PathLike, run_id: str, *, recipe: str = "", config: Optional[dict] = None):
+        from workbench import __version__
+
+        self.path = Path(root) / run_id
+        self.path.mkdir(parents=True, exist_ok=True)
+        meta = {"run_id": run_id, "recipe": recipe, "config": config or {},
+                "workbench_version": __version__, "created": time.time()}
+        (self.path / "config.json").write_text(json.dumps(meta, indent=2, default=_json_default))
+        self._file = open(self.path / "events.jsonl", "a", buffering=1, encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        line = json.dumps(event.to_dict(), default=_json_default)
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(line + "\n")
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+    def __enter__(self) -> "RunLog":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def iter_run_log(path: str | os.PathLike) -> Iterator[Event]:
+    """Events of a run folder (or an ``events.jsonl`` file), in order. A torn last line is skipped."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "events.jsonl"
+    with open(p, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield event_from_dict(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a crash can leave half a line
+
+
+def read_run_log(path: str | os.PathLike) -> tuple[dict, list[Event]]:
+    """``(config, events)`` of a run folder written by :class:`RunLog`."""
+    p = Path(path)
+    config = json.loads((p / "config.json").read_text()) if (p / "config.json").exists() else {}
+    return config, list(iter_run_log(p))
+
+
+def emit_all(sink: EventSink, events: Iterable[Event]) -> None:
+    for e in events:
+        sink.emit(e)
