@@ -1,6 +1,7 @@
 # Two commands work on a fresh machine: `make run` and `make test`. Set-up is idempotent:
 # the venv is rebuilt only when pyproject.toml changes, system packages only when missing.
 SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -19,8 +20,8 @@ help:
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade "pip<25" wheel
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q --upgrade "pip<25" wheel 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]" 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 	@touch $(STAMP)
 
 # Debian packages: chromium for the browser tests, libmetis5 for multi-constraint METIS.

@@ -101,7 +101,7 @@ class EpochEnd(Event):
     type: ClassVar[str] = "epoch"
     rank: int = 0
     epoch: int = 0
-    loss: float = float("nan")
+    loss: Optional[float] = None
     train_acc: Optional[float] = None
     val_acc: Optional[float] = None
     test_acc: Optional[float] = None
