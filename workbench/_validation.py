@@ -184,7 +184,7 @@ class Config:
 
     # -- validation ---------------------------------------------------------------------------------------
     def validate(self) -> "Config":
-        errs = ErrorCollector(type(self).__name__)
+        errs = ErrorCollector(type(self).__qualname__)
         self._validate(errs)
         errs.raise_if_any()
         return self
@@ -222,19 +222,19 @@ class Config:
     @classmethod
     def _check_names(cls, names: Iterable[str]) -> None:
         valid = cls.field_names()
-        errs = ErrorCollector(cls.__name__)
+        errs = ErrorCollector(cls.__qualname__)
         for name in names:
             if name not in valid:
                 hint = difflib.get_close_matches(name, valid, n=1)
                 extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-                errs.add(f"{cls.__name__} has no option {name!r}{extra}. Valid options: {', '.join(valid)}.")
+                errs.add(f"{cls.__qualname__} has no option {name!r}{extra}. Valid options: {', '.join(valid)}.")
         errs.raise_if_any()
 
     def with_strings(self, settings: Mapping[str, str]) -> "Config":
         """Apply ``NAME=VALUE`` strings (from ``--set`` or a form), converting to each field's type."""
         self._check_names(settings)
         hints = typing.get_type_hints(type(self))
-        errs = ErrorCollector(type(self).__name__)
+        errs = ErrorCollector(type(self).__qualname__)
         changes = {}
         for name, text in settings.items():
             tp = hints[name]

@@ -57,9 +57,14 @@ class DataFormatError(ParamError):
 
 def progress_bar(progress: Optional[bool], *, total: Optional[float], desc: str, large: bool, unit: str = "it",
                  unit_scale: bool = False):
-    """A ``tqdm.auto`` bar; ``progress=None`` shows it only for ``large`` inputs, ``False`` never."""
+    """A ``tqdm.auto`` bar; ``progress=None`` shows it only for ``large`` inputs (and never when the
+    ``TQDM_DISABLE`` environment variable is set, as in CI), ``False`` never."""
+    import os
+
     from tqdm.auto import tqdm
 
+    if progress is None and os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
+        progress = False
     disable = not (large if progress is None else progress)
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, disable=disable, leave=False)
 

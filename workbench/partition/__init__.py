@@ -1,0 +1,43 @@
+"""The partition stage: partitioners, typed results, exact metrics and the DistDGL export.
+
+Example:
+    >>> import torch
+    >>> from workbench.graph import Graph
+    >>> from workbench.partition import partition
+    >>> g = Graph.from_edges(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]), 4)
+    >>> result = partition(g, 2, method="random", seed=0)
+    >>> result.metrics().num_parts
+    2
+"""
+
+from __future__ import annotations
+
+from workbench.partition.base import (
+    PARTITIONERS,
+    PartitionResult,
+    Partitioner,
+    Relabeling,
+    get_partitioner,
+    partition,
+    register_partitioner,
+)
+from workbench.partition.metrics import PartitionMetrics, compute_metrics
+from workbench.partition.simple import BlockPartitioner, RandomPartitioner
+from workbench.partition.metis import MetisPartitioner
+from workbench.partition.distdgl import export_distdgl
+
+__all__ = [
+    "PARTITIONERS",
+    "PartitionResult",
+    "PartitionMetrics",
+    "Partitioner",
+    "Relabeling",
+    "RandomPartitioner",
+    "BlockPartitioner",
+    "MetisPartitioner",
+    "compute_metrics",
+    "export_distdgl",
+    "get_partitioner",
+    "partition",
+    "register_partitioner",
+]

@@ -1,0 +1,178 @@
+"""Benchmark: the workbench's METIS path against raw pymetis and DGL's METIS, plus the metrics' cost.
+
+All timings come from one run, interleaved over ``--repeats`` rounds after one warm-up call each, the
+order rotating every round, so the ratios compare like with like on a shared machine. Median and best
+are reported; the overhead uses the best:
+
+* ``pymetis (raw)``: ``pymetis.part_graph`` on a prebuilt symmetric CSR with the options the workbench uses;
+* ``workbench metis``: ``workbench.partition.partition(graph, P, method="metis")`` end to end
+  (validation, METIS input, pymetis, result);
+* ``dgl.metis_partition_assignment``: DGL's METIS on a prebuilt ``DGLGraph`` (when DGL imports);
+* the multi-constraint paths (train/val/test balancing): workbench (libmetis) and DGL;
+* the workbench's own work (validation, METIS input, result) timed alone, which stays stable when the
+  machine is busy and the end-to-end ratio does not;
+* ``metrics``: ``PartitionResult.metrics()`` from scratch, with its peak extra memory (RSS sampled).
+
+Usage::
+
+    python benchmarks/partition.py                      # sbm, 100k vertices, ~4M edges, 8 parts
+    python benchmarks/partition.py --graph "rmat:scale=18,edge_factor=16,seed=0" --parts 16
+    python benchmarks/partition.py --quick              # a small graph, one round (smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import threading
+import time
+from typing import Callable
+
+import psutil
+
+TARGET_OVERHEAD = 0.15
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _peak_rss_during(fn: Callable[[], object]) -> tuple[float, int]:
+    """(seconds, peak RSS above the starting RSS in bytes) of ``fn``, sampling RSS every 2 ms."""
+    proc = psutil.Process()
+    base = proc.memory_info().rss
+    peak = [base]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(0.002)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    seconds = _timed(fn)
+    done.set()
+    thread.join()
+    peak[0] = max(peak[0], proc.memory_info().rss)
+    return seconds, peak[0] - base
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graph", default="sbm:num_nodes=100000,avg_degree=40,seed=0", help="graph spec")
+    parser.add_argument("--parts", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="small graph, one round")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.graph, args.repeats = "sbm:num_nodes=5000,avg_degree=10,seed=0", 1
+
+    import numpy as np
+    import pymetis
+
+    from workbench.data import load_graph
+    import torch
+
+    from workbench.partition import MetisPartitioner, PartitionResult, partition
+    from workbench.partition._libmetis import load_libmetis
+    from workbench.partition.metis import split_categories, symmetric_csr
+
+    start = time.perf_counter()
+    graph = load_graph(args.graph)
+    load_s = time.perf_counter() - start
+    P = args.parts
+    print(f"{graph!r}: loaded in {load_s:.2f} s; {P} parts, {args.repeats} rounds")
+
+    xadj, adjncy, _ = symmetric_csr(graph)
+    dt = pymetis.zero_copy_dtype()
+    xadj, adjncy = xadj.astype(dt, copy=False), adjncy.astype(dt, copy=False)
+
+    def raw_pymetis():
+        res = pymetis.part_graph(P, adjacency=pymetis.CSRAdjacency(xadj, adjncy), recursive=False,
+                                 options=pymetis.Options(seed=0, ufactor=30, objtype=0))
+        return np.asarray(res.vertex_part)
+
+    cases: dict[str, Callable[[], object]] = {
+        "pymetis (raw)": raw_pymetis,
+        "workbench metis": lambda: partition(graph, P, method="metis", seed=0),
+    }
+    if load_libmetis() is not None and graph.train_mask is not None:
+        cases["workbench metis balance_train (libmetis)"] = lambda: partition(
+            graph, P, method="metis", seed=0, balance_train=True)
+    try:
+        import dgl
+
+        dgl_graph = dgl.graph(graph.edges(), num_nodes=graph.num_nodes)
+        cases["dgl.metis_partition_assignment"] = lambda: dgl.metis_partition_assignment(dgl_graph, P)
+        if graph.train_mask is not None:
+            cats = split_categories(graph)
+            cases["dgl.metis_partition_assignment balance_ntypes"] = lambda: dgl.metis_partition_assignment(
+                dgl_graph, P, balance_ntypes=cats)
+    except Exception as exc:  # DGL missing or built for another torch
+        print(f"(DGL not benchmarked: {type(exc).__name__}: {exc})")
+
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    names = list(cases)
+    with contextlib.redirect_stdout(io.StringIO()):  # DGL prints its own timings
+        for name in names:  # warm-up: first-touch page faults and lazy imports
+            cases[name]()
+        for round_ in range(args.repeats):
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:  # rotate the order
+                times[name].append(_timed(cases[name]))
+    median = {name: statistics.median(ts) for name, ts in times.items()}
+    best = {name: min(ts) for name, ts in times.items()}
+
+    # The workbench's own work around METIS, timed alone (stable even when the machine is busy).
+    partitioner = MetisPartitioner(seed=0)
+    node_part = torch.from_numpy(raw_pymetis().astype(np.int64))
+    own = {
+        "validate": lambda: partitioner.check(graph, P),
+        "METIS input (symmetric CSR)": lambda: symmetric_csr(graph),
+        "result": lambda: PartitionResult(graph=graph, num_parts=P, method="metis", node_part=node_part),
+    }
+    own_s = {name: min(_timed(fn) for _ in range(max(args.repeats, 3))) for name, fn in own.items()}
+
+    result = partition(graph, P, method="metis", seed=0)
+    metric_runs = []
+    for _ in range(args.repeats):
+        result._cache.clear()
+        metric_runs.append(_peak_rss_during(result.metrics))
+    metrics_s = statistics.median(s for s, _ in metric_runs)
+    metrics_peak = max(m for _, m in metric_runs)
+
+    base, base_best = median["pymetis (raw)"], best["pymetis (raw)"]
+    print(f"\n{'path':<48} {'median s':>9} {'ratio':>7} {'best s':>8} {'ratio':>7}")
+    for name in cases:
+        print(f"{name:<48} {median[name]:>9.3f} {median[name] / base:>6.2f}x {best[name]:>8.3f} "
+              f"{best[name] / base_best:>6.2f}x")
+    overhead = best["workbench metis"] / base_best - 1
+    own_total = sum(own_s.values())
+    verdict = "OK" if overhead <= TARGET_OVERHEAD else "ABOVE TARGET"
+    print(f"\nworkbench overhead over raw pymetis (best of {args.repeats}): {overhead:+.1%} "
+          f"(median: {median['workbench metis'] / base - 1:+.1%}; target <= {TARGET_OVERHEAD:.0%}: {verdict})")
+    print(f"workbench's own work around METIS: {own_total:.3f} s = {own_total / base_best:.1%} of raw pymetis ("
+          + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in own_s.items()) + ")")
+    print(f"metrics(): {metrics_s:.3f} s, peak extra RSS {metrics_peak / 2**20:.1f} MiB "
+          f"(graph structure {(graph.indptr.numel() + graph.indices.numel()) * 8 / 2**20:.1f} MiB)")
+    m = result.metrics()
+    print(f"metis quality: edge_cut={m.edge_cut} cut_ratio={m.cut_ratio:.4f} "
+          f"replication_factor={m.replication_factor:.3f} comm_volume_rows={m.comm_volume_rows}")
+    out = {"graph": args.graph, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "parts": P,
+           "repeats": args.repeats, "median_s": median, "best_s": best,
+           "ratio_vs_pymetis": {k: v / base_best for k, v in best.items()},
+           "workbench_overhead": overhead, "workbench_own_s": own_s, "metrics_s": metrics_s, "metrics_peak_rss_bytes": metrics_peak,
+           "metrics": m.summary()}
+    if args.json:
+        print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The Partitioner interface, registry and the random/block partitioners (a small conformance check)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from workbench._validation import ParamError
+from workbench.graph import Graph
+from workbench.partition import PARTITIONERS, Partitioner, get_partitioner, partition, register_partitioner
+
+
+@pytest.mark.parametrize("method", sorted(PARTITIONERS))
+def test_conformance(method, karate):
+    cls = PARTITIONERS[method]
+    assert cls.Config.field_docs().get("seed")
+    a = cls(seed=3).partition(karate, 3)
+    b = cls(seed=3).partition(karate, 3)
+    assert torch.equal(a.node_part, b.node_part), "deterministic under a seed"
+    assert a.method == method and a.num_parts == 3 and a.seed == 3 and a.elapsed_s >= 0
+    assert set(a.node_part.tolist()) == {0, 1, 2}
+    assert a.metrics().vertex_balance <= 1.2
+    for bad in (0, 35, 2.5, True):
+        with pytest.raises(ParamError, match=r"'num_parts' parameter .* an int in \[1, num_nodes=34\]"):
+            cls().partition(karate, bad)
+    with pytest.raises(ParamError, match="has no option 'bogus'"):
+        cls(bogus=1)
+    with pytest.raises(ParamError, match="'seed' parameter"):
+        cls(seed=-1)
+    one = cls().partition(karate, 1)
+    assert one.node_part.eq(0).all() and one.metrics().comm_volume_rows == 0
+    everyone = cls().partition(karate, 34) if method != "metis" else None
+    if everyone is not None:
+        assert sorted(everyone.node_part.tolist()) == list(range(34))
+
+
+def test_unknown_method_lists_valid_ones(karate):
+    with pytest.raises(ParamError, match=r"'method' parameter .* one of \['block', 'metis', 'random'\]"):
+        partition(karate, 2, method="metys")
+    with pytest.raises(ParamError, match="did you mean 'metis'"):
+        partition(karate, 2, method="metys")
+
+
+def test_unknown_option_lists_valid_ones(karate):
+    with pytest.raises(ParamError, match="Valid options: seed, balance_train"):
+        partition(karate, 2, method="metis", balance_trains=True)
+
+
+def test_empty_graph_rejected():
+    g = Graph(indptr=torch.zeros(1, dtype=torch.long), indices=torch.zeros(0, dtype=torch.long))
+    with pytest.raises(ParamError, match="at least one vertex"):
+        partition(g, 1, method="random")
+
+
+def test_random_is_balanced_and_seeded(multigraph):
+    g = multigraph(101, 300, directed=True, seed=0)
+    r = partition(g, 4, method="random", seed=0)
+    assert sorted(r.part_sizes().tolist()) == [25, 25, 25, 26]
+    assert not torch.equal(r.node_part, partition(g, 4, method="random", seed=1).node_part)
+
+
+def test_block_is_contiguous(multigraph):
+    g = multigraph(10, 20, directed=True, seed=0)
+    assert partition(g, 3, method="block").node_part.tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_registry_accepts_new_partitioners(karate):
+    @register_partitioner
+    class EvenOdd(Partitioner):
+        name = "test-even-odd"
+
+        @dataclasses.dataclass(kw_only=True)
+        class Config(Partitioner.Config):
+            pass
+
+        def _partition(self, graph, num_parts):
+            return torch.arange(graph.num_nodes) % num_parts
+
+    try:
+        r = partition(karate, 2, method="test-even-odd")
+        assert r.node_part[:4].tolist() == [0, 1, 0, 1] and get_partitioner("test-even-odd") is EvenOdd
+    finally:
+        PARTITIONERS.pop("test-even-odd")
+
+
+def test_vertex_cut_partitioner_through_the_interface(karate):
+    @register_partitioner
+    class EdgeRoundRobin(Partitioner):
+        name = "test-edge-rr"
+        kind = "vertex-cut"
+
+        @dataclasses.dataclass(kw_only=True)
+        class Config(Partitioner.Config):
+            pass
+
+        def _partition(self, graph, num_parts):
+            return torch.arange(graph.num_edges) % num_parts
+
+    try:
+        r = partition(karate, 2, method="test-edge-rr")
+        assert r.kind == "vertex-cut" and r.node_part is None and r.metrics().mirror_sync_volume_rows > 0
+    finally:
+        PARTITIONERS.pop("test-edge-rr")
