@@ -56,3 +56,9 @@ def test_notebooks_only_import_and_call():
                 if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                     length = node.end_lineno - node.lineno + 1
                     assert length <= 6, f"{nb_path.name}: {node.name} is {length} lines; move it into the package"
+
+
+def test_test_module_names_are_unique():
+    """pytest's default import mode needs unique basenames across test folders (they have no __init__)."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -1,0 +1,34 @@
+"""Live views of runs for notebooks and the served dashboard (Panel + HoloViews over the event stream).
+
+Everything here reads a run's typed events (:mod:`workbench.events`): live from a run handle, or from a
+saved run log. The core package never imports this one.
+
+Example:
+    >>> import widgets
+    >>> from widgets.synthetic import fabricate_run
+    >>> view = widgets.RunView(fabricate_run(epochs=2))   # display it in a notebook, or pn.panel(view)
+    >>> view.store.status
+    'finished'
+"""
+
+from __future__ import annotations
+
+from widgets.store import RunStore, list_runs
+from widgets.views import ProgressView, RunView, as_store
+
+__all__ = ["RunStore", "list_runs", "as_store", "RunView", "ProgressView", "CurvesView", "PartitionView",
+           "StalenessView", "TrafficView", "CompareView", "RunControl", "Dashboard", "RunRegistry", "dashboard"]
+
+_LAZY = {
+    "CurvesView": "widgets.curves", "PartitionView": "widgets.partition", "StalenessView": "widgets.staleness",
+    "TrafficView": "widgets.traffic", "CompareView": "widgets.compare", "RunControl": "widgets.control",
+    "Dashboard": "widgets.app", "RunRegistry": "widgets.app", "dashboard": "widgets.app",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'widgets' has no attribute {name!r}")

@@ -1,0 +1,81 @@
+"""Browser tests: Playwright driving Debian's chromium (no browser download), headless, no sandbox."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/ui/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.ui)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed (the Makefile installs Debian's chromium through apt)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                    "--disable-component-update", "--disable-sync", "--no-first-run"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    context.set_default_timeout(30_000)
+    # no internet here: refuse external requests at once instead of waiting for them (template web fonts)
+    context.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url else route.abort())
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path):
+    """``served(registry) -> url``: the dashboard on a free port of 127.0.0.1, stopped after the test."""
+    from widgets.serve import serve
+
+    servers = []
+
+    def _serve(registry):
+        port = free_port()
+        servers.append(serve(registry, port=port, threaded=True))
+        time.sleep(0.5)
+        return f"http://127.0.0.1:{port}/"
+
+    yield _serve
+    for s in servers:
+        try:
+            s.stop()
+        except RuntimeError:
+            pass
+
+
+def wait_until(cond, timeout=30.0, interval=0.1):
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")

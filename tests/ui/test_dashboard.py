@@ -1,0 +1,130 @@
+"""The served dashboard in a real browser: a run started from the page, views that grow while it goes,
+two tabs on one run, an invalid setting refused in the form, and a screenshot in test-artifacts/."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import holoviews as hv
+import panel as pn
+import pytest
+
+from tests.ui.conftest import ARTIFACTS, wait_until
+from widgets.app import RunRegistry
+from widgets.synthetic import SyntheticRun, fabricate_run
+
+TAB_VIEWS = {"Training curves": "curves", "Partition": "partition", "Staleness": "staleness",
+             "Communication": "traffic"}
+
+
+def _epochs_shown(page) -> int:
+    text = page.locator(".wb-epochs").first.inner_text()
+    return int(text)
+
+
+def _canvases(page) -> int:
+    return page.locator("canvas").count()
+
+
+def _plotted_rows(view) -> int:
+    """Rows of data in the HoloViews objects a view's panes show right now (server side)."""
+    total = 0
+    for pane in view._layout.select(pn.pane.HoloViews):
+        if pane.object is not None and pane.visible:
+            total += sum(pane.object.traverse(lambda el: len(el), [hv.Element]))
+    return total
+
+
+def _slow_launcher(tmp_path, epochs=40, delay=0.25):
+    def launcher(cfg, **kw):
+        return SyntheticRun(fabricate_run(num_parts=kw.get("workers", 2), epochs=epochs), delay=delay,
+                            out=str(tmp_path / "runs"), run_id=f"ui-{int(time.time() * 1000)}")
+
+    return launcher
+
+
+def test_live_run_grows_in_every_view(page, served, tmp_path):
+    reg = RunRegistry(tmp_path / "runs", launcher=_slow_launcher(tmp_path))
+    url = served(reg)
+    page.goto(url)
+    page.get_by_text("Start run").first.click()
+    wait_until(lambda: len(reg.live_stores()) == 1)
+    store = reg.live_stores()[0]
+    wait_until(lambda: store.epochs_done >= 2)
+    page.wait_for_selector(".wb-epochs")
+    wait_until(lambda: _epochs_shown(page) >= 2)
+    first_dom, first_store = _epochs_shown(page), len(store.frame("epoch"))
+    session, = reg.sessions
+    for tab, attr in TAB_VIEWS.items():
+        page.get_by_text(tab, exact=True).first.click()
+        wait_until(lambda: _canvases(page) >= 2)
+        view = getattr(session.view, attr)
+        wait_until(lambda: _plotted_rows(view) > 0)
+        if attr != "partition":  # the partition is computed once; the others grow while the run goes
+            before = _plotted_rows(view)
+            wait_until(lambda: _plotted_rows(view) > before)
+    wait_until(lambda: _epochs_shown(page) > first_dom + 2)  # the page follows the run
+    assert len(store.frame("epoch")) > first_store
+    assert store.status == "running"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-live.png"), full_page=True)
+    # stop from the page: the run ends as stopped, the page says so, the app keeps working
+    page.get_by_text("Stop", exact=False).last.click()
+    wait_until(lambda: store.status == "stopped")
+    wait_until(lambda: page.locator(".wb-status[data-status='stopped']").count() == 1)
+
+
+def test_two_tabs_on_one_run_agree_and_closing_one_keeps_the_run(browser, served, tmp_path):
+    reg = RunRegistry(tmp_path / "runs")
+    run = SyntheticRun(fabricate_run(num_parts=2, epochs=30), delay=0.2, out=str(tmp_path / "runs"), run_id="twotabs")
+    reg.add(run)
+    url = served(reg)
+    ctx = browser.new_context(viewport={"width": 1300, "height": 900})
+    ctx.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url else route.abort())
+    a, b = ctx.new_page(), ctx.new_page()
+    a.goto(url), b.goto(url)
+    for pg in (a, b):
+        pg.wait_for_selector(".wb-epochs", timeout=30_000)
+    a.close()  # closing a tab does not stop the run
+    wait_until(lambda: run.status == "finished", timeout=60)
+    wait_until(lambda: _epochs_shown(b) == 30)
+    assert reg.store("twotabs").epochs_done == 30
+    ctx.close()
+
+
+def test_invalid_setting_is_refused_in_the_page(page, served, tmp_path):
+    reg = RunRegistry(tmp_path / "runs")
+    url = served(reg)
+    page.goto(url)
+    page.wait_for_selector("text=New run")
+    box = page.locator(".wb-field-num_parts input").first  # empty = the number of workers
+    box.fill("many")
+    box.press("Enter")
+    page.get_by_text("Start run").first.click()
+    msg = page.get_by_text(re.compile(r"Refused: .*'num_parts'.* Got 'many' instead"))
+    msg.first.wait_for(state="visible")
+    assert page.get_by_text("Traceback").count() == 0
+    assert reg.live_stores() == []
+
+
+@pytest.mark.slow
+def test_real_run_from_the_form(page, served, tmp_path):
+    """A real run of the runtime (local runner, karate, a few epochs) started from the page."""
+    pytest.importorskip("workbench.runtime.launch")
+    reg = RunRegistry(tmp_path / "runs")
+    url = served(reg)
+    page.goto(url)
+    page.wait_for_selector("text=New run")
+    graph = page.locator(".wb-field-graph input").first
+    graph.fill("karate")
+    graph.press("Enter")
+    page.get_by_text("Start run").first.click()
+    wait_until(lambda: len(reg.live_stores()) == 1, timeout=60)
+    store = reg.live_stores()[0]
+    wait_until(lambda: store.done, timeout=120)
+    assert store.status == "finished", store.error
+    wait_until(lambda: page.locator(".wb-status[data-status='finished']").count() == 1)
+    assert store.partition is not None and store.epochs_done >= 1
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-real-run.png"), full_page=True)

@@ -1,0 +1,117 @@
+"""The run form: widgets from config fields; invalid settings refused with the reason, never a traceback."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import panel as pn
+import pytest
+
+from widgets.control import RunControl, config_widgets, discover_recipes
+from workbench._validation import Config, ErrorCollector
+
+
+@dataclasses.dataclass(kw_only=True)
+class DemoConfig(Config):
+    graph: str = "karate"
+    """Graph spec."""
+    num_parts: Optional[int] = None
+    """Number of parts."""
+    model: str = "gcn"
+    """``gcn`` or ``sage``."""
+    epochs: int = 3
+    """Training epochs."""
+    lr: float = 0.01
+    """Learning rate."""
+    pin: bool = False
+    """Pin inputs."""
+
+    def _validate(self, errs: ErrorCollector) -> None:
+        errs.check(self.epochs >= 1, "epochs", "an int in [1, inf]", self.epochs)
+
+
+def _form(launched):
+    def launcher(cfg, **kw):
+        launched.append((cfg, kw))
+        return type("H", (), {"run_id": "h1", "stop": lambda self: None})()
+
+    return RunControl(recipes={"demo": DemoConfig}, launcher=launcher)
+
+
+def test_widgets_follow_field_types_and_docs():
+    ws = config_widgets(DemoConfig())
+    assert isinstance(ws["epochs"], pn.widgets.IntInput) and ws["epochs"].description == "Training epochs."
+    assert isinstance(ws["lr"], pn.widgets.FloatInput)
+    assert isinstance(ws["pin"], pn.widgets.Checkbox)
+    assert isinstance(ws["model"], pn.widgets.Select) and ws["model"].options == ["gcn", "sage"]
+    assert isinstance(ws["num_parts"], pn.widgets.TextInput) and ws["num_parts"].value == ""
+
+
+def test_start_launches_with_form_values():
+    launched = []
+    form = _form(launched)
+    form.widgets["epochs"].value = 7
+    form.widgets["num_parts"].value = "2"
+    form.workers.value = 2
+    form.start(wait=True)
+    (cfg, kw), = launched
+    assert cfg.epochs == 7 and cfg.num_parts == 2 and kw["workers"] == 2 and kw["recipe"] == "demo"
+    assert form.message.alert_type == "success" and "h1" in form.message.object
+
+
+@pytest.mark.parametrize("field,value,expect", [
+    ("epochs", 0, "'epochs' parameter of DemoConfig"),
+    ("num_parts", "two", "'num_parts' parameter"),
+])
+def test_invalid_settings_are_refused_in_the_form(field, value, expect):
+    launched = []
+    form = _form(launched)
+    form.widgets[field].value = value
+    assert form.start() is None
+    assert not launched
+    assert form.message.visible and form.message.alert_type == "danger" and expect in form.message.object
+    assert "Traceback" not in form.message.object
+
+
+def test_launcher_errors_are_shown():
+    def launcher(cfg, **kw):
+        raise FileNotFoundError("graph file 'nope.txt' does not exist")
+
+    form = RunControl(recipes={"demo": DemoConfig}, launcher=launcher)
+    form.start(wait=True)
+    assert "nope.txt" in form.message.object and form.message.alert_type == "danger"
+    assert not form.start_button.disabled
+
+
+def test_recipes_are_discovered_by_run_name():
+    recipes = discover_recipes()
+    assert {"full_graph", "sancus"} <= set(recipes)
+    assert all(isinstance(fn(), Config) for fn in recipes.values())
+
+
+@pytest.mark.parametrize("graph,num_parts,expect", [
+    ("karate", "50", "num_parts"),             # more parts than vertices
+    ("{tmp}/bad.txt", "2", "bad.txt"),         # a graph file that does not parse
+])
+def test_real_recipe_refuses_bad_runs(tmp_path, graph, num_parts, expect):
+    pytest.importorskip("workbench.runtime.launch")
+    from widgets.app import default_launcher
+
+    (tmp_path / "bad.txt").write_text("0 1\nthis is not an edge\n")
+    form = RunControl(launcher=lambda cfg, **kw: default_launcher(cfg, out=tmp_path / "runs", **kw),
+                      default_recipe="full_graph")
+    form.widgets["graph"].value = graph.format(tmp=tmp_path)
+    form.widgets["num_parts"].value = num_parts
+    form.widgets["epochs"].value = 1
+    form.runner.value = "local"
+    form.start(wait=True)
+    assert form.message.alert_type == "danger", form.message.object
+    assert expect in form.message.object and "Traceback" not in form.message.object
+
+
+def test_unknown_recipe_option_is_refused():
+    form = _form([])
+    form.widgets["bogus"] = pn.widgets.TextInput(value="1")
+    form.start()
+    assert "no option 'bogus'" in form.message.object

@@ -1,0 +1,203 @@
+"""Layer-1 tests of every view on a saved run log: build the Panel object, check the plotted data."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+import pytest
+
+from widgets.curves import CurvesView
+from widgets.partition import PartitionView, partition_event, spring_layout
+from widgets.staleness import StalenessView
+from widgets.store import RunStore
+from widgets.synthetic import fabricate_run
+from widgets.traffic import TrafficView
+from widgets.views import ProgressView, RunView, StoreView, as_store
+
+
+def _titles(view) -> list[str]:
+    out = []
+    for pane in view._layout.select(pn.pane.HoloViews):
+        if pane.object is not None and pane.visible:
+            out.append(pane.object.opts.get().kwargs.get("title", ""))
+    return out
+
+
+def test_views_on_saved_log(saved_run, render):
+    view = RunView(saved_run, runs_dir=saved_run.parent)
+    assert view.store.status == "finished" and view.store.epochs_done == 4
+    for v in view.views:
+        assert not v._error.visible, v._error.object
+    render(view)
+    assert "Loss per rank" in _titles(view.curves)
+    assert any("Vertices per part" in t for t in _titles(view.partition))
+    assert any("ACTIVE" in t for t in _titles(view.staleness))
+    assert any("Bytes sent per epoch" in t for t in _titles(view.traffic))
+
+
+def test_curves_axes(events):
+    store = RunStore(events=events)
+    view = CurvesView(store)
+    df = view.plot_data()
+    assert len(df) == 12 and list(df["x"]) == list(df["epoch"])
+    view.x = "cum_bytes"
+    np.testing.assert_allclose(view.plot_data()["x"], store.frame("epoch")["cum_bytes"] / 1e6)
+    view.x = "elapsed_s"
+    assert (view.plot_data()["x"] > 0).all()
+    loss = view._loss.object
+    assert isinstance(loss, hv.NdOverlay) and sorted(loss.keys()) == [0, 1, 2]
+
+
+def test_partition_view_frames(events):
+    view = PartitionView(events, rebuild=False)
+    ev = view.store.partition
+    sizes = view.sizes_frame()
+    assert sizes[sizes.what == "inner"]["vertices"].tolist() == ev.part_sizes
+    assert sizes[sizes.what == "halo"]["vertices"].tolist() == ev.halo_sizes
+    comm = view.comm_frame()
+    assert comm["rows"].sum() == np.asarray(ev.comm_rows).sum() and len(comm) == 9
+    assert "quotient" in view._draw.object.opts.get().kwargs["title"]
+
+
+def test_partition_view_draws_small_graph():
+    from workbench.data import load_graph
+    from workbench.partition import partition
+
+    g = load_graph("karate")
+    res = partition(g, 2, method="metis", seed=0)
+    view = PartitionView(res)
+    for _ in range(100):
+        if view._drawing_state in ("ready", "unavailable"):
+            break
+        import time
+
+        time.sleep(0.05)
+    assert view._drawing_state == "ready"
+    view.refresh(force=True)
+    assert "34 vertices" in view._draw.object.opts.get().kwargs["title"]
+    assert partition_event(res).part_sizes == np.bincount(np.asarray(res.node_part)).tolist()
+
+
+def test_partition_view_big_graph_is_a_quotient_graph(events):
+    ev = events[6]
+    ev.metrics["num_nodes"] = 10_000_000
+    view = PartitionView([ev])
+    assert view._drawing_state == "unavailable" and "quotient" in view._draw.object.opts.get().kwargs["title"]
+
+
+def test_spring_layout_in_unit_box():
+    src = np.array([0, 1, 2, 3]); dst = np.array([1, 2, 3, 0])
+    pos = spring_layout(src, dst, 6)
+    assert pos.shape == (6, 2) and np.isfinite(pos).all() and pos.min() >= -0.05 and pos.max() <= 1.05
+
+
+def test_staleness_view(events):
+    view = StalenessView(events)
+    df = view.plot_data()
+    assert set(df["row"]) == {f"rank {r} · L{l}" for r in range(3) for l in range(2)}
+    assert view.param.layer.objects == ["all", "0", "1"]
+    view.layer = "1"
+    df = view.plot_data()
+    assert set(df["layer"]) == {1} and set(df["row"]) == {"rank 0", "rank 1", "rank 2"}
+    heat = view._heat.object
+    assert "ages of cached blocks" in [d.label for d in heat.vdims]
+    assert "stale cells" in view._stats.object
+
+
+def test_staleness_view_without_events():
+    events = [e for e in fabricate_run(epochs=2) if e.type != "staleness"]
+    view = StalenessView(events)
+    assert view._note.visible and not view._heat.visible
+
+
+def test_traffic_view(events, tmp_path):
+    from workbench.events import RunLog
+
+    with RunLog(tmp_path, "baseline") as log:
+        for ev in fabricate_run(run_id="baseline", epochs=4, byte_scale=2.0):
+            log.emit(ev)
+    view = TrafficView(events, runs_dir=tmp_path)
+    kinds = view.kind_frame()
+    assert set(kinds["kind"]) == {"broadcast", "all_reduce"}
+    pairs = view.pair_frame()
+    assert len(pairs) == 9 and pairs["bytes"].sum() == view.store.frame("traffic")["bytes"].sum()
+    view.kind = "broadcast"
+    assert view.pair_frame()["bytes"].sum() == kinds[kinds.kind == "broadcast"]["bytes"].sum()
+    times = view.time_frame()
+    assert len(times) == 4 and (times["measured_s"] > 0).all()
+    if view._model is not None:
+        assert (times["modelled_s"] > 0).all()
+    assert str(tmp_path / "baseline") in view.param.baseline.objects
+    view.baseline = str(tmp_path / "baseline")
+    cum = view.cumulative_frame()
+    assert cum["run"].nunique() == 2
+    last = cum.groupby("run")["MB"].max()
+    assert last.max() > last.min()  # the baseline sends twice the bytes
+
+
+def test_progress_view_failed_run():
+    view = ProgressView(fabricate_run(num_parts=2, epochs=4, fail_at=2))
+    assert view._failure.visible and "RankFailed" in view._failure.object
+    assert "failed" in view._status.object
+
+
+def test_progress_and_dask_link(events):
+    events[0].dashboard_link = "http://127.0.0.1:8787/status"
+    view = ProgressView(events)
+    assert "8787" in view._status.object
+    label, bar = view._bar_by_stage["epochs"]
+    assert bar.value == bar.max == 4
+
+
+def test_views_render_at_every_stage_of_a_run(events, render):
+    for n in (0, 1, 7, 20, len(events)):
+        view = RunView(events[:n], runs_dir=None)
+        assert not any(v._error.visible for v in view.views), n
+        render(view)
+
+
+def test_live_updates_and_throttle(events):
+    store = RunStore()
+    view = CurvesView(store)
+    assert view._note.visible
+    store.extend(events[:30])
+    assert view.refresh(force=True)
+    assert not view.refresh()  # nothing new
+    n = len(view.plot_data())
+    store.extend(events[30:])
+    view._next_ok = 0
+    assert view.refresh() and len(view.plot_data()) > n
+
+
+def test_broken_view_shows_a_message_not_a_traceback(events):
+    class Broken(StoreView):
+        def _update(self):
+            raise KeyError("boom")
+
+    view = Broken(events)
+    assert view._error.visible and "boom" in view._error.object
+
+
+def test_as_store_shares_one_store_per_handle(tmp_path):
+    from widgets.synthetic import SyntheticRun
+
+    run = SyntheticRun(fabricate_run(epochs=2), delay=0.01, out=None, run_id="x")
+    assert as_store(run) is as_store(run)
+    run.wait(10)
+    with pytest.raises(TypeError):
+        as_store(42)
+
+
+def test_only_the_open_tab_refreshes(events, render):
+    store = RunStore(events=events[:10])
+    view = RunView(store, runs_dir=None)
+    render(view)
+    assert view.visible_views() == [view.progress, view.curves]
+    store.extend(events[10:])
+    view.curves._next_ok = 0
+    view.refresh()
+    assert view.curves.up_to_date() and not view.traffic.up_to_date()
+    view._tabs.active = 3  # opening a tab brings its view up to date
+    assert view.traffic.up_to_date()
+    assert view.visible_views() == [view.progress, view.traffic]

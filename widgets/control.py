@@ -1,0 +1,284 @@
+"""Run control: pick a recipe, a graph, workers, a runner and the recipe's options; start and stop runs.
+
+The option widgets are generated from the recipe config's dataclass fields, with the fields' attribute
+docstrings (``Config.field_docs()``) as tooltips. Every value goes through ``config.with_strings`` and
+``config.build()``, so the form refuses exactly what the command line refuses, with the same message;
+the page never shows a traceback.
+
+Example:
+    >>> from workbench._validation import Config
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(kw_only=True)
+    ... class Demo(Config):
+    ...     epochs: int = 3
+    ...     '''Training epochs.'''
+    >>> form = RunControl(recipes={"demo": Demo}, launcher=lambda *a, **k: None)
+    >>> form.settings()
+    {'epochs': '3'}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import importlib
+import inspect
+import pkgutil
+import re
+import threading
+import typing
+from typing import Any, Callable, Optional
+
+import panel as pn
+from panel.viewable import Viewer
+
+from workbench._validation import Config, ParamError
+
+__all__ = ["RunControl", "discover_recipes", "config_widgets", "RUNNERS"]
+
+RUNNERS = ["local", "dask", "single"]
+
+Launcher = Callable[..., Any]
+
+
+def discover_recipes() -> dict[str, Callable[[], Config]]:
+    """Recipe name -> function returning a config, named as ``workbench run`` names them.
+
+    ``recipes/sancus.py:recipe`` is ``sancus``, its variant ``epoch_fixed`` is ``sancus:epoch_fixed``.
+    Uses ``workbench.runtime.recipes`` when present, else scans the ``recipes`` package; falls back to
+    the training configs themselves.
+    """
+    found = _scan_recipe_package()
+    if not found:
+        for name, path in (("full_graph", "workbench.train.full_graph:FullGraphConfig"),
+                           ("sancus", "workbench.train.sancus:SancusConfig")):
+            mod, _, cls = path.partition(":")
+            try:
+                found[name] = getattr(importlib.import_module(mod), cls)
+            except (ImportError, AttributeError):
+                continue
+    return found
+
+
+def _scan_recipe_package() -> dict[str, Callable[[], Config]]:
+    try:
+        from workbench.runtime.recipes import available_recipes, recipe_variants
+    except ImportError:
+        available_recipes = recipe_variants = None
+    try:
+        pkg = importlib.import_module("recipes")
+    except ImportError:
+        return {}
+    names = (available_recipes() if available_recipes else
+             sorted(m.name for m in pkgutil.iter_modules(getattr(pkg, "__path__", [])) if not m.name.startswith("_")))
+    out: dict[str, Callable[[], Config]] = {}
+    for mod_name in names:
+        try:
+            mod = importlib.import_module(f"recipes.{mod_name}")
+        except Exception:  # a broken recipe must not hide the others
+            continue
+        variants = (recipe_variants(mod) if recipe_variants else
+                    [n for n, f in inspect.getmembers(mod, inspect.isfunction)
+                     if not n.startswith("_") and f.__module__ == mod.__name__])
+        for fname in variants:
+            fn = getattr(mod, fname)
+            if any(p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                   for p in inspect.signature(fn).parameters.values()):
+                continue
+            out[mod_name if fname == "recipe" else f"{mod_name}:{fname}"] = fn
+    return out
+
+
+def _choices_from_doc(name: str, doc: str, default: Any) -> Optional[list[str]]:
+    """``'``gcn`` or ``sage``'`` -> ``['gcn', 'sage']`` when the default is one of them (else None)."""
+    tokens = re.findall(r"``([A-Za-z0-9_\-]+)``", doc or "")
+    if name == "graph" or len(tokens) < 2 or str(default) not in tokens:
+        return None
+    return list(dict.fromkeys(tokens))
+
+
+def config_widgets(config: Config) -> dict[str, pn.widgets.Widget]:
+    """One widget per config field, typed after the field's annotation, its docstring as tooltip."""
+    docs = type(config).field_docs()
+    hints = typing.get_type_hints(type(config))
+    out: dict[str, pn.widgets.Widget] = {}
+    for f in dataclasses.fields(config):
+        if f.name.startswith("_"):
+            continue
+        value, tp, doc = getattr(config, f.name), hints.get(f.name, str), docs.get(f.name, "")
+        kw = dict(label=f.name, description=doc or None, sizing_mode="stretch_width", margin=(2, 6),
+                  css_classes=[f"wb-field-{f.name}"])
+        choices = _choices_from_doc(f.name, doc, value) if isinstance(value, str) else None
+        if tp is bool:
+            w = pn.widgets.Checkbox(value=bool(value), **{k: v for k, v in kw.items() if k != "description"})
+        elif choices:
+            w = pn.widgets.Select(options=choices, value=str(value), **kw)
+        elif tp is int and isinstance(value, int):
+            w = pn.widgets.IntInput(value=value, **kw)
+        elif tp is float and isinstance(value, (int, float)):
+            w = pn.widgets.FloatInput(value=float(value), **kw)
+        else:
+            text = "" if value is None else ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            w = pn.widgets.TextInput(value=text, placeholder="none" if value is None else "", **kw)
+        out[f.name] = w
+    return out
+
+
+def _as_text(value: Any) -> str:
+    if value is None or value == "":
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class RunControl(Viewer):
+    """The run form: recipe, graph, workers, runner, the recipe's options; Start and Stop.
+
+    Args:
+        recipes: name -> function returning a config (default: :func:`discover_recipes`).
+        launcher: ``launcher(config, runner=..., workers=...) -> handle``; a raised ``ParamError`` or
+            ``ValueError`` is shown in the form.
+        on_started: called with the new handle.
+        on_stop: called when Stop is pressed (the app stops the selected run).
+    """
+
+    def __init__(self, *, recipes: Optional[dict[str, Callable[[], Config]]] = None, launcher: Launcher,
+                 on_started: Optional[Callable[[Any], None]] = None, on_stop: Optional[Callable[[], None]] = None,
+                 default_recipe: Optional[str] = None, graph: Optional[str] = None, workers: int = 2,
+                 runner: str = "local", **params: Any):
+        super().__init__(**params)
+        self.recipes = recipes if recipes is not None else discover_recipes()
+        self.launcher, self.on_started, self.on_stop = launcher, on_started, on_stop
+        names = sorted(self.recipes)
+        default = default_recipe if default_recipe in self.recipes else (names[0] if names else None)
+        self.recipe = pn.widgets.Select(label="recipe", options=names, value=default, sizing_mode="stretch_width")
+        self.recipe_doc = pn.pane.HTML("", styles={"color": "#555", "font-size": "12px"}, margin=(0, 10),
+                                       sizing_mode="stretch_width")
+        self.graph_override = graph
+        self.runner = pn.widgets.Select(label="runner", options=RUNNERS, value=runner, sizing_mode="stretch_width",
+                                        description="local: threads in this process; dask: one Dask worker "
+                                                    "process per rank; single: one process, no communication")
+        self.workers = pn.widgets.IntInput(label="workers", value=workers, start=1, end=64,
+                                           sizing_mode="stretch_width", description="Number of ranks (one per part)")
+        self.start_button = pn.widgets.Button(label="▶ Start run", color="primary", sizing_mode="stretch_width")
+        self.stop_button = pn.widgets.Button(label="■ Stop", color="warning", sizing_mode="stretch_width")
+        self.message = pn.pane.Alert("", alert_type="danger", visible=False, margin=(4, 6),
+                                     sizing_mode="stretch_width", css_classes=["wb-form-message"])
+        self._fields = pn.Column(sizing_mode="stretch_width", margin=0)
+        self.widgets: dict[str, pn.widgets.Widget] = {}
+        self._base: Optional[Config] = None
+        self.start_button.on_click(lambda *_: self.start())
+        self.stop_button.on_click(lambda *_: self.stop())
+        self.recipe.param.watch(lambda *_: self._load_recipe(), "value")
+        self.busy = False
+        self.last_handle: Any = None
+        self._load_recipe()
+
+    # -- form ---------------------------------------------------------------------------------------------
+    def _load_recipe(self) -> None:
+        self.widgets = {}
+        self._base = None
+        name = self.recipe.value
+        if name is None:
+            self._fields.objects = [pn.pane.Markdown("*No recipes found.*")]
+            return
+        try:
+            self._base = self.recipes[name]()
+        except Exception as exc:
+            self._fields.objects = []
+            self.show_error(f"Recipe {name!r} could not be loaded: {exc}")
+            return
+        if not isinstance(self._base, Config):
+            self._fields.objects = []
+            self.show_error(f"Recipe {name!r} did not return a config (got {type(self._base).__name__}).")
+            self._base = None
+            return
+        doc = (inspect.getdoc(self.recipes[name]) or "").split("\n\n")[0]
+        self.recipe_doc.object = html.escape(doc)
+        self.widgets = config_widgets(self._base)
+        if self.graph_override and "graph" in self.widgets:
+            self.widgets["graph"].value = self.graph_override
+        self._fields.objects = list(self.widgets.values())
+        self.message.visible = False
+
+    def settings(self) -> dict[str, str]:
+        """The form's option values as ``NAME=VALUE`` strings (the ``--set`` syntax)."""
+        out = {}
+        for name, w in self.widgets.items():
+            v = w.value
+            if isinstance(w, pn.widgets.TextInput) and str(v).strip() == "":
+                v = None
+            out[name] = _as_text(v)
+        return out
+
+    def config(self) -> Config:
+        """The validated config of the form. Raises ``ParamError``/``ValueError`` with the reason."""
+        if self._base is None:
+            raise ValueError("choose a recipe first")
+        cfg = self._base.with_strings(self.settings())
+        cfg.validate()
+        if hasattr(cfg, "build"):
+            cfg.build()
+        return cfg
+
+    def show_error(self, text: str) -> None:
+        self.message.alert_type = "danger"
+        self.message.object = html.escape(text, quote=False).replace("\n", "<br>")
+        self.message.visible = True
+
+    def show_info(self, text: str) -> None:
+        self.message.alert_type = "success"
+        self.message.object = html.escape(text, quote=False)
+        self.message.visible = True
+
+    # -- actions ------------------------------------------------------------------------------------------
+    def start(self, wait: bool = False) -> Optional[threading.Thread]:
+        """Validate and launch on a background thread (the page stays responsive during ``prepare``)."""
+        try:
+            cfg = self.config()
+        except (ParamError, ValueError, TypeError) as exc:
+            self.show_error(f"Refused: {exc}")
+            return None
+        except Exception as exc:  # any other failure: still a message, never a traceback
+            self.show_error(f"Refused: {type(exc).__name__}: {exc}")
+            return None
+        self.busy = True
+        self.start_button.disabled = True
+        self.show_info("Starting…")
+        runner, workers, recipe = self.runner.value, int(self.workers.value), self.recipe.value
+
+        def go() -> None:
+            try:
+                handle = self.launcher(cfg, runner=runner, workers=workers, recipe=recipe)
+            except (ParamError, ValueError, TypeError, FileNotFoundError) as exc:
+                self.show_error(f"Refused: {exc}")
+            except Exception as exc:
+                self.show_error(f"Could not start: {type(exc).__name__}: {exc}")
+            else:
+                self.last_handle = handle
+                self.show_info(f"Started run {getattr(handle, 'run_id', '')}")
+                if self.on_started is not None:
+                    self.on_started(handle)
+            finally:
+                self.busy = False
+                self.start_button.disabled = False
+
+        t = threading.Thread(target=go, daemon=True, name="run-control-start")
+        t.start()
+        if wait:
+            t.join()
+        return t
+
+    def stop(self) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
+        elif self.last_handle is not None:
+            self.last_handle.stop()
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return pn.Column(
+            pn.pane.Markdown("### New run", margin=(0, 6)), self.recipe, self.recipe_doc, self.runner, self.workers,
+            pn.pane.Markdown("**Options** (hover ? for help)", margin=(6, 6, 0, 6)), self._fields,
+            pn.Row(self.start_button, self.stop_button, sizing_mode="stretch_width"), self.message,
+            sizing_mode="stretch_width")

@@ -1,0 +1,383 @@
+"""A thread-safe store of one run's events, as tidy pandas frames. UI-agnostic.
+
+A :class:`RunStore` is fed from any of three sources, and the views never know which:
+
+* a live :class:`~workbench.runtime.RunHandle` (``RunStore.from_handle``): the store is added as a
+  listener, so the runtime's thread only appends a small dict under a lock (cheap: training is never
+  slowed by a view);
+* a saved run log ``runs/<run_id>/`` (``RunStore.from_log``), optionally tailed while another process
+  writes it (``follow=True``; call :meth:`RunStore.poll`);
+* a list of events (tests, replays).
+
+Views read :meth:`RunStore.frame` (one data frame per event type, cached per version) and compare
+:meth:`RunStore.version` to know whether to re-render, so a refresh costs nothing when nothing arrived.
+
+Example:
+    >>> from workbench.events import EpochEnd
+    >>> store = RunStore("r1")
+    >>> store.push(EpochEnd(run_id="r1", rank=0, epoch=0, loss=1.0, bytes_by_kind={"halo": 8}))
+    >>> store.frame("epoch")[["rank", "epoch", "loss", "bytes_sent"]].to_dict("records")
+    [{'rank': 0, 'epoch': 0, 'loss': 1.0, 'bytes_sent': 8}]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+
+from workbench.events import (
+    CacheStats, EpochEnd, Event, PartitionComputed, Progress, RunFinished, RunStarted, Staleness, Traffic,
+    event_from_dict,
+)
+
+__all__ = ["RunStore", "list_runs"]
+
+#: columns of each frame, so an empty frame still has them (views never special-case "no data yet")
+COLUMNS: dict[str, list[str]] = {
+    "epoch": ["rank", "epoch", "loss", "train_acc", "val_acc", "test_acc", "compute_s", "comm_s", "wall_s",
+              "bytes_sent", "messages", "time", "elapsed_s", "cum_bytes"],
+    "traffic": ["epoch", "src_rank", "dst_rank", "kind", "layer", "bytes", "messages", "time"],
+    "staleness": ["rank", "layer", "epoch", "state", "active", "ages", "max_age", "mean_age", "gap"],
+    "cache": ["rank", "epoch", "hits", "misses", "bytes_saved", "hit_rate"],
+    "progress": ["stage", "done", "total", "message", "time"],
+}
+
+_TERMINAL = ("finished", "failed", "stopped")
+
+
+class RunStore:
+    """Events of one run, kept as rows per event type; safe to feed from any thread.
+
+    Args:
+        run_id: the run's id (taken from the first event when empty).
+        events: events to start with.
+
+    Attributes:
+        status: ``pending`` until :class:`RunStarted`, then ``running``, then the :class:`RunFinished`
+            status (or the handle's status when a run dies before emitting one).
+        error: the error text of a failed run.
+        config: the run config dict (from ``RunStarted`` or the log's ``config.json``).
+        partition: the latest :class:`PartitionComputed` event, or None.
+        handle: the live run handle, when built with :meth:`from_handle`.
+    """
+
+    def __init__(self, run_id: str = "", events: Iterable[Event] = ()):
+        self.run_id = run_id
+        self._lock = threading.RLock()
+        self._rows: dict[str, list[dict]] = {k: [] for k in COLUMNS}
+        self._versions: Counter = Counter()
+        self._frames: dict[str, tuple[int, pd.DataFrame]] = {}
+        self._seen: set[int] = set()
+        self.status = "pending"
+        self.error: Optional[str] = None
+        self.recipe = ""
+        self.runner = ""
+        self.world_size = 0
+        self.config: dict = {}
+        self.dashboard_link: Optional[str] = None
+        self.summary: dict = {}
+        self.partition: Optional[PartitionComputed] = None
+        self.progress: dict[str, Progress] = {}
+        self.started: Optional[float] = None
+        self.finished: Optional[float] = None
+        self.num_events = 0
+        self.handle: Any = None
+        self._log_path: Optional[Path] = None
+        self._log_pos = 0
+        self.extend(events)
+
+    # -- construction -------------------------------------------------------------------------------------
+    @classmethod
+    def from_handle(cls, handle: Any) -> "RunStore":
+        """A store following a live run handle (events so far, then every new one as it is emitted)."""
+        store = cls(getattr(handle, "run_id", ""))
+        store.handle = handle
+        with store._lock:  # listener first, then the backlog; duplicates are dropped by identity
+            handle.add_listener(store._push_live)
+            for ev in list(getattr(handle, "events", []) or []):
+                store._push_live(ev)
+        store.sync()
+        return store
+
+    @classmethod
+    def from_log(cls, path: str | os.PathLike, follow: bool = False) -> "RunStore":
+        """A store of a saved run folder ``runs/<run_id>/`` (or its ``events.jsonl``).
+
+        With ``follow=True`` the file is tailed: :meth:`poll` reads what was appended since.
+
+        Raises:
+            FileNotFoundError: no run log at ``path``.
+        """
+        p = Path(path)
+        folder = p if p.is_dir() else p.parent
+        log = folder / "events.jsonl"
+        if not log.exists():
+            raise FileNotFoundError(f"no run log at {log}")
+        store = cls(folder.name)
+        meta = folder / "config.json"
+        if meta.exists():
+            try:
+                info = json.loads(meta.read_text())
+                store.config = dict(info.get("config") or {})
+                store.recipe = info.get("recipe", "") or ""
+            except (OSError, ValueError):
+                pass
+        store._log_path = log
+        store.poll()
+        if not follow:
+            store._log_path = None
+        return store
+
+    # -- feeding ------------------------------------------------------------------------------------------
+    def __call__(self, event: Event) -> None:
+        self.push(event)
+
+    def emit(self, event: Event) -> None:
+        """Sink protocol (``FanOut(RunLog(...), store)``)."""
+        self.push(event)
+
+    def _push_live(self, event: Event) -> None:
+        with self._lock:
+            key = id(event)
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            self.push(event)
+
+    def extend(self, events: Iterable[Event]) -> None:
+        with self._lock:
+            for ev in events:
+                self.push(ev)
+
+    def push(self, event: Event | dict) -> None:
+        """Add one event (an :class:`Event` or its dict form). Never raises on odd events."""
+        if isinstance(event, dict):
+            event = event_from_dict(event)
+        with self._lock:
+            try:
+                self._add(event)
+            except Exception:  # a malformed event must not break the stream
+                return
+            self.num_events += 1
+            self._versions["any"] += 1
+
+    def _add(self, ev: Event) -> None:
+        if not self.run_id and ev.run_id:
+            self.run_id = ev.run_id
+        if isinstance(ev, RunStarted):
+            self.status = "running" if self.status == "pending" else self.status
+            self.recipe, self.runner, self.world_size = ev.recipe, ev.runner, int(ev.world_size or 0)
+            self.config = dict(ev.config or self.config)
+            self.dashboard_link = ev.dashboard_link or self.dashboard_link
+            self.started = ev.time
+            self._versions["run"] += 1
+        elif isinstance(ev, RunFinished):
+            self.status, self.error, self.summary = ev.status, ev.error, dict(ev.summary or {})
+            self.finished = ev.time
+            self._versions["run"] += 1
+        elif isinstance(ev, PartitionComputed):
+            self.partition = ev
+            self._versions["partition"] += 1
+        elif isinstance(ev, Progress):
+            self.progress[ev.stage] = ev
+            self._rows["progress"].append({"stage": ev.stage, "done": ev.done, "total": ev.total,
+                                           "message": ev.message, "time": ev.time})
+            self._versions["progress"] += 1
+        elif isinstance(ev, EpochEnd):
+            self._add_epoch(ev)
+        elif isinstance(ev, Traffic):
+            self._rows["traffic"].append({"epoch": ev.epoch, "src_rank": ev.src_rank, "dst_rank": ev.dst_rank,
+                                          "kind": ev.kind, "layer": ev.layer, "bytes": int(ev.bytes),
+                                          "messages": int(ev.messages), "time": ev.time})
+            self._versions["traffic"] += 1
+        elif isinstance(ev, Staleness):
+            ages = [int(a) for a in (ev.ages or [])]
+            self._rows["staleness"].append({
+                "rank": ev.rank, "layer": ev.layer, "epoch": ev.epoch, "state": ev.state,
+                "active": 1 if str(ev.state).upper() == "ACTIVE" else 0, "ages": ages,
+                "max_age": max(ages) if ages else 0, "mean_age": (sum(ages) / len(ages)) if ages else 0.0,
+                "gap": ev.gap})
+            self._versions["staleness"] += 1
+        elif isinstance(ev, CacheStats):
+            total = ev.hits + ev.misses
+            self._rows["cache"].append({"rank": ev.rank, "epoch": ev.epoch, "hits": ev.hits, "misses": ev.misses,
+                                        "bytes_saved": ev.bytes_saved,
+                                        "hit_rate": ev.hits / total if total else float("nan")})
+            self._versions["cache"] += 1
+        if self.started is None:
+            self.started = ev.time
+
+    def _add_epoch(self, ev: EpochEnd) -> None:
+        sent = int(sum(int(v) for v in (ev.bytes_by_kind or {}).values()))
+        loss = ev.loss if ev.loss is not None else float("nan")
+        self._rows["epoch"].append({
+            "rank": ev.rank, "epoch": ev.epoch, "loss": float(loss), "train_acc": _num(ev.train_acc),
+            "val_acc": _num(ev.val_acc), "test_acc": _num(ev.test_acc), "compute_s": ev.compute_s,
+            "comm_s": ev.comm_s, "wall_s": ev.wall_s, "bytes_sent": sent, "messages": ev.messages,
+            "time": ev.time})
+        self._versions["epoch"] += 1
+
+    # -- polling sources ----------------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Pick up the handle's status, error and dashboard link (a run may die before its RunFinished)."""
+        h = self.handle
+        if h is None:
+            return
+        status = getattr(h, "status", None)
+        with self._lock:
+            if status and status != self.status and (status in _TERMINAL or self.status == "pending"):
+                if not (self.status in _TERMINAL and status not in _TERMINAL):
+                    self.status = status
+                    self._versions["run"] += 1
+                    self._versions["any"] += 1
+            err = getattr(h, "error", None)
+            if err and not self.error:
+                self.error = str(err)
+                self._versions["run"] += 1
+                self._versions["any"] += 1
+            link = getattr(h, "dashboard_link", None)
+            if link and link != self.dashboard_link:
+                self.dashboard_link = link
+                self._versions["run"] += 1
+
+    def poll(self) -> int:
+        """Read what was appended to a followed log and sync the handle. Returns the number of new events."""
+        before = self.num_events
+        self.sync()
+        path = self._log_path
+        if path is not None and path.exists():
+            with open(path, "rb") as f:
+                f.seek(self._log_pos)
+                chunk = f.read()
+            end = chunk.rfind(b"\n") + 1  # only whole lines: a writer may be half-way through one
+            self._log_pos += end
+            with self._lock:
+                for line in chunk[:end].splitlines():
+                    if line.strip():
+                        try:
+                            self.push(json.loads(line))
+                        except ValueError:
+                            continue
+        return self.num_events - before
+
+    # -- reading ------------------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.status in _TERMINAL
+
+    def version(self, *kinds: str) -> tuple:
+        """A value that changes whenever events of ``kinds`` (default: any) arrive."""
+        with self._lock:
+            return tuple(self._versions[k] for k in (kinds or ("any",)))
+
+    def frame(self, kind: str) -> pd.DataFrame:
+        """A copy-safe data frame of one event type: ``epoch``, ``traffic``, ``staleness``, ``cache``,
+        ``progress`` (columns in :data:`COLUMNS`). ``epoch`` adds ``elapsed_s`` (since the run started)
+        and ``cum_bytes`` (bytes sent by this rank so far)."""
+        if kind not in COLUMNS:
+            raise KeyError(f"unknown frame {kind!r}; choose one of {sorted(COLUMNS)}")
+        with self._lock:
+            ver = self._versions[kind]
+            cached = self._frames.get(kind)
+            if cached is not None and cached[0] == ver:
+                return cached[1]
+            rows = list(self._rows[kind])
+            started = self.started
+        df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=COLUMNS[kind])
+        if kind == "epoch" and len(df):
+            df = df.sort_values(["rank", "epoch"], kind="stable").reset_index(drop=True)
+            df["elapsed_s"] = df["time"].astype(float) - (started if started is not None else 0.0)
+            df["cum_bytes"] = df.groupby("rank")["bytes_sent"].cumsum()
+        df = df.reindex(columns=COLUMNS[kind])
+        with self._lock:
+            self._frames[kind] = (ver, df)
+        return df
+
+    def epoch_totals(self) -> pd.DataFrame:
+        """One row per epoch: mean loss and accuracies over ranks, max wall time, bytes sent by all ranks,
+        and their running total (``cum_bytes``), ``elapsed_s`` of the last rank to finish the epoch."""
+        df = self.frame("epoch")
+        cols = ["epoch", "loss", "train_acc", "val_acc", "test_acc", "wall_s", "comm_s", "bytes_sent",
+                "elapsed_s", "cum_bytes"]
+        if df.empty:
+            return pd.DataFrame(columns=cols)
+        g = df.groupby("epoch")
+        out = pd.DataFrame({
+            "loss": g["loss"].mean(), "train_acc": g["train_acc"].mean(), "val_acc": g["val_acc"].mean(),
+            "test_acc": g["test_acc"].mean(), "wall_s": g["wall_s"].max(), "comm_s": g["comm_s"].max(),
+            "bytes_sent": g["bytes_sent"].sum(), "elapsed_s": g["elapsed_s"].max()}).reset_index()
+        out["cum_bytes"] = out["bytes_sent"].cumsum()
+        return out[cols]
+
+    def traffic_events(self, epoch: Optional[int] = None) -> list[Traffic]:
+        """The run's :class:`Traffic` events (optionally of one epoch), e.g. for a network model."""
+        with self._lock:
+            rows = list(self._rows["traffic"])
+        return [Traffic(run_id=self.run_id, **{k: r[k] for k in ("epoch", "src_rank", "dst_rank", "kind", "layer",
+                                                                  "bytes", "messages", "time")})
+                for r in rows if epoch is None or r["epoch"] == epoch]
+
+    @property
+    def epochs_done(self) -> int:
+        """Epochs that every rank has finished so far."""
+        df = self.frame("epoch")
+        if df.empty:
+            return 0
+        per_rank = df.groupby("rank")["epoch"].max()
+        return int(per_rank.min()) + 1
+
+    def headline(self) -> dict[str, Any]:
+        """A few JSON-safe figures for run lists and comparisons (final loss, best accuracy, bytes)."""
+        tot = self.epoch_totals()
+        last = tot.iloc[-1] if len(tot) else None
+        return {
+            "run_id": self.run_id, "recipe": self.recipe, "status": self.status,
+            "world_size": self.world_size, "epochs": int(len(tot)),
+            "final_loss": _round(last["loss"]) if last is not None else None,
+            "best_val_acc": _round(tot["val_acc"].max()) if len(tot) else None,
+            "total_mb_sent": round(float(tot["bytes_sent"].sum()) / 1e6, 3) if len(tot) else 0.0,
+            "error": self.error,
+        }
+
+    def __repr__(self) -> str:
+        return (f"RunStore(run_id={self.run_id!r}, status={self.status!r}, events={self.num_events}, "
+                f"epochs_done={self.epochs_done})")
+
+
+def _num(v: Any) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def _round(v: Any, nd: int = 4) -> Optional[float]:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else round(f, nd)
+
+
+def list_runs(root: str | os.PathLike = "runs") -> list[dict[str, Any]]:
+    """Run folders under ``root`` (newest first): ``run_id``, ``path``, ``recipe``, ``created``."""
+    root = Path(root)
+    out = []
+    if not root.is_dir():
+        return out
+    for d in root.iterdir():
+        if not (d / "events.jsonl").exists():
+            continue
+        meta: dict = {}
+        try:
+            meta = json.loads((d / "config.json").read_text())
+        except (OSError, ValueError):
+            pass
+        out.append({"run_id": d.name, "path": str(d), "recipe": meta.get("recipe", ""),
+                    "created": float(meta.get("created") or (d / "events.jsonl").stat().st_mtime)})
+    out.sort(key=lambda r: r["created"], reverse=True)
+    return out

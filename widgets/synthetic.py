@@ -1,0 +1,192 @@
+"""A fabricated, plausible run: events for tests and demos that need no training at all.
+
+:func:`fabricate_run` returns the events a SANCUS-like run on ``num_parts`` ranks would emit
+(partition, per-rank epochs, traffic per rank pair and kind, staleness per rank and layer), with
+deterministic numbers and times. :class:`SyntheticRun` replays them on a thread with a delay and
+quacks like :class:`workbench.runtime.RunHandle` (``run_id``, ``status``, ``events``,
+``add_listener``, ``wait``, ``stop``, ``log_dir``, ``dashboard_link``, ``error``), writing a real run log.
+
+Example:
+    >>> events = fabricate_run(num_parts=2, epochs=3)
+    >>> sorted({e.type for e in events})
+    ['epoch', 'partition', 'progress', 'run_finished', 'run_started', 'staleness', 'traffic']
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from workbench.events import (
+    EpochEnd, Event, FanOut, PartitionComputed, Progress, RunFinished, RunLog, RunStarted, Staleness, Traffic,
+)
+
+__all__ = ["fabricate_run", "SyntheticRun"]
+
+
+def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, num_nodes: int = 400,
+                  run_id: str = "synthetic", recipe: str = "sancus", seed: int = 0, start_time: float = 1.7e9,
+                  epoch_s: float = 0.5, fail_at: Optional[int] = None, byte_scale: float = 1.0) -> list[Event]:
+    """Events of a plausible run (deterministic for a seed). ``fail_at`` ends it failed at that epoch."""
+    rng = np.random.default_rng(seed)
+    t = start_time
+    hidden = 16
+    cfg = {"graph": f"sbm:num_nodes={num_nodes},seed={seed}", "num_parts": num_parts, "epochs": epochs,
+           "num_layers": num_layers, "hidden": hidden, "model": "gcn", "seed": seed}
+    ev: list[Event] = [RunStarted(run_id=run_id, time=t, recipe=recipe, runner="local", world_size=num_parts,
+                                  config=cfg)]
+    for done in range(0, 5):
+        t += 0.02
+        ev.append(Progress(run_id=run_id, time=t, stage="partition", done=done, total=4, message="metis"))
+    sizes = np.full(num_parts, num_nodes // num_parts)
+    sizes[: num_nodes % num_parts] += 1
+    comm = rng.integers(5, 60, size=(num_parts, num_parts)) * (1 + np.arange(num_parts))[:, None]
+    np.fill_diagonal(comm, 0)
+    halos = comm.sum(axis=0)
+    cut = int(comm.sum())
+    metrics = {"num_nodes": num_nodes, "num_edges": num_nodes * 8, "num_parts": num_parts, "edge_cut": cut,
+               "cut_ratio": round(cut / (num_nodes * 4), 4), "replication_factor": round(1 + halos.sum() / num_nodes, 4),
+               "vertex_balance": round(float(sizes.max() / sizes.mean()), 4), "edge_balance": 1.05,
+               "comm_volume_rows": int(comm.sum()), "max_part_comm_volume_rows": int(comm.sum(axis=1).max()),
+               "num_messages": int((comm > 0).sum())}
+    t += 0.05
+    ev.append(PartitionComputed(run_id=run_id, time=t, method="metis", num_parts=num_parts, metrics=metrics,
+                                part_sizes=sizes.tolist(), halo_sizes=halos.tolist(), comm_rows=comm.tolist()))
+    last_sent = np.zeros((num_parts, num_layers), dtype=int)
+    for epoch in range(epochs):
+        if fail_at is not None and epoch == fail_at:
+            ev.append(RunFinished(run_id=run_id, time=t + 0.01, status="failed",
+                                  error=f"RankFailed: rank 1 failed at epoch {epoch}: synthetic failure"))
+            return ev
+        t += epoch_s
+        ev.append(Progress(run_id=run_id, time=t, stage="epochs", done=epoch + 1, total=epochs))
+        for layer in range(num_layers):
+            for r in range(num_parts):
+                # SANCUS: a rank re-broadcasts when its embeddings drifted; otherwise peers reuse the cache
+                active = epoch == 0 or (epoch + r + layer) % 3 == 0
+                if active:
+                    last_sent[r, layer] = epoch
+                ages = [0 if j == r else int(epoch - last_sent[j, layer]) for j in range(num_parts)]
+                ev.append(Staleness(run_id=run_id, time=t, rank=r, layer=layer, epoch=epoch,
+                                    state="ACTIVE" if active else "STALE", ages=ages,
+                                    gap=round(float(rng.random()), 4)))
+                if not active:
+                    continue
+                for q in range(num_parts):
+                    if q != r:
+                        ev.append(Traffic(run_id=run_id, time=t, epoch=epoch, src_rank=r, dst_rank=q,
+                                          kind="broadcast", layer=layer,
+                                          bytes=int(comm[r, q] * hidden * 4 * byte_scale), messages=1))
+        for r in range(num_parts):
+            grad = int(hidden * hidden * 4 * 2 * byte_scale)
+            for q in range(num_parts):
+                if q != r:
+                    ev.append(Traffic(run_id=run_id, time=t, epoch=epoch, src_rank=r, dst_rank=q,
+                                      kind="all_reduce", layer=-1, bytes=grad // max(num_parts - 1, 1), messages=1))
+            sent_b = sum(e.bytes for e in ev if isinstance(e, Traffic) and e.epoch == epoch and e.src_rank == r
+                         and e.kind == "broadcast")
+            loss = 2.0 * math.exp(-0.35 * epoch) + 0.05 * r + 0.02 * float(rng.random())
+            acc = min(0.95, 0.3 + 0.6 * (1 - math.exp(-0.4 * epoch)))
+            ev.append(EpochEnd(run_id=run_id, time=t + 0.01 * r, rank=r, epoch=epoch, loss=round(loss, 5),
+                               train_acc=round(acc + 0.02, 4), val_acc=round(acc, 4), test_acc=round(acc - 0.01, 4),
+                               compute_s=round(epoch_s * 0.7, 4), comm_s=round(epoch_s * 0.3, 4), wall_s=epoch_s,
+                               bytes_by_kind={"broadcast": sent_b, "all_reduce": grad}, messages=num_parts))
+    t += 0.05
+    ev.append(RunFinished(run_id=run_id, time=t, status="finished",
+                          summary={"losses": [e.loss for e in ev if isinstance(e, EpochEnd) and e.rank == 0]}))
+    return ev
+
+
+class SyntheticRun:
+    """Replays fabricated events on a thread, like a live run handle (writes ``<out>/<run_id>/``).
+
+    Args:
+        events: what to replay (default: :func:`fabricate_run` with ``kwargs``).
+        delay: seconds between epochs (events of one epoch arrive together).
+        out: run log folder, or None for no log.
+        start: start replaying at once.
+    """
+
+    def __init__(self, events: Optional[list[Event]] = None, *, delay: float = 0.2, out: Optional[str] = "runs",
+                 run_id: Optional[str] = None, start: bool = True, **kwargs: Any):
+        run_id = run_id or kwargs.pop("run_id", None) or f"synthetic-{time.strftime('%Y%m%d-%H%M%S')}"
+        self._script = events if events is not None else fabricate_run(run_id=run_id, **kwargs)
+        self.run_id = run_id
+        self.status = "pending"
+        self.events: list[Event] = []
+        self.error: Optional[str] = None
+        self.dashboard_link: Optional[str] = None
+        self.summary: dict = {}
+        self.delay = delay
+        self._listeners: list[Callable[[Event], None]] = []
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._log = RunLog(out, run_id, recipe="synthetic") if out else None
+        self.log_dir = self._log.path if self._log else None
+        self._thread = threading.Thread(target=self._replay, name=f"synthetic-{run_id}", daemon=True)
+        if start:
+            self.start()
+
+    def start(self) -> "SyntheticRun":
+        self._thread.start()
+        return self
+
+    def add_listener(self, fn: Callable[[Event], None]) -> None:
+        with self._lock:
+            self._listeners.append(fn)
+
+    def _emit(self, ev: Event) -> None:
+        now = time.time()
+        ev = type(ev)(**{**ev.__dict__, "run_id": self.run_id, "time": now})
+        with self._lock:
+            self.events.append(ev)
+            sinks = FanOut(*( [self._log] if self._log else []), *[_Call(fn) for fn in self._listeners])
+        sinks.emit(ev)
+
+    def _replay(self) -> None:
+        self.status = "running"
+        last_epoch = None
+        try:
+            for ev in self._script:
+                if self._stop.is_set():
+                    self._emit(RunFinished(status="stopped"))
+                    self.status = "stopped"
+                    return
+                epoch = getattr(ev, "epoch", None)
+                if isinstance(ev, (Progress, PartitionComputed)) or (epoch is not None and epoch != last_epoch):
+                    if not isinstance(ev, RunStarted):
+                        self._stop.wait(self.delay)
+                    last_epoch = epoch if epoch is not None else last_epoch
+                self._emit(ev)
+                if isinstance(ev, RunFinished):
+                    self.status, self.error, self.summary = ev.status, ev.error, dict(ev.summary)
+            if self.status == "running":
+                self.status = "finished"
+        finally:
+            if self._log:
+                self._log.close()
+            self._done.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait(self, timeout: Optional[float] = None) -> dict:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"run {self.run_id} still going after {timeout} s")
+        if self.status == "failed":
+            raise RuntimeError(self.error)
+        return self.summary
+
+
+class _Call:
+    def __init__(self, fn: Callable[[Event], None]):
+        self.fn = fn
+
+    def emit(self, ev: Event) -> None:
+        self.fn(ev)

@@ -1,0 +1,199 @@
+"""Communication volume: bytes per kind and epoch, per rank pair, measured against modelled time for a
+network preset, and the running total against a baseline run from the run log folder.
+
+Example:
+    >>> from widgets.synthetic import fabricate_run
+    >>> view = TrafficView(fabricate_run(num_parts=2, epochs=3), runs_dir=None)
+    >>> int(view.pair_frame()["bytes"].sum()) == int(view.store.frame("traffic")["bytes"].sum())
+    True
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import holoviews as hv
+import pandas as pd
+import panel as pn
+import param
+
+from widgets.store import RunStore, list_runs
+from widgets.views import PLOT_OPTS, StoreView, empty_note, kind_color
+
+__all__ = ["TrafficView", "network_model"]
+
+
+def network_model() -> tuple[dict, Optional[Callable[..., Any]]]:
+    """``(NETWORK_PRESETS, modelled_seconds)`` from ``workbench.communicate.netmodel``, or ``({}, None)``."""
+    try:
+        from workbench.communicate.netmodel import NETWORK_PRESETS, modelled_seconds
+    except Exception:
+        return {}, None
+    return dict(NETWORK_PRESETS), modelled_seconds
+
+
+class TrafficView(StoreView):
+    """Where the bytes go, how long the network model says they take, and how a run compares."""
+
+    kinds = ("traffic", "epoch")
+    title = "Communication"
+
+    network = param.Selector(default=None, objects=[], check_on_set=False, allow_None=True,
+                             doc="Network preset of the modelled time.")
+    baseline = param.Selector(default="", objects=[""], check_on_set=False,
+                              doc="An earlier run to compare the running total with.")
+    kind = param.Selector(default="all", objects=["all"], check_on_set=False,
+                          doc="Traffic kind of the rank-pair heatmap.")
+
+    def __init__(self, source: Any, *, runs_dir: str | os.PathLike | None = "runs", **params: Any):
+        self.runs_dir = Path(runs_dir) if runs_dir else None
+        presets, self._model = network_model()
+        self._presets = list(presets)
+        params.setdefault("network", "10GbE" if "10GbE" in self._presets else (self._presets[0] if self._presets
+                                                                               else None))
+        self._baseline_store: Optional[RunStore] = None
+        super().__init__(source, **params)
+
+    # -- data ---------------------------------------------------------------------------------------------
+    def kind_frame(self) -> pd.DataFrame:
+        """Bytes per (epoch, kind), all ranks together."""
+        t = self.store.frame("traffic")
+        if t.empty:
+            return pd.DataFrame(columns=["epoch", "kind", "bytes"])
+        return t.groupby(["epoch", "kind"], as_index=False)["bytes"].sum()
+
+    def pair_frame(self) -> pd.DataFrame:
+        """Bytes per (src_rank, dst_rank) over the run (of the chosen kind)."""
+        t = self.store.frame("traffic")
+        if self.kind != "all":
+            t = t[t["kind"] == self.kind]
+        n = max(int(self.store.world_size or 0), int(t[["src_rank", "dst_rank"]].max().max()) + 1 if len(t) else 0)
+        if n == 0:
+            return pd.DataFrame(columns=["src_rank", "dst_rank", "bytes"])
+        full = pd.MultiIndex.from_product([range(n), range(n)], names=["src_rank", "dst_rank"])
+        out = t.groupby(["src_rank", "dst_rank"])["bytes"].sum().reindex(full, fill_value=0).reset_index()
+        out["src_rank"] = out["src_rank"].astype(str)
+        out["dst_rank"] = out["dst_rank"].astype(str)
+        return out
+
+    def time_frame(self) -> pd.DataFrame:
+        """Per epoch: measured communication seconds (slowest rank) and modelled seconds for the preset."""
+        e = self.store.frame("epoch")
+        if e.empty:
+            return pd.DataFrame(columns=["epoch", "measured_s", "modelled_s"])
+        out = e.groupby("epoch", as_index=False)["comm_s"].max().rename(columns={"comm_s": "measured_s"})
+        out["modelled_s"] = float("nan")
+        if self._model is not None and self.network:
+            modelled = self._model(self.store.traffic_events(), self.network)  # {epoch: seconds}
+            if isinstance(modelled, dict):
+                out["modelled_s"] = [float(modelled.get(int(ep), 0.0)) for ep in out["epoch"]]
+        return out
+
+    def cumulative_frame(self) -> pd.DataFrame:
+        """Running total of bytes sent per epoch for this run and the baseline (column ``run``)."""
+        frames = []
+        for label, store in (("this run", self.store), ("baseline", self._baseline_store)):
+            if store is None:
+                continue
+            tot = store.epoch_totals()
+            if len(tot):
+                frames.append(pd.DataFrame({"epoch": tot["epoch"].astype(int),
+                                            "MB": tot["cum_bytes"].astype(float) / 1e6,
+                                            "run": f"{label} ({store.run_id})"}))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["epoch", "MB", "run"])
+
+    def baseline_choices(self) -> list[str]:
+        if self.runs_dir is None:
+            return []
+        return [r["path"] for r in list_runs(self.runs_dir) if r["run_id"] != self.store.run_id][:50]
+
+    # -- rendering ----------------------------------------------------------------------------------------
+    def _build(self) -> list:
+        self.param.network.objects = self._presets or [None]
+        self._net_widget = pn.widgets.Select.from_param(self.param.network, width=140, margin=(4, 10),
+                                                        disabled=self._model is None)
+        self._base_widget = pn.widgets.Select.from_param(self.param.baseline, width=260, margin=(4, 10))
+        self._kind_widget = pn.widgets.Select.from_param(self.param.kind, width=140, margin=(4, 10))
+        refresh = pn.widgets.Button(label="↻ runs", color="light", width=70, margin=(22, 4))
+        refresh.on_click(lambda *_: self._refresh_baselines())
+        self._note = empty_note("No traffic yet.")
+        self._kinds = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self._pairs = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self._times = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self._cum = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self._refresh_baselines()
+        return [pn.Row(self._kind_widget, self._net_widget, self._base_widget, refresh), self._note,
+                pn.Row(self._kinds, self._pairs, sizing_mode="stretch_width"),
+                pn.Row(self._times, self._cum, sizing_mode="stretch_width")]
+
+    def _refresh_baselines(self) -> None:
+        choices = self.baseline_choices()
+        options = {"(none)": ""} | {Path(c).name: c for c in choices}
+        self.param.baseline.objects = list(options.values())
+        if hasattr(self, "_base_widget"):
+            self._base_widget.options = options
+
+    @param.depends("baseline", watch=True)
+    def _load_baseline(self) -> None:
+        self._baseline_store = None
+        if self.baseline:
+            try:
+                self._baseline_store = RunStore.from_log(self.baseline)
+            except (OSError, ValueError):
+                self._baseline_store = None
+
+    def _update(self) -> None:
+        t = self.store.frame("traffic")
+        kinds = sorted(t["kind"].dropna().unique().tolist()) if len(t) else []
+        if self.param.kind.objects != ["all"] + kinds:
+            self.param.kind.objects = ["all"] + kinds
+            self._kind_widget.options = ["all"] + kinds
+        self._note.visible = t.empty
+        kf = self.kind_frame()
+        cmap = {k: kind_color(k, i) for i, k in enumerate(kinds)}
+        if kf.empty:  # an empty stacked, colour-mapped Bars does not render
+            bars = hv.Bars([], "epoch", "bytes")
+        elif kf["epoch"].nunique() > 60:  # many epochs: stacked areas (thousands of bars are slow to draw)
+            wide = kf.pivot_table(index="epoch", columns="kind", values="bytes", fill_value=0).sort_index()
+            areas = [hv.Area((wide.index.values, wide[k].values), "epoch", "bytes", label=k).opts(
+                color=cmap.get(k, "#999999"), line_width=0) for k in wide.columns]
+            bars = hv.Area.stack(hv.Overlay(areas)).opts(legend_position="right")
+        else:
+            bars = hv.Bars(kf, kdims=["epoch", "kind"], vdims=[hv.Dimension("bytes")]).opts(
+                stacked=True, color="kind", cmap=cmap, legend_position="right", line_color=None)
+        self._kinds.object = bars.opts(title="Bytes sent per epoch, by kind", tools=["hover"], xlabel="epoch",
+                                       **PLOT_OPTS)
+        pf = self.pair_frame()
+        self._pairs.object = hv.HeatMap(pf, kdims=[hv.Dimension("dst_rank", label="to rank"),
+                                                   hv.Dimension("src_rank", label="from rank")],
+                                        vdims=["bytes"]).opts(
+            title=f"Bytes per rank pair ({self.kind})", cmap="Oranges", colorbar=True, tools=["hover"],
+            invert_yaxis=True, **PLOT_OPTS)
+        tf = self.time_frame()
+        measured = hv.Curve(tf, "epoch", hv.Dimension("measured_s", label="seconds"), label="measured").opts(
+            color="#1f77b4", line_width=2, tools=["hover"])
+        title = "Communication time per epoch"
+        plot = hv.Overlay([measured])
+        if self._model is not None and self.network:
+            modelled = hv.Curve(tf[["epoch", "modelled_s"]].rename(columns={"modelled_s": "measured_s"}), "epoch",
+                                hv.Dimension("measured_s", label="seconds"),
+                                label=f"modelled ({self.network})").opts(color="#d62728", line_dash="dashed",
+                                                                         line_width=2, tools=["hover"])
+            plot = measured * modelled
+        else:
+            title += " (no network model available)"
+        self._times.object = plot.opts(title=title, legend_position="top_right", **PLOT_OPTS)
+        cf = self.cumulative_frame()
+        curves = {run: hv.Curve(part, "epoch", hv.Dimension("MB", label="MB sent (all ranks)")).opts(
+                      line_width=2, tools=["hover"], color="#1f77b4" if run.startswith("this") else "#7f7f7f",
+                      line_dash="solid" if run.startswith("this") else "dashed")
+                  for run, part in cf.groupby("run")}
+        cum = hv.NdOverlay(curves, kdims=["run"]) if curves else hv.Overlay([hv.Curve([], "epoch", "MB")])
+        self._cum.object = cum.opts(title="Bytes sent so far" + (" vs baseline" if self._baseline_store else ""),
+                                    legend_position="top_left", **PLOT_OPTS)
+
+    def _version(self) -> tuple:
+        base = self._baseline_store.version() if self._baseline_store is not None else ()
+        return super()._version() + (self.network, self.baseline, self.kind) + base

@@ -1,0 +1,333 @@
+"""Small views over a :class:`~widgets.store.RunStore`, and :class:`RunView`, which composes them.
+
+Every view is a Panel ``Viewer``: it renders inline in JupyterLab (``RunView(handle)`` as a cell's last
+expression, or ``pn.panel(view)``) and inside the served dashboard. Views never subscribe to events one
+by one: a periodic callback (4 Hz, :data:`REFRESH_MS`) asks each view to :meth:`StoreView.refresh`, which
+re-renders only when the store's version for the view's event types changed. Training threads only
+append to the store, so a slow browser never slows a run.
+
+A view accepts any *source*: a :class:`RunStore`, a live run handle, a run folder ``runs/<run_id>``, or
+a list of events (:func:`as_store`).
+
+Example:
+    >>> from widgets.synthetic import fabricate_run
+    >>> view = RunView(fabricate_run(num_parts=2, epochs=3))
+    >>> view.store.epochs_done
+    3
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend without notebook output)
+import panel as pn
+import param
+from panel.viewable import Viewer
+
+from widgets.store import RunStore
+
+__all__ = ["as_store", "StoreView", "ProgressView", "RunView", "Refresher", "REFRESH_MS", "RANK_COLORS",
+           "KIND_COLORS", "STATUS_COLORS"]
+
+#: how often live views poll their store (ms): 4 Hz, far below the event rate of a fast run
+REFRESH_MS = 250
+
+RANK_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+               "#bcbd22", "#17becf"]
+KIND_COLORS = {"halo_fwd": "#4c78a8", "halo_bwd": "#9ecae9", "bcast_fwd": "#4c78a8", "bcast_bwd": "#9ecae9",
+               "broadcast": "#4c78a8", "allreduce": "#f58518", "all_reduce": "#f58518", "all_gather": "#54a24b",
+               "all_to_all": "#b279a2", "send": "#72b7b2", "control": "#bab0ac", "metrics": "#79706e",
+               "feature": "#e45756", "embedding": "#9d755d"}
+STATUS_COLORS = {"pending": "#7f7f7f", "running": "#1f77b4", "finished": "#2ca02c", "failed": "#d62728",
+                 "stopped": "#ff7f0e"}
+PLOT_OPTS = dict(responsive=True, height=260, toolbar="right", fontscale=1.0)
+
+_STORES: "weakref.WeakKeyDictionary[Any, RunStore]" = weakref.WeakKeyDictionary()
+_STORES_LOCK = threading.Lock()
+
+
+def as_store(source: Any) -> RunStore:
+    """The :class:`RunStore` for a source: a store, a run handle, a run folder or a list of events.
+
+    One store per handle (cached), so every view and every browser tab on a run shares its data.
+    """
+    if isinstance(source, RunStore):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        return RunStore.from_log(source)
+    if hasattr(source, "add_listener"):
+        with _STORES_LOCK:
+            try:
+                store = _STORES.get(source)
+            except TypeError:
+                store = None
+            if store is None:
+                store = RunStore.from_handle(source)
+                try:
+                    _STORES[source] = store
+                except TypeError:
+                    pass
+            return store
+    if isinstance(source, Iterable):
+        return RunStore(events=list(source))
+    raise TypeError(f"cannot view {type(source).__name__}: pass a RunStore, a run handle, a run folder "
+                    f"or a list of events")
+
+
+def rank_color(rank: int) -> str:
+    return RANK_COLORS[int(rank) % len(RANK_COLORS)]
+
+
+def kind_color(kind: str, i: int = 0) -> str:
+    return KIND_COLORS.get(kind, RANK_COLORS[(i + 4) % len(RANK_COLORS)])
+
+
+def empty_note(text: str) -> pn.pane.Markdown:
+    return pn.pane.Markdown(f"*{html.escape(text)}*", styles={"color": "#666"}, margin=(4, 10))
+
+
+class StoreView(Viewer):
+    """Base of the views: holds a store, re-renders when the store's version for :attr:`kinds` changes.
+
+    Subclasses build their panes in :meth:`_build` and fill them in :meth:`_update`. A view that raises
+    while rendering shows a one-line warning instead (never a traceback), and the page keeps working.
+    """
+
+    #: event types (store frame names or ``run``/``partition``) this view depends on
+    kinds: tuple[str, ...] = ("any",)
+    title: str = ""
+
+    def __init__(self, source: Any, **params: Any):
+        super().__init__(**params)
+        self.store = as_store(source)
+        self._last: Any = None
+        self._next_ok = 0.0
+        self._error = pn.pane.Alert("", alert_type="warning", visible=False, margin=(2, 10))
+        self._layout = pn.Column(*self._build(), self._error, sizing_mode="stretch_width")
+        self.param.watch(lambda *_: self.refresh(force=True), [p for p in self.param if p != "name"])
+        self.refresh(force=True)
+
+    def _build(self) -> list:
+        return []
+
+    def _update(self) -> None:
+        raise NotImplementedError
+
+    def _version(self) -> tuple:
+        return self.store.version(*self.kinds)
+
+    def refresh(self, force: bool = False) -> bool:
+        """Re-render if new events arrived (or ``force``). Returns whether it re-rendered."""
+        ver = self._version()
+        if not force and (ver == self._last or time.monotonic() < self._next_ok):
+            return False
+        self._last = ver
+        start = time.monotonic()
+        try:
+            self._update()
+            self._error.visible = False
+        except Exception as exc:  # a broken view degrades to a message; the app keeps going
+            self._error.object = f"{self.title or type(self).__name__}: could not render ({type(exc).__name__}: {exc})"
+            self._error.visible = True
+        # adaptive throttle: a view that takes d seconds to draw redraws at most every 10 d seconds,
+        # so big runs never saturate the server loop
+        self._next_ok = time.monotonic() + 10 * (time.monotonic() - start)
+        return True
+
+    def up_to_date(self) -> bool:
+        """Whether the view shows everything its store holds."""
+        return self._last == self._version()
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self._layout
+
+
+class Refresher:
+    """One periodic callback refreshing several views (and polling their stores) at :data:`REFRESH_MS`.
+
+    Started per session (served app) or per displayed :class:`RunView` (notebook); it stops itself
+    once every store is done and the views have shown the final state.
+    """
+
+    def __init__(self, views: Iterable[StoreView] | Callable[[], list[StoreView]], period: int = REFRESH_MS,
+                 extra: Optional[Callable[[], None]] = None, keep_running: bool = False):
+        self._views = views if callable(views) else (lambda fixed=list(views): fixed)
+        self.period = period
+        self.extra = extra
+        self.keep_running = keep_running
+        self._cb = None
+        self.ticks = 0
+
+    @property
+    def views(self) -> list[StoreView]:
+        return list(self._views())
+
+    def tick(self) -> None:
+        self.ticks += 1
+        views = self.views
+        for store in {id(v.store): v.store for v in views}.values():
+            store.poll()
+        for v in views:
+            v.refresh()
+        if self.extra is not None:
+            self.extra()
+        if (not self.keep_running and self._cb is not None and views
+                and all(v.store.done and v.up_to_date() for v in views)):
+            self.stop()
+
+    def start(self) -> "Refresher":
+        if self._cb is None:
+            self._cb = pn.state.add_periodic_callback(self.tick, period=self.period)
+        return self
+
+    def stop(self) -> None:
+        if self._cb is not None:
+            try:
+                self._cb.stop()
+            except Exception:
+                pass
+            self._cb = None
+
+
+class ProgressView(StoreView):
+    """Run status, progress of long steps (graph generation, partitioning, epochs), error and Dask link."""
+
+    kinds = ("run", "progress", "epoch")
+    title = "Progress"
+
+    def _build(self) -> list:
+        self._status = pn.pane.HTML("", margin=(4, 10))
+        self._bars = pn.Column(margin=0, sizing_mode="stretch_width")
+        self._failure = pn.pane.Alert("", alert_type="danger", visible=False, margin=(4, 10))
+        self._bar_by_stage: dict[str, tuple[pn.widgets.StaticText, pn.indicators.Progress]] = {}
+        return [self._status, self._failure, self._bars]
+
+    def _update(self) -> None:
+        s = self.store
+        color = STATUS_COLORS.get(s.status, "#7f7f7f")
+        h = s.headline()
+        parts = [f"<span class='wb-status' data-status='{s.status}' style='background:{color};color:white;"
+                 f"border-radius:4px;padding:2px 8px;font-weight:600'>{html.escape(s.status)}</span>",
+                 f"<b>{html.escape(s.run_id or 'run')}</b>"]
+        if s.recipe:
+            parts.append(f"recipe <code>{html.escape(s.recipe)}</code>")
+        if s.world_size:
+            parts.append(f"{s.world_size} ranks ({html.escape(s.runner or '?')})")
+        parts.append(f"epochs done: <b class='wb-epochs'>{s.epochs_done}</b>")
+        if h["final_loss"] is not None:
+            parts.append(f"loss {h['final_loss']:.4g}")
+        parts.append(f"{h['total_mb_sent']:.3g} MB sent")
+        if s.dashboard_link:
+            link = html.escape(s.dashboard_link, quote=True)
+            parts.append(f"<a href='{link}' target='_blank' class='wb-dask-link'>Dask dashboard</a>")
+        self._status.object = " &nbsp;·&nbsp; ".join(parts)
+        self._failure.visible = s.status == "failed"
+        if s.status == "failed":
+            self._failure.object = f"**Run failed.** {html.escape(str(s.error or 'no error message'))}"
+        for stage, ev in sorted(s.progress.items()):
+            total = max(int(ev.total or 0), 0)
+            if stage not in self._bar_by_stage:
+                label = pn.widgets.StaticText(value="", margin=(0, 10), width=240)
+                bar = pn.indicators.Progress(value=-1, max=max(total, 1), height=12, width=360,
+                                             margin=(8, 10), bar_color="primary")
+                self._bar_by_stage[stage] = (label, bar)
+                self._bars.append(pn.Row(label, bar, css_classes=["wb-progress"], margin=0))
+            label, bar = self._bar_by_stage[stage]
+            finished = s.done and s.status == "finished"
+            if total > 0:
+                bar.max = total
+                bar.value = total if finished else min(int(ev.done), total)
+            else:
+                bar.value = -1 if not s.done else 0
+            bar.active = not s.done
+            msg = f" ({ev.message})" if ev.message else ""
+            label.value = f"{stage}: {ev.done}/{total or '?'}{msg}"
+
+
+class RunView(Viewer):
+    """Every view of one run: progress on top, then tabs (curves, partition, staleness, communication).
+
+    Renders inline in a notebook (keeps itself live at 4 Hz while the kernel is idle) and in the app.
+
+    Args:
+        source: a run handle, :class:`RunStore`, run folder or list of events.
+        runs_dir: folder of earlier runs (baseline choices of the communication view).
+        graph: optional graph, for a vertex-level drawing of the partition (small graphs).
+        node_part: optional part of each vertex, with ``graph``.
+        live: poll the store with a periodic callback when displayed.
+    """
+
+    def __init__(self, source: Any, *, runs_dir: str | os.PathLike | None = "runs", graph: Any = None,
+                 node_part: Any = None, live: bool = True, **params: Any):
+        super().__init__(**params)
+        from widgets.curves import CurvesView
+        from widgets.partition import PartitionView
+        from widgets.staleness import StalenessView
+        from widgets.traffic import TrafficView
+
+        self.store = as_store(source)
+        self.progress = ProgressView(self.store)
+        self.curves = CurvesView(self.store)
+        self.partition = PartitionView(self.store, graph=graph, node_part=node_part)
+        self.staleness = StalenessView(self.store)
+        self.traffic = TrafficView(self.store, runs_dir=runs_dir)
+        self.views: list[StoreView] = [self.progress, self.curves, self.partition, self.staleness, self.traffic]
+        self.live = live
+        self._tabs: Optional[pn.Tabs] = None
+        self.refresher = Refresher(self.visible_views)
+
+    def visible_views(self) -> list[StoreView]:
+        """The progress view and the view of the open tab (the others refresh when their tab opens)."""
+        if self._tabs is None:
+            return list(self.views)
+        tab_views = self.views[1:]  # in tab order
+        i = self._tabs.active
+        return [self.progress] + ([tab_views[i]] if 0 <= i < len(tab_views) else [])
+
+    def refresh(self) -> None:
+        """Poll the store and refresh the visible views once (what the periodic callback does)."""
+        self.refresher.tick()
+
+    def tabs(self, *extra: tuple[str, Any]) -> pn.Tabs:
+        """The views as tabs (plus ``extra`` (title, object) tabs); only the open tab refreshes."""
+        tabs = pn.Tabs(("Training curves", self.curves), ("Partition", self.partition),
+                       ("Staleness", self.staleness), ("Communication", self.traffic), *extra,
+                       dynamic=False, sizing_mode="stretch_width")
+
+        tab_objects = [*self.views[1:], *(obj for _, obj in extra)]  # pn.Tabs keeps their layouts, not them
+
+        def opened(event: Any) -> None:
+            view = tab_objects[event.new] if 0 <= event.new < len(tab_objects) else None
+            if isinstance(view, StoreView):
+                view.refresh(force=not view.up_to_date())
+            elif hasattr(view, "refresh"):
+                view.refresh()
+
+        tabs.param.watch(opened, "active")
+        self._tabs = tabs
+        return tabs
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        tabs = self.tabs()
+        if self.live and not self.store.done:
+            self.refresher.start()
+        return pn.Column(self.progress, tabs, sizing_mode="stretch_width")
+
+    def __repr__(self) -> str:
+        return f"RunView({self.store!r})"
+
+
+def load_store_for(run_dir: str | os.PathLike) -> Optional[RunStore]:
+    """A saved run's store, or None when the folder holds no readable log."""
+    try:
+        return RunStore.from_log(Path(run_dir))
+    except (OSError, ValueError):
+        return None
