@@ -54,7 +54,7 @@ class RankContext:
 
     def check_stop(self) -> None:
         """All ranks agree (one tiny all-reduce) whether to stop; raises :class:`StopRequested` on all."""
-        flag = torch.tensor([1.0 if self.stop_requested() else 0.0])
+        flag = torch.tensor([1.0 if self.stop_requested() else 0.0], device=self.device)  # NCCL needs device tensors
         if self.world_size > 1:
             self.comm.all_reduce(flag, kind="control")
         if float(flag) > 0:

@@ -1,0 +1,175 @@
+"""Benchmark: full-graph GCN epoch time of the workbench (1, 2, 4 ranks) against DGL's own GraphConv.
+
+Runs the halo-exchange program (``workbench.train.full_graph``) with in-process thread ranks on one
+machine, and DGL's ``GraphConv`` (``norm="both"``, self-loops added: the same model) on one process,
+on the same generated graph (default: 100k vertices, 4M stored edges = 2M undirected). Prints epoch
+times, their ratios against DGL from this one run, the halo bytes per epoch, and the communication
+time the counted traffic would take on 10 and 100 Gbit/s links (``workbench.communicate.netmodel``:
+latency + bytes / bandwidth per message, slowest rank).
+
+The DGL-free part runs on any torch (e.g. 2.11 on a GPU machine without DGL)::
+
+    python benchmarks/full_graph.py                       # CPU, with DGL when it imports
+    python benchmarks/full_graph.py --device cuda --no-dgl
+    python benchmarks/full_graph.py --quick               # a small graph, for a smoke run
+
+Thread ranks share the machine's cores (and the one GPU), so the multi-rank times measure the
+workbench's overheads, not a cluster's speed-up; the modelled times show the network's share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workbench.communicate.netmodel import modelled_seconds  # noqa: E402
+from workbench.data import load_graph  # noqa: E402
+from workbench.events import ListSink, Traffic  # noqa: E402
+from workbench.runtime.program import RankContext  # noqa: E402
+from workbench.train.full_graph import FullGraphConfig  # noqa: E402
+
+DEFAULT_GRAPH = "sbm:num_nodes=100000,num_blocks=16,avg_degree=40,num_features=64,seed=0"
+QUICK_GRAPH = "sbm:num_nodes=5000,num_blocks=8,avg_degree=20,num_features=32,seed=0"
+LINKS = {"10 Gbit/s": "10GbE", "100 Gbit/s": "100GbE"}
+
+
+def run_workbench(graph, world_size: int, args) -> dict:
+    """Train on ``world_size`` thread ranks; returns the summary plus the traffic events."""
+    from workbench.communicate.inprocess import InProcessGroup
+
+    cfg = FullGraphConfig(graph=graph.name, num_parts=world_size, partition=args.partition, model="gcn",
+                          num_layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=0.01, seed=0)
+    program = cfg.build(graph=graph)
+    sink = ListSink()
+    t0 = time.perf_counter()
+    payloads = program.prepare(world_size, sink.emit)
+    prepare_s = time.perf_counter() - t0
+    group = InProcessGroup(world_size, timeout=3600)
+    results: list = [None] * world_size
+    errors: list = []
+    device = torch.device(args.device)
+
+    def body(rank: int) -> None:
+        try:
+            ctx = RankContext(rank=rank, world_size=world_size, comm=group.communicator(rank), device=device,
+                              emit=sink.emit)
+            results[rank] = program.run_rank(ctx, payloads[rank])
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+            group.abort(exc)
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    summary = program.summarize(results)
+    summary["prepare_s"] = prepare_s
+    summary["traffic"] = [e for e in sink.events if isinstance(e, Traffic)]
+    return summary
+
+
+def modelled_comm_seconds(traffic: list[Traffic], preset: str) -> float:
+    """Modelled communication seconds per epoch (slowest rank; ``workbench.communicate.netmodel``)."""
+    per_epoch = modelled_seconds(traffic, preset)        # {epoch: seconds}
+    return sum(per_epoch.values()) / max(len(per_epoch), 1)
+
+
+def run_dgl(graph, args) -> float | None:
+    """Mean epoch seconds of DGL GraphConv full-graph training (same model), or None without DGL."""
+    try:
+        import dgl
+        from dgl.nn import GraphConv
+    except Exception as exc:  # noqa: BLE001 - DGL missing or not importable on this torch
+        print(f"DGL unavailable ({type(exc).__name__}): skipping the DGL baseline")
+        return None
+    device = torch.device(args.device)
+    src, dst = graph.edges()
+    g = dgl.add_self_loop(dgl.graph((src, dst), num_nodes=graph.num_nodes)).to(device)
+    dims = [graph.num_features] + [args.hidden] * (args.layers - 1) + [graph.num_classes]
+    layers = torch.nn.ModuleList(GraphConv(dims[i], dims[i + 1], norm="both") for i in range(args.layers)).to(device)
+    opt = torch.optim.Adam(layers.parameters(), lr=0.01)
+    x, y = graph.features.to(device), graph.labels.to(device)
+    train = (graph.train_mask & (graph.labels >= 0)).to(device)
+    times = []
+    for _ in range(args.epochs):
+        t0 = time.perf_counter()
+        h = x
+        for i, layer in enumerate(layers):
+            h = layer(g, h)
+            if i < len(layers) - 1:
+                h = torch.relu(h)
+        loss = torch.nn.functional.cross_entropy(h[train], y[train])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return _steady(times)
+
+
+def _steady(times: list[float]) -> float:
+    """Mean epoch time without the first (warm-up) epoch."""
+    rest = times[1:] or times
+    return sum(rest) / len(rest)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graph", default=None, help=f"graph spec (default {DEFAULT_GRAPH})")
+    parser.add_argument("--ranks", default="1,2,4", help="comma-separated rank counts")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--partition", default="metis")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--no-dgl", action="store_true", help="skip the DGL baseline")
+    parser.add_argument("--quick", action="store_true", help=f"small graph ({QUICK_GRAPH})")
+    parser.add_argument("--json", default=None, help="also write the results to this file")
+    args = parser.parse_args(argv)
+    spec = args.graph or (QUICK_GRAPH if args.quick else DEFAULT_GRAPH)
+
+    t0 = time.perf_counter()
+    graph = load_graph(spec)
+    print(f"graph {spec}: {graph.num_nodes} vertices, {graph.num_edges} stored edges "
+          f"({time.perf_counter() - t0:.1f} s to build); device {args.device}; torch {torch.__version__}")
+    dgl_s = None if args.no_dgl else run_dgl(graph, args)
+    rows = []
+    for p in [int(r) for r in args.ranks.split(",")]:
+        s = run_workbench(graph, p, args)
+        epoch_s = _steady(s["epoch_times"])
+        row = {"ranks": p, "epoch_s": epoch_s, "prepare_s": s["prepare_s"], "halo_bytes_per_epoch": s["bytes_per_epoch"],
+               "predicted_bytes_per_epoch": s["predicted_bytes_per_epoch"],
+               "bytes_by_kind": s["bytes_by_kind"], "final_loss": s["losses"][-1],
+               "ratio_vs_dgl": (epoch_s / dgl_s) if dgl_s else None}
+        for name, preset in LINKS.items():
+            row[f"modelled_comm_s@{name}"] = modelled_comm_seconds(s["traffic"], preset)
+        rows.append(row)
+    print()
+    print(f"{'ranks':>5} {'epoch s':>9} {'x DGL':>7} {'halo MB/ep':>11} {'comm s@10G':>11} {'comm s@100G':>12}")
+    if dgl_s:
+        print(f"{'DGL':>5} {dgl_s:9.3f} {1.0:7.2f}")
+    for r in rows:
+        ratio = f"{r['ratio_vs_dgl']:7.2f}" if r["ratio_vs_dgl"] else f"{'-':>7}"
+        print(f"{r['ranks']:>5} {r['epoch_s']:9.3f} {ratio} {r['halo_bytes_per_epoch'] / 1e6:11.2f} "
+              f"{r['modelled_comm_s@10 Gbit/s']:11.4f} {r['modelled_comm_s@100 Gbit/s']:12.4f}")
+    out = {"graph": spec, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "device": args.device,
+           "torch": torch.__version__, "dgl_epoch_s": dgl_s, "workbench": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

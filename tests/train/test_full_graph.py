@@ -1,0 +1,106 @@
+"""Full-graph halo-exchange training: exactness against one process, exact byte counts, events."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from train_helpers import run_inprocess, tiny_graph
+
+from workbench._validation import ParamError
+from workbench.events import EpochEnd, PartitionComputed, Traffic
+from workbench.train.full_graph import FullGraphConfig
+from workbench.train.halo import comm_rows_from_parts, predicted_halo_bytes
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / max(float(b.norm()), 1e-12))
+
+
+def _assert_same_training(single, multi, tol=1e-5):
+    (s1, r1, _), (sp, rp, _) = single, multi
+    for a, b in zip(sp["losses"], s1["losses"]):
+        assert abs(a - b) <= tol * abs(b)
+    for name, ref in r1[0]["params"].items():
+        for r in rp:
+            assert _rel(r["params"][name], ref) <= tol, name
+
+
+@pytest.mark.parametrize("method", ["metis", "random"])
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_matches_single_process_gcn(method, world_size):
+    g = tiny_graph()
+    cfg = FullGraphConfig(graph="tiny", partition=method, epochs=4, seed=3)
+    single = run_inprocess(cfg.build(graph=g), 1)
+    multi = run_inprocess(cfg.build(graph=g), world_size)
+    _assert_same_training(single, multi)
+    # bytes counted at the transport == comm volume x widths x 4, forward and backward, exactly
+    summary = multi[0]
+    assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"] > 0
+    assert summary["bytes_per_epoch_by_kind"] == summary["predicted_bytes_per_epoch_by_kind"]
+
+
+@pytest.mark.parametrize("model,num_layers", [("sage", 3), ("gcn", 4)])
+def test_directed_graph_and_deeper_models(model, num_layers):
+    g = tiny_graph(directed=True, seed=2)
+    part = torch.randint(0, 3, (g.num_nodes,), generator=torch.Generator().manual_seed(0))
+    cfg = FullGraphConfig(graph="tiny", model=model, num_layers=num_layers, hidden=8, epochs=3, optimizer="sgd",
+                          lr=0.5)
+    single = run_inprocess(cfg.build(graph=g), 1)
+    multi = run_inprocess(cfg.build(graph=g, node_part=part), 3)
+    _assert_same_training(single, multi)
+    rows = int(comm_rows_from_parts(g, part, 3).sum())
+    widths = [g.num_features] + [8] * (num_layers - 1)
+    assert multi[0]["bytes_per_epoch"] == predicted_halo_bytes(rows, widths)["total"]
+
+
+def test_summary_and_events():
+    g = tiny_graph()
+    summary, _, events = run_inprocess(FullGraphConfig(graph="tiny", partition="random", epochs=3).build(graph=g), 2)
+    for key in ("losses", "accuracy", "bytes_by_kind", "bytes_per_epoch", "predicted_bytes_per_epoch", "epoch_times"):
+        assert key in summary
+    assert len(summary["losses"]) == 3 and set(summary["accuracy"]) == {"train", "val", "test"}
+    assert {"halo_fwd", "halo_bwd", "allreduce", "metrics"} <= set(summary["bytes_by_kind"])
+    epochs = [e for e in events if isinstance(e, EpochEnd)]
+    assert sorted((e.rank, e.epoch) for e in epochs) == [(r, e) for r in range(2) for e in range(3)]
+    assert all(e.bytes_by_kind.get("halo_fwd", 0) > 0 for e in epochs)
+    traffic = [e for e in events if isinstance(e, Traffic)]
+    assert sum(e.bytes for e in traffic) == sum(summary["bytes_by_kind"].values())
+    (part_ev,) = [e for e in events if isinstance(e, PartitionComputed)]
+    assert part_ev.num_parts == 2 and sum(part_ev.part_sizes) == g.num_nodes
+    assert sum(map(sum, part_ev.comm_rows)) == part_ev.metrics["comm_volume_rows"]
+
+
+def test_training_learns_on_sbm(small_sbm):
+    cfg = FullGraphConfig(graph="sbm", partition="metis", epochs=30, hidden=16, lr=0.05)
+    summary, _, _ = run_inprocess(cfg.build(graph=small_sbm), 2)
+    assert summary["losses"][-1] < summary["losses"][0]
+    assert summary["accuracy"]["train"] > 0.5
+
+
+def test_bad_config_reports_all_errors():
+    with pytest.raises(ParamError) as info:
+        FullGraphConfig(model="gat", num_layers=7, lr=-1.0)
+    text = str(info.value)
+    assert "'model'" in text and "'num_layers'" in text and "'lr'" in text and "gat" in text
+
+
+def test_unknown_setting_lists_valid_names():
+    with pytest.raises(ParamError, match="Valid options"):
+        FullGraphConfig().with_strings({"epochz": "3"})
+    assert FullGraphConfig().with_strings({"epochs": "3", "num_parts": "2"}).epochs == 3
+
+
+def test_too_many_parts_fails_before_work():
+    g = tiny_graph(num_nodes=12)
+    with pytest.raises(ParamError, match="num_parts"):
+        FullGraphConfig(graph="tiny", num_parts=20).build(graph=g).prepare(20, lambda e: None)
+
+
+def test_world_size_from_config_or_runner():
+    assert FullGraphConfig(num_parts=3).build().world_size_for(2) == 3
+    assert FullGraphConfig().build().world_size_for(2) == 2
+
+
+def test_karate_spec_end_to_end():
+    summary, _, _ = run_inprocess(FullGraphConfig(graph="karate", epochs=2, partition="random").build(), 2)
+    assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"]

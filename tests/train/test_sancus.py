@@ -1,0 +1,140 @@
+"""SANCUS skip-broadcast: staleness bounds, flags, gradients never skipped, and the paper's effect."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from train_helpers import run_inprocess, tiny_graph
+
+from workbench._validation import ParamError
+from workbench.events import Staleness
+from workbench.train.block_row import clip_threshold
+from workbench.train.sancus import SancusConfig, variation_gap
+
+P = 3
+
+
+@pytest.fixture(scope="module")
+def setup():
+    g = tiny_graph(num_nodes=90)
+    part = torch.arange(g.num_nodes) % P
+    return g, part
+
+
+def _run(setup, **kw):
+    g, part = setup
+    cfg = SancusConfig(graph="tiny", epochs=kw.pop("epochs", 6), hidden=8, **kw)
+    return run_inprocess(cfg.build(graph=g, node_part=part), P)
+
+
+def test_none_is_the_cagnet_baseline(setup):
+    summary, _, events = _run(setup, staleness="none")
+    assert summary["comm_reduction"] == 0.0 and summary["broadcasts_skipped"] == 0
+    assert "control" not in summary["bytes_by_kind"] or summary["bytes_by_kind"]["control"] < 100
+    st = [e for e in events if isinstance(e, Staleness)]
+    assert len(st) == P * 2 * 6 and all(e.state == "ACTIVE" and max(e.ages) == 0 for e in st)
+
+
+@pytest.mark.parametrize("eps", [1, 2])
+def test_epoch_fixed_period_and_age_bound(setup, eps):
+    base, _, _ = _run(setup, staleness="none")
+    summary, _, events = _run(setup, staleness="epoch-fixed", epsilon=eps)
+    skipped = summary["broadcast_skipped"]        # [epoch][layer][rank]
+    for e, layers in enumerate(skipped):
+        for flags in layers:
+            assert flags == [e % (eps + 1) != 0] * P   # broadcast every eps + 1 epochs
+    assert summary["max_age"] == eps
+    assert all(max(ev.ages) <= eps for ev in events if isinstance(ev, Staleness))
+    # gradients are never skipped: backward broadcast bytes equal the baseline's
+    assert summary["bytes_by_kind"]["bcast_bwd"] == base["bytes_by_kind"]["bcast_bwd"]
+    assert summary["bytes_by_kind"]["bcast_fwd"] < base["bytes_by_kind"]["bcast_fwd"]
+    assert summary["comm_reduction"] > 0
+    # flags are agreed with a tiny all-gather per layer (kind "control")
+    assert summary["bytes_by_kind"]["control"] > 0
+
+
+def test_epoch_adaptive_staggers_roots(setup):
+    summary, _, _ = _run(setup, staleness="epoch-adaptive", epsilon=1, epochs=5)
+    first_layer = [layers[0] for layers in summary["broadcast_skipped"]]
+    assert first_layer[0] == [False] * P          # everyone broadcasts into the empty caches
+    assert first_layer[1] != first_layer[2]        # roots out of phase
+    assert summary["max_age"] <= 1
+    plain, _, _ = _run(setup, staleness="epoch-adaptive", epsilon=1, epochs=5, stagger=False)
+    fixed, _, _ = _run(setup, staleness="epoch-fixed", epsilon=1, epochs=5)
+    assert plain["broadcast_skipped"] == fixed["broadcast_skipped"]   # lock-step BSP: A == E
+
+
+def test_variation_gap_and_cap(setup):
+    loose, _, events = _run(setup, staleness="variation-gap", epsilon=0.5, epochs=6)
+    tight, _, _ = _run(setup, staleness="variation-gap", epsilon=0.0, epochs=6)
+    assert loose["broadcasts_skipped"] > tight["broadcasts_skipped"]
+    gaps = [e.gap for e in events if isinstance(e, Staleness) and e.epoch > 0]
+    assert all(g is not None and g >= 0 for g in gaps)
+    capped, _, _ = _run(setup, staleness="variation-gap", epsilon=10.0, epochs=6, max_skip=1)
+    assert capped["max_age"] <= 1
+
+
+def test_pin_static_input(setup):
+    summary, _, events = _run(setup, staleness="epoch-fixed", epsilon=1, pin_static_input=True, epochs=4)
+    layer0 = [layers[0] for layers in summary["broadcast_skipped"]]
+    assert layer0[0] == [False] * P and all(flags == [True] * P for flags in layer0[1:])
+    assert all(max(e.ages) == 0 for e in events if isinstance(e, Staleness) and e.layer == 0)
+
+
+def test_staleness_zero_equals_baseline(setup):
+    base, rb, _ = _run(setup, staleness="none", epochs=3)
+    zero, rz, _ = _run(setup, staleness="epoch-fixed", epsilon=0, epochs=3)
+    assert zero["broadcasts_skipped"] == 0
+    assert zero["losses"] == pytest.approx(base["losses"], rel=1e-6)
+
+
+def test_weight_grad_forms_agree_without_staleness(setup):
+    exact, _, _ = _run(setup, staleness="none", epochs=3)
+    cagnet, _, _ = _run(setup, staleness="none", epochs=3, weight_grad="cagnet")
+    assert cagnet["losses"] == pytest.approx(exact["losses"], rel=1e-5)
+    assert cagnet["bytes_by_kind"]["bcast_bwd"] > exact["bytes_by_kind"]["bcast_bwd"]
+
+
+def test_gradient_clipping_scaling():
+    assert clip_threshold(1.0, 4, "sqrt_p") == 2.0
+    assert clip_threshold(1.0, 4, "inv_sqrt_p") == 0.5
+
+
+def test_clipping_runs_and_changes_training(setup):
+    base, _, _ = _run(setup, staleness="none", epochs=3)
+    clipped, _, _ = _run(setup, staleness="none", epochs=3, clip_threshold=1e-4, optimizer="sgd")
+    assert clipped["losses"][0] == pytest.approx(base["losses"][0])
+    assert clipped["losses"][-1] != pytest.approx(base["losses"][-1])
+
+
+def test_variation_gap_norms():
+    sent = torch.ones(4, 2)
+    assert variation_gap(sent * 1.1, sent) == pytest.approx(0.1, rel=1e-5)
+    assert variation_gap(sent * 1.1, sent, "mean_abs") == pytest.approx(0.1, rel=1e-5)
+    assert variation_gap(sent, None) is None
+
+
+def test_bad_epsilon():
+    with pytest.raises(ParamError, match="epsilon"):
+        SancusConfig(staleness="epoch-fixed", epsilon=1.5)
+    with pytest.raises(ParamError, match="staleness"):
+        SancusConfig(staleness="sometimes")
+
+
+def test_paper_effect_on_sbm():
+    """Skipping cuts broadcast traffic, more for larger eps, at (almost) the baseline's accuracy."""
+    from workbench.data import load_graph
+
+    g = load_graph("sbm:num_nodes=400,num_blocks=4,avg_degree=8,num_features=16,seed=0")
+    kw = dict(graph="sbm", epochs=20, hidden=16, lr=0.02, partition="metis", seed=0)
+    results = {}
+    for staleness, eps in [("none", 0), ("epoch-fixed", 1), ("epoch-fixed", 2), ("epoch-fixed", 3),
+                           ("variation-gap", 0.05)]:
+        summary, _, _ = run_inprocess(SancusConfig(staleness=staleness, epsilon=eps, **kw).build(graph=g), 4)
+        results[(staleness, eps)] = summary
+    red = [results[("epoch-fixed", e)]["comm_reduction"] for e in (1, 2, 3)]
+    assert 0 < red[0] < red[1] < red[2] < 1
+    assert results[("variation-gap", 0.05)]["comm_reduction"] > 0
+    base_acc = results[("none", 0)]["accuracy"]["test"]
+    for summary in results.values():
+        assert summary["accuracy"]["test"] >= base_acc - 0.05

@@ -1,0 +1,218 @@
+"""Pieces shared by the full-graph training programs: data loading, optimiser, gradient all-reduce,
+global metrics, per-epoch events and the run summary.
+
+Every figure a program reports is global: the loss is the sum of the ranks' local losses, each
+normalised by the GLOBAL number of training vertices (so it equals the single-process loss), and
+accuracies come from one small all-reduce of correct/total counts (kind ``metrics``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import defaultdict
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from workbench._validation import ErrorCollector
+from workbench.events import EpochEnd
+from workbench.graph import Graph
+
+__all__ = ["load_training_graph", "check_training_graph", "make_optimizer", "allreduce_gradients",
+           "global_metrics", "EpochRecorder", "summarize_ranks", "partition_nodes", "PARTITION_METHODS",
+           "OPTIMIZERS", "LabelData", "masked_loss"]
+
+PARTITION_METHODS = ("metis", "random", "block")
+OPTIMIZERS = ("adam", "sgd")
+
+
+def load_training_graph(spec: Any, owner: str) -> Graph:
+    """A :class:`Graph` from a spec string (through ``workbench.data.load_graph``) or a Graph as is."""
+    if isinstance(spec, Graph):
+        graph = spec
+    else:
+        from workbench.data import load_graph
+
+        graph = load_graph(spec)
+    check_training_graph(graph, owner)
+    return graph
+
+
+def check_training_graph(graph: Graph, owner: str) -> None:
+    errs = ErrorCollector(owner)
+    errs.check(graph.features is not None, "graph", "a graph with node features", graph.name)
+    errs.check(graph.labels is not None, "graph", "a graph with node labels", graph.name)
+    errs.check(graph.train_mask is not None and bool(graph.train_mask.any()), "graph",
+               "a graph with at least one training vertex (train_mask)", graph.name)
+    errs.raise_if_any()
+
+
+def partition_nodes(graph: Graph, num_parts: int, method: str, seed: int):
+    """``(node_part, PartitionResult | None)``; one part needs no partitioner."""
+    if num_parts == 1:
+        return torch.zeros(graph.num_nodes, dtype=torch.int64), None
+    from workbench.partition import partition
+
+    result = partition(graph, num_parts, method=method, seed=seed)
+    return torch.as_tensor(result.node_part, dtype=torch.int64), result
+
+
+def masked_loss(logits: torch.Tensor, labels: torch.Tensor, train: torch.Tensor, num_train_global: int) -> torch.Tensor:
+    """Summed cross-entropy of the local training rows divided by the GLOBAL number of training rows,
+    so the ranks' losses add up to the single-process mean loss."""
+    if not bool(train.any()):
+        return logits.sum() * 0.0
+    return torch.nn.functional.cross_entropy(logits[train], labels[train], reduction="sum") / num_train_global
+
+
+def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+
+
+def allreduce_gradients(model: nn.Module, comm, world_size: int) -> None:
+    """Sum the weight gradients over ranks in one flat all-reduce (kind ``allreduce``)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    if world_size == 1:
+        return
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    comm.all_reduce(flat, kind="allreduce")
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[offset:offset + n].view_as(p))
+        offset += n
+
+
+def global_metrics(comm, world_size: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
+                   masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dict[str, Optional[float]]:
+    """Global loss and train/val/test accuracy from one all-reduce of 7 numbers (kind ``metrics``)."""
+    pred = logits.detach().argmax(dim=1)
+    hit = pred == labels
+    vals = [float(loss.detach())]
+    for m in masks:
+        vals += [float((hit & m).sum()), float(m.sum())]
+    t = torch.tensor(vals, dtype=torch.float64, device=logits.device)   # NCCL reduces device tensors only
+    if world_size > 1:
+        comm.all_reduce(t, kind="metrics")
+    t = t.cpu()
+    acc = [float(t[1 + 2 * k] / t[2 + 2 * k]) if t[2 + 2 * k] > 0 else None for k in range(3)]
+    return {"loss": float(t[0]), "train_acc": acc[0], "val_acc": acc[1], "test_acc": acc[2]}
+
+
+class EpochRecorder:
+    """Times an epoch, emits ``EpochEnd`` and the epoch's ``Traffic`` events, keeps the rank's results."""
+
+    def __init__(self, ctx, exchange_kinds: tuple[str, ...]):
+        self.ctx = ctx
+        self.kinds = exchange_kinds
+        self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
+                                       "epoch_wall_s": [], "compute_s": [], "comm_s": [],
+                                       "bytes_by_kind": defaultdict(int), "exchange_bytes_by_epoch": [],
+                                       "exchange_kind_bytes_by_epoch": []}
+
+    def start(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.ctx.comm.set_epoch(epoch)
+        self._t0 = time.perf_counter()
+        self._c0 = self.ctx.comm.counter.comm_seconds
+
+    def end(self, metrics: dict) -> None:
+        ctx, res = self.ctx, self.result
+        wall = time.perf_counter() - self._t0
+        comm_s = ctx.comm.counter.comm_seconds - self._c0
+        counter = ctx.comm.counter
+        by_kind = counter.bytes_by_kind(self.epoch)
+        messages = counter.total_messages(self.epoch)
+        ctx.log(EpochEnd(rank=ctx.rank, epoch=self.epoch, loss=metrics["loss"], train_acc=metrics["train_acc"],
+                         val_acc=metrics["val_acc"], test_acc=metrics["test_acc"],
+                         compute_s=max(wall - comm_s, 0.0), comm_s=comm_s, wall_s=wall,
+                         bytes_by_kind=by_kind, messages=messages))
+        for ev in counter.drain(ctx.run_id):
+            ctx.log(ev)
+        res["losses"].append(metrics["loss"])
+        for k in ("train_acc", "val_acc", "test_acc"):
+            res[k].append(metrics[k])
+        res["epoch_wall_s"].append(wall)
+        res["compute_s"].append(max(wall - comm_s, 0.0))
+        res["comm_s"].append(comm_s)
+        for k, b in by_kind.items():
+            res["bytes_by_kind"][k] += b
+        res["exchange_kind_bytes_by_epoch"].append({k: by_kind.get(k, 0) for k in self.kinds})
+        res["exchange_bytes_by_epoch"].append(sum(by_kind.get(k, 0) for k in self.kinds))
+
+    def finish(self, model: nn.Module) -> dict:
+        self.result["bytes_by_kind"] = dict(self.result["bytes_by_kind"])
+        self.result["params"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return self.result
+
+
+def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: Optional[dict] = None) -> dict:
+    """The JSON-safe run summary from the ranks' results (rank 0 holds the global loss/accuracy)."""
+    results = sorted(results, key=lambda r: r.get("rank", 0))
+    r0 = results[0]
+    bytes_by_kind: dict[str, int] = defaultdict(int)
+    for r in results:
+        for k, b in r["bytes_by_kind"].items():
+            bytes_by_kind[k] += int(b)
+    num_epochs = len(r0["losses"])
+    per_epoch = [sum(r["exchange_bytes_by_epoch"][e] for r in results) for e in range(num_epochs)]
+    kinds = r0["exchange_kind_bytes_by_epoch"][-1].keys() if num_epochs else []
+    per_epoch_kind = {k: [sum(r["exchange_kind_bytes_by_epoch"][e][k] for r in results) for e in range(num_epochs)]
+                      for k in kinds}
+    epoch_times = [max(r["epoch_wall_s"][e] for r in results) for e in range(num_epochs)]
+    params = r0.get("params", {})
+    summary = {
+        "program": name,
+        "world_size": len(results),
+        "epochs": num_epochs,
+        "losses": [float(x) for x in r0["losses"]],
+        "accuracy": {k: r0[f"{k}_acc"][-1] if num_epochs else None for k in ("train", "val", "test")},
+        "accuracy_by_epoch": {k: list(r0[f"{k}_acc"]) for k in ("train", "val", "test")},
+        "bytes_by_kind": dict(bytes_by_kind),
+        "bytes_per_epoch": int(per_epoch[-1]) if num_epochs else 0,
+        "bytes_by_epoch": [int(b) for b in per_epoch],
+        "bytes_per_epoch_by_kind": {k: int(v[-1]) for k, v in per_epoch_kind.items()} if num_epochs else {},
+        "predicted_bytes_per_epoch": int(predicted.get("total", 0)),
+        "predicted_bytes_per_epoch_by_kind": {k: int(v) for k, v in predicted.items() if k != "total"},
+        "epoch_times": epoch_times,
+        "compute_s": [max(r["compute_s"][e] for r in results) for e in range(num_epochs)],
+        "comm_s": [max(r["comm_s"][e] for r in results) for e in range(num_epochs)],
+        "param_checksums": {k: [float(v.double().sum()), float(v.double().pow(2).sum())] for k, v in params.items()},
+    }
+    if extra:
+        summary.update(extra)
+    return summary
+
+
+@dataclasses.dataclass(eq=False)
+class LabelData:
+    """Features, labels and split masks of the rows a rank owns."""
+
+    features: torch.Tensor
+    labels: torch.Tensor
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+
+    @classmethod
+    def take(cls, graph: Graph, rows: torch.Tensor) -> "LabelData":
+        n = graph.num_nodes
+
+        def mask(m):
+            return (m if m is not None else torch.zeros(n, dtype=torch.bool))[rows].clone()
+
+        labels = graph.labels[rows].clone()
+        return cls(features=graph.features[rows].clone(), labels=labels,
+                   train_mask=mask(graph.train_mask) & (labels >= 0), val_mask=mask(graph.val_mask) & (labels >= 0),
+                   test_mask=mask(graph.test_mask) & (labels >= 0))
+
+    @property
+    def masks(self):
+        return (self.train_mask, self.val_mask, self.test_mask)

@@ -1,0 +1,145 @@
+"""GNN models written once for every training scheme: GCN and GraphSAGE-mean, 2 to 4 layers.
+
+A model only owns the dense parts (the weights). Where the neighbour rows come from is the caller's
+business: full-graph halo exchange, CAGNET block-row broadcasts, or one process holding the whole
+graph. Each layer is computed *aggregate first, then transform*::
+
+    T = Â H            # sparse aggregation over in-neighbours (width F_in: what travels)
+    Z = T W            # GCN
+    Z = H W_self + T W_neigh      # GraphSAGE-mean (Â = row-normalised A, no self-loops)
+    H' = relu(Z)       # no activation after the last layer (logits)
+
+so the rows exchanged for a layer always have the layer's *input* width, which is what the
+partition's communication volume predicts (``rows x width x 4`` bytes).
+
+Edge weights come from :func:`edge_weights` with **global** degrees, so a rank that only holds its part
+still normalises like the single-process model:
+
+* ``gcn``: ``Â = D̄_in^{-1/2} (A + I) D̄_out^{-1/2}`` with ``D̄ = D + I`` (Kipf & Welling; equal to
+  DGL ``GraphConv(norm="both")`` on a graph with self-loops added). Undirected graphs have
+  ``D_in = D_out``, giving the symmetric ``D̄^{-1/2} Ā D̄^{-1/2}`` of the SANCUS digest §1.2.
+* ``sage``: ``Â = D_in^{-1} A`` (mean over in-neighbours; a vertex without in-neighbours gets 0).
+
+Example:
+    >>> import torch
+    >>> from workbench.train.models import GNNModel
+    >>> model = GNNModel("gcn", in_dim=4, hidden=8, out_dim=3, num_layers=2, seed=0)
+    >>> model.input_widths
+    [4, 8]
+    >>> x = torch.randn(5, 4)
+    >>> model(x, lambda h, layer: h).shape   # identity "aggregation"
+    torch.Size([5, 3])
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import torch
+from torch import nn
+
+__all__ = ["GNNModel", "MODEL_KINDS", "edge_weights", "SpMM", "sparse_aggregator"]
+
+MODEL_KINDS = ("gcn", "sage")
+
+
+class GNNModel(nn.Module):
+    """GCN or GraphSAGE-mean with ``num_layers`` layers; the aggregation is passed to :meth:`forward`.
+
+    Args:
+        kind: ``"gcn"`` or ``"sage"``.
+        in_dim: input feature width.
+        hidden: hidden width.
+        out_dim: number of classes.
+        num_layers: 1 to 4 layers (2 to 4 is the tested range).
+        seed: weights are initialised from this seed, so every rank builds identical replicas.
+    """
+
+    def __init__(self, kind: str, *, in_dim: int, hidden: int, out_dim: int, num_layers: int, seed: int = 0):
+        super().__init__()
+        if kind not in MODEL_KINDS:
+            raise ValueError(f"The 'model' parameter of GNNModel must be one of {list(MODEL_KINDS)}. Got {kind!r} instead.")
+        self.kind = kind
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        self.neigh = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(num_layers))
+        # GraphSAGE's self transform; no bias (the neighbour linear carries it)
+        self.self_ = nn.ModuleList(nn.Linear(dims[i], dims[i + 1], bias=False) for i in range(num_layers)) \
+            if kind == "sage" else nn.ModuleList()
+        # a private generator: thread ranks share the global RNG, so seeding it would race
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for lin in [*self.neigh, *self.self_]:
+                bound = 1.0 / lin.in_features ** 0.5   # nn.Linear's default U(-1/sqrt(in), 1/sqrt(in))
+                for p in lin.parameters():
+                    p.copy_(torch.rand(p.shape, generator=gen) * (2 * bound) - bound)
+        self.dims = dims
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.neigh)
+
+    @property
+    def input_widths(self) -> list[int]:
+        """Width of each layer's input: the width of the rows exchanged for that layer."""
+        return self.dims[:-1]
+
+    def layer(self, index: int, agg: torch.Tensor, h_self: torch.Tensor) -> torch.Tensor:
+        """Pre-activation ``Z`` of layer ``index`` from the aggregated rows and the vertex's own rows."""
+        z = self.neigh[index](agg)
+        if self.kind == "sage":
+            z = z + self.self_[index](h_self)
+        return z
+
+    def forward(self, x: torch.Tensor, aggregate: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
+        """Logits of the owned vertices. ``aggregate(h, layer)`` returns ``Â H`` for the owned rows."""
+        h = x
+        for i in range(self.num_layers):
+            z = self.layer(i, aggregate(h, i), h)
+            h = torch.relu(z) if i < self.num_layers - 1 else z
+        return h
+
+
+def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree: torch.Tensor,
+                 src_out_degree: torch.Tensor) -> torch.Tensor:
+    """Per-edge weight of ``Â`` for edges ``src -> dst`` given the endpoints' GLOBAL degrees.
+
+    Args:
+        kind: ``"gcn"`` or ``"sage"``.
+        src, dst: edge endpoints (any id space); self-loops for GCN are passed in as ordinary edges.
+        dst_in_degree: in-degree (without self-loop) of each edge's destination, aligned with ``dst``.
+        src_out_degree: out-degree (without self-loop) of each edge's source, aligned with ``src``.
+
+    Returns:
+        ``(num_edges,)`` float32 weights.
+    """
+    if kind == "gcn":
+        return (torch.rsqrt(dst_in_degree.to(torch.float32) + 1.0)
+                * torch.rsqrt(src_out_degree.to(torch.float32) + 1.0))
+    return 1.0 / dst_in_degree.to(torch.float32).clamp_min(1.0)
+
+
+class SpMM(torch.autograd.Function):
+    """``A @ H`` with a precomputed transpose for the backward pass (directed graphs included)."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, a_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        ctx.a_t = a_t
+        return torch.sparse.mm(a, h) if a._nnz() else h.new_zeros(a.shape[0], h.shape[1])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        a_t = ctx.a_t
+        g = torch.sparse.mm(a_t, grad.contiguous()) if a_t._nnz() else grad.new_zeros(a_t.shape[0], grad.shape[1])
+        return None, None, g
+
+
+def sparse_aggregator(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
+                      shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(A, A^T)`` as CSR tensors from COO triplets (duplicates summed)."""
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": the ops used here are stable
+        warnings.simplefilter("ignore", UserWarning)
+        a = torch.sparse_coo_tensor(torch.stack([rows, cols]), weights, shape).coalesce().to_sparse_csr()
+        a_t = torch.sparse_coo_tensor(torch.stack([cols, rows]), weights,
+                                      (shape[1], shape[0])).coalesce().to_sparse_csr()
+    return a, a_t
