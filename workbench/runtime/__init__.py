@@ -1,0 +1,14 @@
+"""The runtime: start a run from a config and follow it (:func:`launch`, :class:`RunHandle`).
+
+See :mod:`workbench.runtime.launch` for the runners and the run log, :mod:`workbench.runtime.program`
+for what a runner runs, and :mod:`workbench.runtime.errors` for the typed failures.
+"""
+
+from __future__ import annotations
+
+from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, WorkerLost
+from workbench.runtime.launch import RUNNERS, RunHandle, launch
+from workbench.runtime.program import Program, RankContext, StopRequested
+
+__all__ = ["launch", "RunHandle", "RUNNERS", "Program", "RankContext", "StopRequested", "RunError", "RankFailed",
+           "WorkerLost", "RendezvousTimeout"]

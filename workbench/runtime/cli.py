@@ -1,0 +1,173 @@
+"""``workbench run`` (run a recipe) and ``workbench runs`` (list saved runs).
+
+Examples::
+
+    workbench run full_graph --graph karate --workers 2 --runner local --epochs 5
+    workbench run sancus --runner dask --workers 2 --set staleness=epoch-fixed --set epsilon=2 --json
+    workbench run ./my_recipe.py:fast --runner single
+    workbench runs runs/
+
+Recipe options are set with ``--set NAME=VALUE`` (``--graph``, ``--epochs`` and ``--seed`` are
+shorthands); an unknown name or a bad value stops with exit status 2 and a message listing the valid
+options, before any worker starts. A failed run prints the typed error with the remote traceback and
+exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from workbench._validation import parse_settings
+from workbench.events import EpochEnd, Event, RunFinished, iter_run_log
+from workbench.runtime.errors import RunError
+
+__all__ = ["register", "run_command", "runs_command"]
+
+
+def register(subparsers) -> None:
+    """Add ``run`` and ``runs`` to the ``workbench`` command."""
+    from workbench.runtime.launch import DEVICES, RUNNERS
+
+    p = subparsers.add_parser("run", help="run a recipe (full_graph, sancus, or your own module or file)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe", metavar="RECIPE",
+                   help="recipe module in recipes/ (NAME or NAME:VARIANT) or a path to a .py file")
+    p.add_argument("--graph", help="graph spec (a path, karate, sbm:num_nodes=2000,... ): sets the recipe's 'graph'")
+    p.add_argument("--workers", type=int, default=2, help="number of ranks (default 2)")
+    p.add_argument("--runner", choices=RUNNERS, default="local", help="where ranks run (default local)")
+    p.add_argument("--scheduler", help="Dask scheduler address (runner dask; default: an embedded LocalCluster)")
+    p.add_argument("--epochs", type=int, help="sets the recipe's 'epochs'")
+    p.add_argument("--seed", type=int, help="sets the recipe's 'seed'")
+    p.add_argument("--out", default="runs", help="folder of run logs (default runs/)")
+    p.add_argument("--device", choices=DEVICES, default="auto", help="auto (GPU where a rank has one), cpu, cuda")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds a rank may wait for its peers before the run fails (default 120)")
+    p.add_argument("--json", action="store_true", help="print only the run summary as one JSON object")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="set a recipe option")
+    p.set_defaults(func=run_command)
+
+    q = subparsers.add_parser("runs", help="list saved runs")
+    q.add_argument("dir", nargs="?", default="runs", metavar="DIR", help="folder of run logs (default runs/)")
+    q.set_defaults(func=runs_command)
+
+
+def build_config(args: argparse.Namespace):
+    """The recipe's config with ``--graph/--epochs/--seed/--set`` applied (raises ``ParamError``)."""
+    from workbench.runtime.recipes import load_recipe
+
+    make = load_recipe(args.recipe)
+    settings = parse_settings(args.set)
+    for name in ("graph", "epochs", "seed"):
+        value = getattr(args, name, None)
+        if value is not None:
+            settings[name] = str(value)
+    config = make()
+    return config.with_strings(settings) if settings else config
+
+
+class _EpochPrinter:
+    """Prints one line per epoch once every rank reported it (bytes summed over ranks)."""
+
+    def __init__(self, world_size: int, total: Optional[int], stream=sys.stdout):
+        self.world_size = world_size
+        self.total = total
+        self.stream = stream
+        self.pending: dict[int, list[EpochEnd]] = {}
+
+    def __call__(self, event: Event) -> None:
+        if not isinstance(event, EpochEnd):
+            return
+        group = self.pending.setdefault(event.epoch, [])
+        group.append(event)
+        if len(group) < self.world_size:
+            return
+        del self.pending[event.epoch]
+        first = min(group, key=lambda e: e.rank)
+        sent = sum(sum(e.bytes_by_kind.values()) for e in group)
+        wall = max(e.wall_s for e in group)
+        of = f"/{self.total}" if self.total else ""
+        accs = "".join(f"  {name} {v:.3f}" for name, v in (("train", first.train_acc), ("val", first.val_acc),
+                                                             ("test", first.test_acc)) if v is not None)
+        print(f"epoch {event.epoch + 1}{of}  loss {first.loss:.4f}{accs}  sent {_fmt_bytes(sent)}  "
+              f"{wall * 1000:.1f} ms", file=self.stream, flush=True)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from workbench.runtime.launch import launch
+
+    config = build_config(args)
+    program = config.build()
+    listeners = []
+    out_stream = sys.stderr if args.json else sys.stdout
+    printer: Optional[_EpochPrinter] = None
+    if not args.json:
+        printer = _EpochPrinter(1, getattr(config, "epochs", None), out_stream)
+        listeners.append(printer)
+    recipe = Path(args.recipe).stem if args.recipe.endswith(".py") else args.recipe
+    handle = launch(program, runner=args.runner, workers=args.workers, scheduler=args.scheduler, out=args.out,
+                    listeners=listeners, timeout=args.timeout, device=args.device, recipe=recipe)
+    if printer is not None:
+        printer.world_size = handle.world_size
+        where = f", log {handle.log_dir}" if handle.log_dir else ""
+        print(f"run {handle.run_id}: {recipe} on {handle.world_size} rank(s), runner {args.runner}{where}",
+              file=out_stream, flush=True)
+    try:
+        summary = _wait(handle)
+    except RunError as err:
+        print(f"workbench run: error: {err.details()}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(summary, default=str))
+    else:
+        status = handle.status
+        print(f"{status} in {summary.get('wall_s', 0.0):.2f} s" + (f"; dashboard was {handle.dashboard_link}"
+                                                                  if handle.dashboard_link else ""), file=out_stream)
+    return 0 if handle.status in ("finished", "stopped") else 1
+
+
+def _wait(handle) -> dict:
+    try:
+        return handle.wait()
+    except KeyboardInterrupt:  # first Ctrl-C: stop at the next epoch boundary
+        print("stopping (Ctrl-C again to abort)...", file=sys.stderr, flush=True)
+        handle.stop()
+        return handle.wait()
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no run folder {str(root)!r}")
+    rows = []
+    for run_dir in sorted(p for p in root.iterdir() if (p / "events.jsonl").exists()):
+        meta = {}
+        if (run_dir / "config.json").exists():
+            meta = json.loads((run_dir / "config.json").read_text())
+        status, epochs, world = "running or crashed", -1, "?"
+        for ev in iter_run_log(run_dir):
+            if isinstance(ev, RunFinished):
+                status = ev.status
+            elif isinstance(ev, EpochEnd):
+                epochs = max(epochs, ev.epoch)
+            elif ev.type == "run_started":
+                world = getattr(ev, "world_size", "?")
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(meta.get("created", run_dir.stat().st_mtime)))
+        rows.append((run_dir.name, meta.get("recipe", ""), str(world), str(epochs + 1), status, created))
+    header = ("run", "recipe", "ranks", "epochs", "status", "created")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return 0

@@ -1,0 +1,396 @@
+"""The Dask runner: one rank per Dask worker process, talking over ``torch.distributed``.
+
+How a run goes:
+
+1. the client connects to a cluster: an embedded ``LocalCluster`` (one single-threaded worker
+   process per rank, on 127.0.0.1, dashboard on a free port) unless a scheduler address or a
+   ``Client`` is given; it waits (bounded) for enough workers and takes the first ``world_size`` in
+   address order, rank 0 first;
+2. an idempotent :class:`TorchWorkerPlugin` sets torch threads, a seed, ``GLOO_SOCKET_IFNAME=lo``
+   for loopback workers and the CUDA device where there is one;
+3. rank 0's worker is asked for a free port; every rank joins ``tcp://<rank-0 host>:<port>`` with an
+   explicit rank, world size and timeout (NCCL on ``cuda:0`` when every rank has its own GPU,
+   otherwise gloo on CPU); the program and each payload are scattered to their workers;
+4. ranks send events with ``Worker.log_event(topic, event.to_dict())``; the client subscribes to the
+   topic and hands each event to the run log and the listeners as it arrives;
+5. the client polls the futures and the worker list: a rank that raised gives
+   :class:`RankFailed`, a worker that left gives :class:`WorkerLost`, a rendezvous that expired gives
+   :class:`RendezvousTimeout`; the surviving ranks fail fast (gloo reports the closed connection),
+   stragglers are cancelled, and the process group is destroyed in ``finally`` on every rank.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from typing import Any, Optional, Sequence
+from urllib.parse import urlparse
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from workbench.events import event_from_dict
+from workbench.runtime.errors import RendezvousTimeout, RunError, WorkerLost
+from workbench.runtime.program import Program, RankContext, StopRequested
+from workbench.runtime.runners import RankOutcome, RunEnv, rank_failed, root_cause
+
+__all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster"]
+
+_POLL_S = 0.2
+_GRACE_S = 3.0          # after a failure, how long the other ranks get to report theirs
+_EVENT_FLUSH_S = 10.0   # after the ranks returned, how long to wait for their last events
+
+
+class TorchWorkerPlugin(WorkerPlugin):
+    """Per-worker torch setup (idempotent: registering it again is a no-op).
+
+    Args:
+        num_threads: ``torch.set_num_threads`` on each worker (``None`` leaves it).
+        seed: ``torch.manual_seed`` on each worker (programs seed themselves too).
+    """
+
+    idempotent = True
+    name = "workbench-torch"
+
+    def __init__(self, num_threads: Optional[int] = None, seed: int = 0):
+        self.num_threads = num_threads
+        self.seed = seed
+
+    def setup(self, worker) -> None:
+        import torch
+
+        if self.num_threads:
+            torch.set_num_threads(self.num_threads)
+        torch.manual_seed(self.seed)
+        host = urlparse(worker.address).hostname or ""
+        if host in ("127.0.0.1", "localhost", "::1"):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        if torch.cuda.is_available():
+            torch.cuda.set_device(0)  # dask-cuda gives each worker its own GPU as cuda:0
+
+
+def start_local_cluster(num_workers: int):
+    """An embedded ``LocalCluster``: ``num_workers`` single-threaded processes on 127.0.0.1."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=num_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                        host="127.0.0.1", silence_logs=logging.CRITICAL)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Worker side
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _free_port(dask_worker=None) -> int:
+    host = urlparse(dask_worker.address).hostname if dask_worker is not None else "127.0.0.1"
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _worker_info(dask_worker=None) -> dict:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {"host": socket.gethostname(), "num_gpus": torch.cuda.device_count() if cuda else 0,
+            "gpu": f"{socket.gethostname()}/{os.environ.get('CUDA_VISIBLE_DEVICES', '0').split(',')[0]}"
+            if cuda else None}
+
+
+class _StopPoller:
+    """``ctx.stop_requested`` on a worker: reads the run's ``distributed.Event`` at most every 0.2 s."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._event = None
+        self._last = (0.0, False)
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if self._last[1] or now - self._last[0] < 0.2:
+            return self._last[1]
+        try:
+            from distributed import Event
+
+            if self._event is None:
+                self._event = Event(self.name)
+            flag = bool(self._event.is_set())
+        except Exception:  # noqa: BLE001 - a control hiccup must not fail the run
+            flag = False
+        self._last = (now, flag)
+        return flag
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}".lower()
+    return "timeout" in text or "timed out" in text
+
+
+def join_process_group(backend: str, init_method: str, rank: int, world_size: int, timeout_s: float,
+                       device, worker: Optional[str] = None) -> None:
+    """Join the rendezvous; raise :class:`RendezvousTimeout` or :class:`RankFailed` on failure."""
+    from workbench.communicate.torchdist import init_process_group
+
+    try:
+        init_process_group(backend, init_method, rank, world_size, timeout_s=timeout_s, device=device)
+    except Exception as exc:  # noqa: BLE001
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        if _is_timeout(exc):
+            raise RendezvousTimeout(rank=rank, worker=worker, message=f"{type(exc).__name__}: {exc}",
+                                    remote_traceback=tb, init_method=init_method, timeout_s=timeout_s) from None
+        raise rank_failed(rank, worker, None, exc) from None
+
+
+def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_method: str, backend: str,
+               device: str, run_id: str, topic: str, timeout_s: float, stop_name: str) -> RankOutcome:
+    """The body of one rank on a Dask worker."""
+    import torch
+    from distributed import get_worker
+
+    from workbench.communicate.torchdist import TorchDistCommunicator, shutdown_process_group
+
+    worker = get_worker()
+    address = worker.address
+    num_events = 0
+
+    def emit(event) -> None:
+        nonlocal num_events
+        msg = event.to_dict()
+        msg["_rank"] = rank
+        worker.log_event(topic, msg)
+        num_events += 1
+
+    worker.log_event(topic, {"_rank": rank, "_control": "started"})
+    dev = torch.device(device)
+    join_process_group(backend, init_method, rank, world_size, timeout_s, dev, address)
+    clean, comm = False, None
+    try:
+        comm = TorchDistCommunicator(device=dev)
+        ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=run_id, device=dev, emit=emit,
+                          stop_requested=_StopPoller(stop_name))
+        try:
+            outcome = RankOutcome(rank, "finished", program.run_rank(ctx, payload), address)
+        except StopRequested:
+            outcome = RankOutcome(rank, "stopped", None, address)
+        clean = True
+        outcome.num_events = num_events
+        return outcome
+    except BaseException as exc:  # noqa: BLE001 - typed and re-raised on the client
+        raise rank_failed(rank, address, comm.epoch if comm is not None else None, exc) from None
+    finally:
+        shutdown_process_group(synchronize=clean)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Client side
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _connect(scheduler, world_size: int):
+    """``(client, cluster_to_close, client_to_close)`` for an embedded cluster, an address or a Client."""
+    from distributed import Client
+
+    if scheduler is None:
+        cluster = start_local_cluster(world_size)
+        client = Client(cluster)
+        return client, cluster, client
+    if isinstance(scheduler, Client):
+        return scheduler, None, None
+    client = Client(scheduler)
+    return client, None, client
+
+
+def _pick_backend(infos: list[dict], device: str) -> tuple[str, str]:
+    """``(backend, device)``: NCCL on ``cuda:0`` when every rank has a GPU of its own, else gloo on CPU."""
+    if device == "cpu":
+        return "gloo", "cpu"
+    gpus = [i["gpu"] for i in infos]
+    if all(gpus) and len(set(gpus)) == len(gpus):
+        return "nccl", "cuda:0"
+    return "gloo", "cpu"
+
+
+class _Inbox:
+    """Receives the ranks' events from the Dask topic and counts them per rank."""
+
+    def __init__(self, env: RunEnv):
+        self.env = env
+        self.counts: collections.Counter = collections.Counter()
+        self.last_epoch: dict[int, int] = {}
+        self.started: set[int] = set()
+        self.lock = threading.Lock()
+
+    def __call__(self, item) -> None:
+        _ts, msg = item
+        msg = dict(msg)
+        rank = msg.pop("_rank", None)
+        msg.pop("worker", None)
+        if msg.get("_control") == "started":
+            with self.lock:
+                self.started.add(rank)
+            return
+        event = event_from_dict(msg)
+        with self.lock:
+            self.counts[rank] += 1
+            if event.type == "epoch":
+                self.last_epoch[rank] = max(self.last_epoch.get(rank, -1), getattr(event, "epoch", -1))
+        self.env.emit(event)
+
+    def wait_for(self, expected: dict[int, int], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(self.counts[r] >= n for r, n in expected.items()):
+                    return
+            time.sleep(0.05)
+
+    def settle(self, quiet_s: float = 0.5, timeout_s: float = 3.0) -> None:
+        """Wait until no event arrived for ``quiet_s`` (after a failure the counts are unknown)."""
+        deadline = time.monotonic() + timeout_s
+        last = -1
+        while time.monotonic() < deadline:
+            with self.lock:
+                total = sum(self.counts.values())
+            if total == last:
+                return
+            last = total
+            time.sleep(quiet_s)
+
+
+def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, scheduler=None,
+             num_threads: Optional[int] = None) -> list[RankOutcome]:
+    """Run the ranks on Dask workers (see the module docstring). Raises a typed :class:`RunError`."""
+    world_size = env.world_size
+    client, own_cluster, own_client = _connect(scheduler, world_size)
+    topic = f"workbench-{env.run_id}"
+    stop_name = f"workbench-stop-{env.run_id}"
+    inbox = _Inbox(env)
+    futures: list = []
+    try:
+        env.set_info("dashboard_link", client.dashboard_link)
+        addrs = _claim_workers(client, world_size, env.timeout_s)
+        if num_threads is None and own_cluster is not None:
+            num_threads = max(1, (os.cpu_count() or 1) // world_size)
+        client.register_plugin(TorchWorkerPlugin(num_threads=num_threads))
+        infos = client.run(_worker_info, workers=addrs)
+        backend, device = _pick_backend([infos[a] for a in addrs], env.device)
+        port = client.run(_free_port, workers=[addrs[0]])[addrs[0]]
+        init_method = f"tcp://{urlparse(addrs[0]).hostname}:{port}"
+        client.subscribe_topic(topic, inbox)
+        program_f = client.scatter(program, workers=addrs, broadcast=True, hash=False)
+        for r, addr in enumerate(addrs):
+            payload_f = client.scatter(payloads[r], workers=[addr], hash=False)
+            futures.append(client.submit(
+                _rank_task, program_f, payload_f, r, world_size, init_method, backend, device, env.run_id, topic,
+                env.timeout_s, stop_name, workers=[addr], allow_other_workers=False, pure=False,
+                key=f"{env.run_id}-rank{r}"))
+        try:
+            outcomes = _watch(client, futures, addrs, env, inbox, stop_name)
+        except RunError:
+            if own_cluster is None:
+                _recycle(client, futures, addrs)
+            raise
+        inbox.wait_for({o.rank: o.num_events for o in outcomes}, _EVENT_FLUSH_S)
+        return outcomes
+    finally:
+        for f in futures:
+            if not f.done():
+                f.cancel()
+        try:
+            client.unsubscribe_topic(topic)
+        except Exception:  # noqa: BLE001
+            pass
+        if own_client is not None:
+            own_client.close()
+        if own_cluster is not None:
+            own_cluster.close()
+
+
+def _recycle(client, futures, addrs: list[str]) -> None:
+    """After a failed run on a shared cluster, restart the run's surviving workers (bounded).
+
+    A rank whose peer died may still be blocked in a collective, or hold a half-destroyed gloo group
+    (``destroy_process_group`` can hang after a peer loss); a fresh process is the only clean state
+    for the next run. Workers that died are already being restarted by their nanny.
+    """
+    for f in futures:
+        f.cancel()
+    try:
+        alive = set(client.scheduler_info(n_workers=-1)["workers"])
+        survivors = [a for a in addrs if a in alive]
+        if survivors:
+            client.restart_workers(workers=survivors, timeout=60, raise_for_error=False)
+        client.wait_for_workers(len(addrs), timeout=60)
+    except Exception:  # noqa: BLE001 - best effort: the run's own error is what the user needs
+        pass
+
+
+def _claim_workers(client, world_size: int, timeout_s: float) -> list[str]:
+    try:
+        client.wait_for_workers(world_size, timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - distributed raises its own TimeoutError
+        have = len(client.scheduler_info(n_workers=-1)["workers"])
+        raise RendezvousTimeout(message=f"the cluster has {have} workers but the run needs {world_size} "
+                                        f"(one per rank); waited {timeout_s:g} s", timeout_s=timeout_s) from None
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return sorted(workers)[:world_size]
+
+
+def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_name: str) -> list[RankOutcome]:
+    """Poll futures and workers until every rank finished, or a failure is known (then raise it)."""
+    stop_sent = False
+    errors: list[RunError] = []
+    first_error_at: Optional[float] = None
+    submitted = time.monotonic()
+    while True:
+        if env.stop_flag.is_set() and not stop_sent:
+            from distributed import Event
+
+            Event(stop_name, client=client).set()
+            stop_sent = True
+        if first_error_at is None and time.monotonic() - submitted > env.timeout_s:
+            with inbox.lock:
+                waiting = [r for r in range(len(futures)) if r not in inbox.started and not futures[r].done()]
+            for r in waiting:  # a worker still busy with something else: the gang cannot form
+                errors.append(RendezvousTimeout(
+                    rank=r, worker=addrs[r], timeout_s=env.timeout_s,
+                    message=f"the task of rank {r} did not start within {env.timeout_s:g} s (is the worker busy?)"))
+        for r, f in enumerate(futures):
+            if f.status == "error" and not any(e.rank == r for e in errors):
+                errors.append(_as_run_error(f.exception(), r, addrs[r]))
+        alive = set(client.scheduler_info(n_workers=-1)["workers"])
+        for r, addr in enumerate(addrs):
+            if addr not in alive and not futures[r].done() and not any(e.rank == r for e in errors):
+                last = inbox.last_epoch.get(r)
+                errors.append(WorkerLost(rank=r, worker=addr, step=None if last is None else last + 1,
+                                         message="the worker process died or left the cluster"))
+        if errors:
+            first_error_at = first_error_at or time.monotonic()
+            settled = all(f.done() or any(e.rank == r for e in errors) for r, f in enumerate(futures))
+            if settled or time.monotonic() - first_error_at > _GRACE_S:
+                inbox.settle()
+                raise _with_run_step(root_cause(errors), errors)
+        elif all(f.status == "finished" for f in futures):
+            return [f.result() for f in futures]
+        time.sleep(_POLL_S)
+
+
+def _with_run_step(err: RunError, errors: list[RunError]) -> RunError:
+    """A lost worker's last events may die with it: take the step from its peers when they got further."""
+    if isinstance(err, WorkerLost):
+        steps = [e.step for e in errors if e.step is not None]
+        if steps:
+            err.step = max(steps)
+            err.args = (err._text(),)
+    return err
+
+
+def _as_run_error(exc: BaseException, rank: int, addr: str) -> RunError:
+    if isinstance(exc, RunError):
+        return exc
+    return rank_failed(rank, addr, None, exc)

@@ -1,0 +1,287 @@
+"""Start a run and follow it: :func:`launch` returns a :class:`RunHandle` at once.
+
+``launch`` validates its arguments, builds the program from the config, and prepares it on the
+client (graph loaded, partitioned, validated: a bad value raises ``ParamError`` here, before any
+worker starts). The ranks then run in a background thread on the chosen runner:
+
+=========  ===============================================================================
+runner     where the ranks run
+=========  ===============================================================================
+single     one rank (world size 1) in this process: the reference
+local      one thread per rank in this process, over in-memory channels (fast default)
+dask       one rank per Dask worker process over ``torch.distributed`` (gloo / NCCL); an
+           embedded ``LocalCluster`` unless ``scheduler`` is an address or a ``Client``
+=========  ===============================================================================
+
+Every event (from ``prepare`` on the client and from every rank) goes, in arrival order, to the
+handle's event list, the run log on disk and the listeners. The run log layout::
+
+    <out>/<run_id>/
+        config.json     # {"run_id", "recipe", "config": {...}, "workbench_version", "created"}
+        events.jsonl    # run_started, the program's events (partition, epoch, traffic, ...), run_finished
+
+A crashed run keeps every event that arrived before the crash, and ends with
+``run_finished`` (``status="failed"``, ``error`` = the typed error with its remote traceback).
+
+Example:
+    >>> from recipes.full_graph import recipe                                  # doctest: +SKIP
+    >>> run = launch(recipe(graph="karate", epochs=3), runner="local", workers=2)  # doctest: +SKIP
+    >>> run                                                                    # doctest: +SKIP
+    RunHandle(run_id='full_graph-20261122-101500-3fa2', runner='local', world_size=2, status='running')
+    >>> len(run.wait()["losses"])                                              # doctest: +SKIP
+    3
+"""
+
+from __future__ import annotations
+
+import html
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Union
+
+from workbench._validation import ErrorCollector
+from workbench.events import Event, RunFinished, RunLog, RunStarted
+from workbench.runtime.errors import RunError
+from workbench.runtime.program import Program
+from workbench.runtime.runners import RunEnv, run_inprocess
+
+__all__ = ["launch", "RunHandle", "RUNNERS", "DEVICES"]
+
+RUNNERS = ("single", "local", "dask")
+DEVICES = ("auto", "cpu", "cuda")
+
+Listener = Callable[[Event], Any]
+
+
+class RunHandle:
+    """A started run: its status, its events so far, and how to wait for or stop it.
+
+    Attributes:
+        run_id: the run's id (also its folder name under ``out``).
+        runner: ``single``, ``local`` or ``dask``.
+        world_size: number of ranks.
+        program: the prepared program.
+        status: ``pending``, ``running``, ``finished``, ``failed`` or ``stopped``.
+        error: the typed error of a failed run (``None`` otherwise).
+        summary: the program's summary once finished (``{}`` before, or when stopped).
+        log_dir: the run's folder (``None`` when ``out=None``).
+        dashboard_link: the Dask dashboard of the cluster (``None`` for the in-process runners).
+    """
+
+    def __init__(self, run_id: str, runner: str, world_size: int, program: Program, log: Optional[RunLog]):
+        self.run_id = run_id
+        self.runner = runner
+        self.world_size = world_size
+        self.program = program
+        self.status = "pending"
+        self.error: Optional[BaseException] = None
+        self.summary: dict = {}
+        self.dashboard_link: Optional[str] = None
+        self.started = time.time()
+        self.ended: Optional[float] = None
+        self._log = log
+        self._events: list[Event] = []
+        self._listeners: list[Listener] = []
+        self._lock = threading.RLock()
+        self._done = threading.Event()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    # ------------------------------------------------------------------------------------------------ events
+    @property
+    def log_dir(self) -> Optional[Path]:
+        return self._log.path if self._log is not None else None
+
+    @property
+    def events(self) -> list[Event]:
+        """A copy of the events received so far, in arrival order."""
+        with self._lock:
+            return list(self._events)
+
+    def add_listener(self, fn: Listener, *, replay: bool = True) -> None:
+        """Call ``fn(event)`` for every event. With ``replay`` (default) the events already received are
+        passed first, so a view added late still sees the whole run.
+
+        Listeners run in the thread that delivers the event (a rank thread, the Dask client's IO
+        thread, or the run thread): keep them quick (append to a store, let the UI drain it). An
+        exception in a listener is swallowed; it never breaks the run.
+        """
+        with self._lock:
+            if replay:
+                for ev in self._events:
+                    _call(fn, ev)
+            self._listeners.append(fn)
+
+    def emit(self, event: Event) -> None:
+        """Record one event: stamp the run id, append it, write it to the log, call the listeners."""
+        if not event.run_id:
+            event.run_id = self.run_id
+        with self._lock:
+            self._events.append(event)
+            if self._log is not None:
+                self._log.emit(event)
+            for fn in self._listeners:
+                _call(fn, event)
+
+    # ------------------------------------------------------------------------------------------------ control
+    def stop(self) -> None:
+        """Ask the ranks to stop; they agree at their next ``ctx.check_stop()`` and the run ends as ``stopped``."""
+        self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> dict:
+        """Block until the run ends; return its summary.
+
+        Raises:
+            RankFailed, WorkerLost, RendezvousTimeout: the run failed (see :mod:`workbench.runtime.errors`).
+            TimeoutError: the run is still going after ``timeout`` seconds (it keeps running).
+        """
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"run {self.run_id} is still {self.status} after {timeout:g} s")
+        if self.error is not None:
+            raise self.error
+        return self.summary
+
+    # ------------------------------------------------------------------------------------------------ lifecycle
+    def _set_info(self, name: str, value: Any) -> None:
+        if name == "dashboard_link":
+            self.dashboard_link = value
+
+    def _finish(self, status: str, summary: Optional[dict] = None, error: Optional[BaseException] = None) -> None:
+        self.summary = summary or {}
+        self.error = error
+        self.ended = time.time()
+        text = None
+        if error is not None:
+            text = error.details() if isinstance(error, RunError) else f"{type(error).__name__}: {error}"
+        self.emit(RunFinished(status=status, error=text, summary=self.summary))
+        self.status = status
+        if self._log is not None:
+            self._log.close()
+        self._done.set()
+
+    # ------------------------------------------------------------------------------------------------ reprs
+    def __repr__(self) -> str:
+        return f"RunHandle(run_id={self.run_id!r}, runner={self.runner!r}, world_size={self.world_size}, " \
+               f"status={self.status!r})"
+
+    def _repr_html_(self) -> str:
+        colour = {"finished": "#2a7", "failed": "#c33", "stopped": "#c80"}.get(self.status, "#36c")
+        link = (f" · <a href='{html.escape(self.dashboard_link)}' target='_blank'>Dask dashboard</a>"
+                if self.dashboard_link else "")
+        where = f" · <code>{html.escape(str(self.log_dir))}</code>" if self.log_dir else ""
+        err = f"<br><span style='color:#c33'>{html.escape(str(self.error))}</span>" if self.error else ""
+        return (f"<b>run</b> <code>{html.escape(self.run_id)}</code> · {self.runner} × {self.world_size} · "
+                f"<b style='color:{colour}'>{self.status}</b> · {len(self._events)} events{where}{link}{err}")
+
+
+def _call(fn: Listener, event: Event) -> None:
+    try:
+        fn(event)
+    except Exception:  # noqa: BLE001 - a view that breaks must never break a run
+        pass
+
+
+def _new_run_id(name: str) -> str:
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def _validate(runner, workers, timeout, device, scheduler) -> None:
+    errs = ErrorCollector("launch")
+    errs.check(runner in RUNNERS, "runner", f"one of {list(RUNNERS)}", runner)
+    errs.check(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, "workers",
+               "an int in [1, inf]", workers)
+    errs.check(isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0, "timeout",
+               "a number in (0, inf]", timeout)
+    errs.check(device in DEVICES, "device", f"one of {list(DEVICES)}", device)
+    errs.check(scheduler is None or runner == "dask", "scheduler", "None unless runner='dask'", scheduler)
+    errs.raise_if_any()
+
+
+def launch(config: Union[Any, Program], *, runner: str = "local", workers: int = 2, scheduler: Any = None,
+           out: Optional[Union[str, Path]] = "runs", run_id: Optional[str] = None, blocking: bool = False,
+           listeners: Iterable[Listener] = (), timeout: float = 120.0, device: str = "auto",
+           recipe: Optional[str] = None) -> RunHandle:
+    """Start a run of ``config`` (a recipe config with ``build()``, or a :class:`Program`).
+
+    Args:
+        config: what to run.
+        runner: ``single``, ``local`` or ``dask`` (see the module docstring).
+        workers: number of ranks requested (a program may fix its own, e.g. ``num_parts``); ``single``
+            always runs one.
+        scheduler: Dask only: a scheduler address or a ``distributed.Client`` (default: an embedded
+            ``LocalCluster`` with one worker process per rank, closed after the run).
+        out: folder of run logs (``None``: keep events in memory only).
+        run_id: the run's id (default ``<program>-<date>-<time>-<random>``).
+        blocking: run in the calling thread and return when the run has ended.
+        listeners: called with every event as it arrives (see :meth:`RunHandle.add_listener`).
+        timeout: seconds a rank may wait for its peers (rendezvous, receive, collective) before the
+            run fails; bounds how long a failure takes to surface.
+        device: ``auto`` (a GPU where the rank has its own), ``cpu`` or ``cuda``.
+        recipe: name stored in the run log (default: the program's name).
+
+    Returns:
+        The :class:`RunHandle`; ``wait()`` gives the summary or raises the typed error.
+
+    Raises:
+        ParamError: a bad argument, or a bad value found while preparing (before any worker starts).
+    """
+    _validate(runner, workers, timeout, device, scheduler)
+    program = config if isinstance(config, Program) else config.build()
+    cfg = getattr(program, "config", None)
+    cfg_dict = cfg.to_dict() if hasattr(cfg, "to_dict") else {}
+    world_size = 1 if runner == "single" else int(program.world_size_for(workers))
+    run_id = run_id or _new_run_id(program.name)
+    recipe = recipe or program.name
+    log = RunLog(out, run_id, recipe=recipe, config=cfg_dict) if out is not None else None
+    handle = RunHandle(run_id, runner, world_size, program, log)
+    for fn in listeners:
+        handle.add_listener(fn)
+    handle.emit(RunStarted(recipe=recipe, runner=runner, world_size=world_size, config=cfg_dict))
+    try:
+        payloads = list(program.prepare(world_size, handle.emit))
+        if len(payloads) != world_size:
+            raise RuntimeError(f"{type(program).__name__}.prepare returned {len(payloads)} payloads for "
+                               f"{world_size} ranks")
+    except BaseException as exc:
+        handle._finish("failed", error=exc)
+        raise
+    env = RunEnv(run_id=run_id, world_size=world_size, emit=handle.emit, stop_flag=handle._stop,
+                 timeout_s=float(timeout), device=device, set_info=handle._set_info)
+    if blocking:
+        _run(handle, program, payloads, env, runner, scheduler)
+    else:
+        handle._thread = threading.Thread(target=_run, args=(handle, program, payloads, env, runner, scheduler),
+                                          name=f"workbench-run-{run_id}", daemon=True)
+        handle._thread.start()
+    return handle
+
+
+def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runner: str, scheduler: Any) -> None:
+    handle.status = "running"
+    t0 = time.perf_counter()
+    try:
+        if runner == "dask":
+            from workbench.runtime.dask_runner import run_dask
+
+            outcomes = run_dask(program, payloads, env, scheduler=scheduler)
+        else:
+            outcomes = run_inprocess(program, payloads, env)
+        if any(o.status == "stopped" for o in outcomes):
+            handle._finish("stopped", {"run_id": env.run_id, "stopped": True, "wall_s": time.perf_counter() - t0})
+            return
+        summary = dict(program.summarize([o.result or {} for o in sorted(outcomes, key=lambda o: o.rank)]))
+        for key, value in (("run_id", env.run_id), ("runner", runner), ("world_size", env.world_size),
+                           ("wall_s", time.perf_counter() - t0)):
+            summary.setdefault(key, value)
+        handle._finish("finished", summary)
+    except BaseException as exc:  # noqa: BLE001 - surfaced by wait()
+        handle._finish("failed", error=exc)

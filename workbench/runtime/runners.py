@@ -1,0 +1,130 @@
+"""Where the ranks of a run execute: the shared runner contract and the in-process runners.
+
+A runner takes a prepared program (one payload per rank) and returns one :class:`RankOutcome` per
+rank, or raises a :class:`~workbench.runtime.errors.RunError`. Runners never write logs themselves:
+they pass each rank's events to ``env.emit`` (thread-safe), and :mod:`workbench.runtime.launch`
+does the rest. The Dask runner lives in :mod:`workbench.runtime.dask_runner`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import traceback
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from workbench.communicate.inprocess import CommunicationError, InProcessGroup
+from workbench.events import Event
+from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, WorkerLost
+from workbench.runtime.program import Program, RankContext, StopRequested
+
+__all__ = ["RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "resolve_device"]
+
+
+@dataclasses.dataclass
+class RunEnv:
+    """What the launcher hands a runner.
+
+    Attributes:
+        run_id: the run's id.
+        world_size: number of ranks.
+        emit: thread-safe event sink (run log + listeners).
+        stop_flag: set by :meth:`RunHandle.stop`.
+        timeout_s: how long any rank may wait for its peers (rendezvous, collectives, receives).
+        device: ``auto``, ``cpu`` or ``cuda``.
+        set_info: ``set_info(name, value)`` publishes runner facts on the handle (``dashboard_link``).
+    """
+
+    run_id: str
+    world_size: int
+    emit: Callable[[Event], None]
+    stop_flag: threading.Event
+    timeout_s: float = 120.0
+    device: str = "auto"
+    set_info: Callable[[str, Any], None] = lambda name, value: None
+
+
+@dataclasses.dataclass
+class RankOutcome:
+    """How one rank ended: ``status`` is ``finished`` (``result`` holds its dict) or ``stopped``."""
+
+    rank: int
+    status: str
+    result: Optional[dict] = None
+    worker: Optional[str] = None
+    num_events: int = 0
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> ``cuda:0`` when this process sees a GPU, else ``cpu``."""
+    if device == "auto":
+        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    return torch.device("cuda", 0) if device == "cuda" else torch.device(device)
+
+
+def rank_failed(rank: int, worker: Optional[str], step: Optional[int], exc: BaseException) -> RankFailed:
+    """Wrap an exception raised by a rank (with its traceback as text)."""
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return RankFailed(rank=rank, worker=worker, step=step, message=f"{type(exc).__name__}: {exc}",
+                      remote_traceback=tb, exc_type=type(exc).__name__,
+                      in_communication=isinstance(exc, CommunicationError))
+
+
+def root_cause(errors: Sequence[RunError]) -> RunError:
+    """The error to report when several ranks failed: a lost worker first, then a rank's own error,
+    then a rendezvous timeout, then the transport errors that followed; the earliest of a kind."""
+
+    def key(e: RunError) -> int:
+        if isinstance(e, WorkerLost):
+            return 0
+        if isinstance(e, RankFailed) and not e.in_communication:
+            return 1
+        if isinstance(e, RendezvousTimeout):
+            return 2
+        return 3
+
+    return min(errors, key=key)  # ties: the first one detected
+
+
+def run_inprocess(program: Program, payloads: Sequence[Any], env: RunEnv) -> list[RankOutcome]:
+    """Run every rank as a thread of this process over an :class:`InProcessGroup`.
+
+    A rank that raises aborts the group, which wakes the others with a transport error; the
+    first failing rank's error is raised here once all threads have left.
+    """
+    world_size = env.world_size
+    group = InProcessGroup(world_size, timeout=env.timeout_s)
+    device = resolve_device(env.device)
+    outcomes: list[Optional[RankOutcome]] = [None] * world_size
+    errors: list[RunError] = []
+    lock = threading.Lock()
+
+    def body(rank: int) -> None:
+        comm = group.communicator(rank)
+        ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=env.run_id, device=device,
+                          emit=env.emit, stop_requested=env.stop_flag.is_set)
+        try:
+            outcomes[rank] = RankOutcome(rank, "finished", program.run_rank(ctx, payloads[rank]))
+        except StopRequested:
+            outcomes[rank] = RankOutcome(rank, "stopped")
+        except BaseException as exc:  # noqa: BLE001 - every failure is reported, typed, on the client
+            err = rank_failed(rank, None, comm.epoch, exc)
+            err.__cause__ = exc
+            with lock:
+                errors.append(err)
+            group.abort(exc)
+
+    if world_size == 1:  # the reference runner: no extra thread
+        body(0)
+    else:
+        threads = [threading.Thread(target=body, args=(r,), name=f"{env.run_id}-rank{r}", daemon=True)
+                   for r in range(world_size)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise root_cause(errors)
+    return [o for o in outcomes if o is not None]
