@@ -146,6 +146,11 @@ class RunHandle:
         """
         if not self._done.wait(timeout):
             raise TimeoutError(f"run {self.run_id} is still {self.status} after {timeout:g} s")
+        # Let the run thread finish releasing its tensors: a daemon thread still inside torch when the
+        # interpreter exits aborts the process ("terminate called without an active exception").
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=30)
         if self.error is not None:
             raise self.error
         return self.summary
