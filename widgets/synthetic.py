@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np

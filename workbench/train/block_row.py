@@ -35,11 +35,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from workbench._validation import Config, ErrorCollector
+from workbench._validation import ErrorCollector
 from workbench.events import Event, PartitionComputed
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
-from workbench.train.full_graph import _validate_common
+from workbench.train.full_graph import TrainConfig
 from workbench.train.halo import comm_rows_from_parts
 from workbench.train.loop import (EpochRecorder, LabelData, allreduce_gradients, global_metrics,
                                   load_training_graph, make_optimizer, masked_loss, partition_nodes, summarize_ranks)
@@ -49,34 +49,8 @@ __all__ = ["BlockRowConfig", "BlockRowProgram", "BlockShard", "build_block_shard
 
 
 @dataclasses.dataclass(kw_only=True)
-class BlockRowConfig(Config):
+class BlockRowConfig(TrainConfig):
     """Settings of CAGNET-style 1-D block-row training (every block broadcast every layer)."""
-
-    graph: str = "karate"
-    """Graph spec for ``workbench.data.load_graph``."""
-    num_parts: Optional[int] = None
-    """Number of row blocks = ranks. ``None`` takes the runner's number of workers."""
-    partition: str = "metis"
-    """How vertices are grouped into row blocks: ``metis``, ``random`` or ``block`` (contiguous ids)."""
-    model: str = "gcn"
-    """``gcn`` or ``sage``."""
-    num_layers: int = 2
-    """Number of GNN layers (1 to 4)."""
-    hidden: int = 16
-    """Hidden width."""
-    epochs: int = 20
-    """Training epochs."""
-    lr: float = 0.01
-    """Learning rate."""
-    optimizer: str = "adam"
-    """``adam`` or ``sgd``."""
-    weight_decay: float = 0.0
-    """L2 weight decay."""
-    seed: int = 0
-    """Seed of the weights and the partitioner."""
-
-    def _validate(self, errs: ErrorCollector) -> None:
-        _validate_common(self, errs)
 
     def build(self, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None) -> "BlockRowProgram":
         return BlockRowProgram(self, graph=graph, node_part=node_part)

@@ -38,19 +38,19 @@ from workbench.train.loop import (OPTIMIZERS, PARTITION_METHODS, EpochRecorder, 
                                   summarize_ranks)
 from workbench.train.models import MODEL_KINDS, GNNModel, SpMM, edge_weights, sparse_aggregator
 
-__all__ = ["FullGraphConfig", "FullGraphProgram", "RankShard", "build_shards"]
+__all__ = ["TrainConfig", "FullGraphConfig", "FullGraphProgram", "RankShard", "build_shards"]
 
 
 @dataclasses.dataclass(kw_only=True)
-class FullGraphConfig(Config):
-    """Settings of a full-graph halo-exchange training run."""
+class TrainConfig(Config):
+    """Settings every full-graph training program shares (model, optimiser, data, partition)."""
 
     graph: str = "karate"
     """Graph spec for ``workbench.data.load_graph`` (e.g. ``karate`` or ``sbm:num_nodes=2000,seed=0``)."""
     num_parts: Optional[int] = None
     """Number of parts = ranks. ``None`` takes the runner's number of workers."""
     partition: str = "metis"
-    """Partitioning method: ``metis``, ``random`` or ``block``."""
+    """How vertices are grouped into parts (row blocks): ``metis``, ``random`` or ``block`` (contiguous ids)."""
     model: str = "gcn"
     """``gcn`` (symmetric normalisation with self-loops) or ``sage`` (GraphSAGE-mean)."""
     num_layers: int = 2
@@ -70,6 +70,11 @@ class FullGraphConfig(Config):
 
     def _validate(self, errs: ErrorCollector) -> None:
         _validate_common(self, errs)
+
+
+@dataclasses.dataclass(kw_only=True)
+class FullGraphConfig(TrainConfig):
+    """Settings of a full-graph halo-exchange training run."""
 
     def build(self, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None) -> "FullGraphProgram":
         """The program; ``graph``/``node_part`` (runtime objects) replace loading and partitioning."""
