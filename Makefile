@@ -39,6 +39,7 @@ run: setup
 
 test: setup
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest tests -q
+	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest -q --doctest-modules workbench widgets recipes
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest -q --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=600 notebooks
 
