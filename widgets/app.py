@@ -266,10 +266,9 @@ class Dashboard(Viewer):
     def template(self) -> pn.template.BaseTemplate:
         """The served page (a Panel template). Starts this session's refresh."""
         self.start_refreshing()
-        tmpl = pn.template.FastListTemplate(
+        tmpl = pn.template.BootstrapTemplate(  # no web fonts: loads fast offline
             title="GNN workbench", sidebar=[self.control] if self.control is not None else [],
-            main=[self.main()], accent="#1f77b4", header_background="#1f4e79", sidebar_width=330,
-            theme_toggle=False)
+            main=[self.main()], header_background="#1f4e79", sidebar_width=330)
         return tmpl
 
 
