@@ -35,14 +35,12 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from workbench._validation import ErrorCollector
-from workbench.events import Event, PartitionComputed
+from workbench.events import Event
 from workbench.graph import Graph
-from workbench.runtime.program import Program, RankContext
-from workbench.train.full_graph import TrainConfig
-from workbench.train.halo import comm_rows_from_parts
-from workbench.train.loop import (EpochRecorder, LabelData, allreduce_gradients, global_metrics,
-                                  load_training_graph, make_optimizer, masked_loss, partition_nodes, summarize_ranks)
+from workbench.runtime.program import RankContext
+from workbench.train.full_graph import PartitionedProgram, TrainConfig, _partition_event
+from workbench.train.loop import (EpochRecorder, LabelData, allreduce_gradients, global_metrics, make_optimizer,
+                                  masked_loss, summarize_ranks)
 from workbench.train.models import GNNModel, edge_weights, sparse_aggregator
 
 __all__ = ["BlockRowConfig", "BlockRowProgram", "BlockShard", "build_block_shards", "predicted_broadcast_bytes"]
@@ -179,54 +177,19 @@ class BlockRowAggregate(torch.autograd.Function):
         return out, None, None
 
 
-class BlockRowProgram(Program):
+class BlockRowProgram(PartitionedProgram):
     """CAGNET 1-D block-row training (the SANCUS baseline, staleness ``none``)."""
 
     name = "block_row"
 
-    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
-        super().__init__(config)
-        self._graph = graph
-        self._node_part = node_part
-        self.predicted: dict = {}
-
-    def world_size_for(self, requested: Optional[int]) -> int:
-        if self.config.num_parts is not None:
-            return int(self.config.num_parts)
-        if self._node_part is not None:
-            return int(self._node_part.max()) + 1
-        return int(requested or 1)
-
-    def input_widths(self, graph: Graph) -> list[int]:
-        c = self.config
-        return [graph.num_features] + [c.hidden] * (c.num_layers - 1)
-
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[BlockShard]:
         cfg = self.config
-        graph = load_training_graph(self._graph if self._graph is not None else cfg.graph, type(self).__name__)
-        errs = ErrorCollector(type(cfg).__name__)
-        errs.check(1 <= world_size <= graph.num_nodes, "num_parts", f"an int in [1, num_nodes={graph.num_nodes}]",
-                   world_size)
-        errs.raise_if_any()
-        if self._node_part is not None:
-            node_part, result = torch.as_tensor(self._node_part, dtype=torch.int64), None
-        else:
-            node_part, result = partition_nodes(graph, world_size, cfg.partition, cfg.seed)
+        graph, node_part, result = self._load_and_partition(world_size)
         shards = build_block_shards(graph, node_part, world_size, cfg.model, self.input_widths(graph))
         self.predicted = shards[0].predicted
-        comm = comm_rows_from_parts(graph, node_part, world_size)
-        metrics: dict = {}
-        if result is not None:
-            try:
-                metrics = dict(result.metrics(feature_width=graph.num_features).to_dict())
-            except Exception:
-                metrics = {}
-        metrics.setdefault("num_nodes", graph.num_nodes)
-        metrics.setdefault("num_parts", world_size)
-        emit(PartitionComputed(method=cfg.partition if world_size > 1 else "none", num_parts=world_size,
-                               metrics=metrics, part_sizes=shards[0].block_sizes,
-                               halo_sizes=[graph.num_nodes - s for s in shards[0].block_sizes],
-                               comm_rows=comm.tolist()))
+        # Every rank receives every other block: its "halo" is all vertices it does not own.
+        emit(_partition_event(graph, node_part, world_size, cfg.partition, result,
+                              [graph.num_nodes - s for s in shards[0].block_sizes], graph.num_features))
         return shards
 
     # -------------------------------------------------------------------------------- hooks for SANCUS

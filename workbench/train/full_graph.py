@@ -179,12 +179,13 @@ def _partition_event(graph: Graph, node_part: torch.Tensor, num_parts: int, meth
                              part_sizes=sizes, halo_sizes=list(halo_sizes), comm_rows=comm.tolist())
 
 
-class FullGraphProgram(Program):
-    """Halo-exchange full-graph training, SPMD over the ranks (see the module docstring)."""
+class PartitionedProgram(Program):
+    """Base of the programs that load a graph and give each rank one part of its vertices.
 
-    name = "full_graph"
+    ``graph``/``node_part`` (runtime objects) replace loading and partitioning.
+    """
 
-    def __init__(self, config: FullGraphConfig, *, graph: Optional[Graph] = None,
+    def __init__(self, config: TrainConfig, *, graph: Optional[Graph] = None,
                  node_part: Optional[torch.Tensor] = None):
         super().__init__(config)
         self._graph = graph
@@ -202,7 +203,8 @@ class FullGraphProgram(Program):
         c = self.config
         return [graph.num_features] + [c.hidden] * (c.num_layers - 1)
 
-    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[RankShard]:
+    def _load_and_partition(self, world_size: int) -> tuple[Graph, torch.Tensor, Any]:
+        """``(graph, node_part, partition result or None)``, validated before any rank starts."""
         cfg = self.config
         graph = load_training_graph(self._graph if self._graph is not None else cfg.graph, type(self).__name__)
         errs = ErrorCollector(type(cfg).__name__)
@@ -210,9 +212,19 @@ class FullGraphProgram(Program):
                    world_size)
         errs.raise_if_any()
         if self._node_part is not None:
-            node_part, result = torch.as_tensor(self._node_part, dtype=torch.int64), None
-        else:
-            node_part, result = partition_nodes(graph, world_size, cfg.partition, cfg.seed)
+            return graph, torch.as_tensor(self._node_part, dtype=torch.int64), None
+        node_part, result = partition_nodes(graph, world_size, cfg.partition, cfg.seed)
+        return graph, node_part, result
+
+
+class FullGraphProgram(PartitionedProgram):
+    """Halo-exchange full-graph training, SPMD over the ranks (see the module docstring)."""
+
+    name = "full_graph"
+
+    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[RankShard]:
+        cfg = self.config
+        graph, node_part, result = self._load_and_partition(world_size)
         widths = self.input_widths(graph)
         shards, plans = build_shards(graph, node_part, world_size, cfg.model, widths)
         self.predicted = shards[0].predicted
