@@ -321,7 +321,7 @@ def _recycle(client, futures, addrs: list[str]) -> None:
     for f in futures:
         f.cancel()
     try:
-        alive = set(client.scheduler_info(n_workers=-1)["workers"])
+        alive = _worker_addresses(client)
         survivors = [a for a in addrs if a in alive]
         if survivors:
             client.restart_workers(workers=survivors, timeout=60, raise_for_error=False)
@@ -334,11 +334,20 @@ def _claim_workers(client, world_size: int, timeout_s: float) -> list[str]:
     try:
         client.wait_for_workers(world_size, timeout=timeout_s)
     except Exception:  # noqa: BLE001 - distributed raises its own TimeoutError
-        have = len(client.scheduler_info(n_workers=-1)["workers"])
+        have = len(_worker_addresses(client))
         raise RendezvousTimeout(message=f"the cluster has {have} workers but the run needs {world_size} "
                                         f"(one per rank); waited {timeout_s:g} s", timeout_s=timeout_s) from None
-    workers = client.scheduler_info(n_workers=-1)["workers"]
-    return sorted(workers)[:world_size]
+    return sorted(_worker_addresses(client))[:world_size]
+
+
+def _worker_addresses(client) -> set[str]:
+    """The scheduler's current workers, asked afresh.
+
+    ``client.scheduler_info()`` returns a cache that the client's own periodic refresh overwrites
+    with a worker-less summary; read between the two, it says every worker is gone (seen under load
+    as a false ``WorkerLost``).
+    """
+    return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_name: str) -> list[RankOutcome]:
@@ -363,7 +372,7 @@ def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_n
         for r, f in enumerate(futures):
             if f.status == "error" and not any(e.rank == r for e in errors):
                 errors.append(_as_run_error(f.exception(), r, addrs[r]))
-        alive = set(client.scheduler_info(n_workers=-1)["workers"])
+        alive = _worker_addresses(client)
         for r, addr in enumerate(addrs):
             if addr not in alive and not futures[r].done() and not any(e.rank == r for e in errors):
                 last = inbox.last_epoch.get(r)
