@@ -104,6 +104,9 @@ class StoreView(Viewer):
     #: event types (store frame names or ``run``/``partition``) this view depends on
     kinds: tuple[str, ...] = ("any",)
     title: str = ""
+    #: least seconds between two redraws: a plot redraw is re-rendered whole by the browser, which on a
+    #: small machine competes with the training ranks for CPU (status text overrides this with 0)
+    min_redraw_s: float = 1.0
 
     def __init__(self, source: Any, **params: Any):
         super().__init__(**params)
@@ -139,7 +142,7 @@ class StoreView(Viewer):
             self._error.visible = True
         # adaptive throttle: a view that takes d seconds to draw redraws at most every 10 d seconds,
         # so big runs never saturate the server loop
-        self._next_ok = time.monotonic() + 10 * (time.monotonic() - start)
+        self._next_ok = time.monotonic() + max(self.min_redraw_s, 10 * (time.monotonic() - start))
         return True
 
     def up_to_date(self) -> bool:
@@ -201,6 +204,7 @@ class ProgressView(StoreView):
     """Run status, progress of long steps (graph generation, partitioning, epochs), error and Dask link."""
 
     kinds = ("run", "progress", "epoch")
+    min_redraw_s = 0.0
     title = "Progress"
 
     def _build(self) -> list:
