@@ -115,7 +115,9 @@ class PartitionView(StoreView):
             self._drawing_state = "unavailable"
             return
         self._drawing_state = "computing"
-        threading.Thread(target=self._compute_drawing, args=(ev,), daemon=True, name="partition-layout").start()
+        # Not a daemon: the work is bounded (small graphs only), and a daemon thread still inside torch when
+        # the interpreter exits aborts the process.
+        threading.Thread(target=self._compute_drawing, args=(ev,), daemon=False, name="partition-layout").start()
 
     def _compute_drawing(self, ev: Any) -> None:
         try:

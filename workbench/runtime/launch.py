@@ -34,10 +34,12 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import html
 import secrets
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
@@ -267,7 +269,24 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
         handle._thread = threading.Thread(target=_run, args=(handle, program, payloads, env, runner, scheduler),
                                           name=f"workbench-run-{run_id}", daemon=True)
         handle._thread.start()
+        _LIVE_RUNS.add(handle)
     return handle
+
+
+# Runs still going when the interpreter exits are stopped and waited for (bounded): their ranks are
+# daemon threads, and one still inside torch at exit aborts the process.
+_LIVE_RUNS: "weakref.WeakSet[RunHandle]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_runs(timeout_s: float = 30.0) -> None:
+    handles = [h for h in list(_LIVE_RUNS) if not h.done()]
+    for handle in handles:
+        handle.stop()
+    deadline = time.monotonic() + timeout_s
+    for handle in handles:
+        if handle._thread is not None:
+            handle._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runner: str, scheduler: Any) -> None:
