@@ -10,6 +10,14 @@ from rt_programs import TinyConfig, expected_bytes_per_epoch
 
 from workbench.events import EpochEnd, RunFinished, Traffic, read_run_log
 from workbench.runtime import RankFailed, RendezvousTimeout, WorkerLost, launch
+from workbench.runtime.dask_runner import _wait_for_recycling, _worker_addresses
+
+
+def _settled_workers(client) -> set[str]:
+    """The cluster's workers once a previous failed run's worker restarts are over."""
+    _wait_for_recycling(client)
+    client.wait_for_workers(2, timeout=60)
+    return _worker_addresses(client)
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +46,7 @@ def test_dask_matches_local_results_bytes_and_log(dask_client, tmp_path):
 
 
 def test_dask_rank_error_is_typed_with_worker_and_step(dask_client, tmp_path):
-    before = set(dask_client.scheduler_info()["workers"])
+    before = _settled_workers(dask_client)
     t0 = time.monotonic()
     handle = launch(TinyConfig(epochs=5, fail_rank=1, fail_epoch=2), runner="dask", scheduler=dask_client,
                     out=tmp_path)
@@ -55,7 +63,7 @@ def test_dask_rank_error_is_typed_with_worker_and_step(dask_client, tmp_path):
 
 
 def test_dask_worker_death_is_worker_lost_within_bound(dask_client, tmp_path):
-    before = set(dask_client.scheduler_info()["workers"])
+    before = _settled_workers(dask_client)
     t0 = time.monotonic()
     handle = launch(TinyConfig(epochs=5, fail_rank=1, fail_epoch=2, fail_mode="exit"), runner="dask",
                     scheduler=dask_client, out=tmp_path, timeout=60)
@@ -81,7 +89,7 @@ def test_dask_stop_after_failures_leaves_cluster_usable(dask_client):
 
 
 def test_busy_worker_gives_rendezvous_timeout_not_a_hang(dask_client):
-    workers = sorted(dask_client.scheduler_info()["workers"])
+    workers = sorted(_settled_workers(dask_client))
     busy = dask_client.submit(time.sleep, 30, workers=[workers[1]], pure=False)  # holds rank 1's only thread
     t0 = time.monotonic()
     handle = launch(TinyConfig(epochs=1), runner="dask", scheduler=dask_client, out=None, timeout=2)

@@ -273,6 +273,7 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
     futures: list = []
     try:
         env.set_info("dashboard_link", client.dashboard_link)
+        _wait_for_recycling(client)
         addrs = _claim_workers(client, world_size, env.timeout_s)
         if num_threads is None and own_cluster is not None:
             num_threads = max(1, (os.cpu_count() or 1) // world_size)
@@ -292,8 +293,13 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
         try:
             outcomes = _watch(client, futures, addrs, env, inbox, stop_name)
         except RunError:
-            if own_cluster is None:
-                _recycle(client, futures, addrs)
+            if own_cluster is None:  # restart the workers after the error is reported, not before
+                for f in futures:
+                    f.cancel()
+                thread = threading.Thread(target=_recycle, args=(client, futures, addrs), daemon=True,
+                                          name=f"workbench-recycle-{env.run_id}")
+                _RECYCLING[id(client)] = thread
+                thread.start()
             raise
         inbox.wait_for({o.rank: o.num_events for o in outcomes}, _EVENT_FLUSH_S)
         return outcomes
@@ -309,6 +315,16 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
             own_client.close()
         if own_cluster is not None:
             own_cluster.close()
+
+
+# Worker restarts after a failed run on a shared cluster, by client: the next run waits for them.
+_RECYCLING: dict[int, threading.Thread] = {}
+
+
+def _wait_for_recycling(client, timeout_s: float = 150.0) -> None:
+    thread = _RECYCLING.pop(id(client), None)
+    if thread is not None:
+        thread.join(timeout=timeout_s)
 
 
 def _recycle(client, futures, addrs: list[str]) -> None:
