@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from workbench.communicate.netmodel import modelled_seconds  # noqa: E402
 from workbench.data import load_graph  # noqa: E402
 from workbench.events import ListSink, Traffic  # noqa: E402
-from workbench.runtime.program import RankContext  # noqa: E402
 from workbench.train.full_graph import FullGraphConfig  # noqa: E402
 
 DEFAULT_GRAPH = "sbm:num_nodes=100000,num_blocks=16,avg_degree=40,num_features=64,seed=0"
@@ -43,7 +42,7 @@ LINKS = {"10 Gbit/s": "10GbE", "100 Gbit/s": "100GbE"}
 
 def run_workbench(graph, world_size: int, args) -> dict:
     """Train on ``world_size`` thread ranks; returns the summary plus the traffic events."""
-    from workbench.communicate.inprocess import InProcessGroup
+    from workbench.runtime.runners import RunEnv, run_inprocess
 
     cfg = FullGraphConfig(graph=graph.name, num_parts=world_size, partition=args.partition, model="gcn",
                           num_layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=0.01, seed=0)
@@ -52,27 +51,9 @@ def run_workbench(graph, world_size: int, args) -> dict:
     t0 = time.perf_counter()
     payloads = program.prepare(world_size, sink.emit)
     prepare_s = time.perf_counter() - t0
-    group = InProcessGroup(world_size, timeout=3600)
-    results: list = [None] * world_size
-    errors: list = []
-    device = torch.device(args.device)
-
-    def body(rank: int) -> None:
-        try:
-            ctx = RankContext(rank=rank, world_size=world_size, comm=group.communicator(rank), device=device,
-                              emit=sink.emit)
-            results[rank] = program.run_rank(ctx, payloads[rank])
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-            group.abort(exc)
-
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(world_size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    env = RunEnv(run_id="bench", world_size=world_size, emit=sink.emit, stop_flag=threading.Event(),
+                 timeout_s=3600, device=args.device)
+    results = [o.result for o in sorted(run_inprocess(program, payloads, env), key=lambda o: o.rank)]
     summary = program.summarize(results)
     summary["prepare_s"] = prepare_s
     summary["traffic"] = [e for e in sink.events if isinstance(e, Traffic)]

@@ -9,7 +9,6 @@ import torch
 
 from workbench.events import ListSink
 from workbench.graph import Graph
-from workbench.runtime.program import RankContext
 
 
 def tiny_graph(num_nodes: int = 60, num_blocks: int = 3, p_in: float = 0.25, p_out: float = 0.02,
@@ -40,28 +39,11 @@ def tiny_graph(num_nodes: int = 60, num_blocks: int = 3, p_in: float = 0.25, p_o
 
 def run_inprocess(program, world_size: int):
     """prepare -> run_rank on ``world_size`` thread ranks -> summarize. Returns (summary, results, events)."""
-    from workbench.communicate.inprocess import InProcessGroup
+    from workbench.runtime.runners import RunEnv, run_inprocess as run_ranks
 
     sink = ListSink()
     payloads = program.prepare(world_size, sink.emit)
-    group = InProcessGroup(world_size, timeout=60)
-    results: list = [None] * world_size
-    errors: list = []
-
-    def body(rank: int) -> None:
-        try:
-            ctx = RankContext(rank=rank, world_size=world_size, comm=group.communicator(rank), run_id="t",
-                              emit=sink.emit)
-            results[rank] = program.run_rank(ctx, payloads[rank])
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            errors.append(exc)
-            group.abort(exc)
-
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(world_size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    env = RunEnv(run_id="t", world_size=world_size, emit=sink.emit, stop_flag=threading.Event(), timeout_s=60,
+                 device="cpu")
+    results = [o.result for o in sorted(run_ranks(program, payloads, env), key=lambda o: o.rank)]
     return program.summarize(results), results, sink.events
