@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import time
@@ -73,9 +74,14 @@ def served(tmp_path):
 
 
 def wait_until(cond, timeout=30.0, interval=0.1):
+    """Poll ``cond`` until it is true; fail naming the condition's source line when it never is."""
     end = time.time() + timeout
     while time.time() < end:
         if cond():
             return True
         time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
+    try:
+        what = inspect.getsource(cond).strip()
+    except (OSError, TypeError):
+        what = repr(cond)
+    raise AssertionError(f"condition not met within {timeout} s: {what}")

@@ -36,7 +36,9 @@ def _plotted_rows(view) -> int:
     return total
 
 
-def _slow_launcher(tmp_path, epochs=40, delay=0.25):
+def _slow_launcher(tmp_path, epochs=2000, delay=0.25):
+    """Runs long enough (about 8 min) that the test stops them itself: a walk through every tab on a
+    slow machine must not outlast the run, or the views stop growing and the test waits in vain."""
     def launcher(cfg, **kw):
         return SyntheticRun(fabricate_run(num_parts=kw.get("workers", 2), epochs=epochs), delay=delay,
                             out=str(tmp_path / "runs"), run_id=f"ui-{int(time.time() * 1000)}")
