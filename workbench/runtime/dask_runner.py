@@ -33,6 +33,7 @@ from urllib.parse import urlparse
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from workbench._validation import ParamError, param_error
 from workbench.events import event_from_dict
 from workbench.runtime.errors import RendezvousTimeout, RunError, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
@@ -43,6 +44,7 @@ __all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster"]
 _POLL_S = 0.2
 _GRACE_S = 3.0          # after a failure, how long the other ranks get to report theirs
 _EVENT_FLUSH_S = 10.0   # after the ranks returned, how long to wait for their last events
+_CONNECT_S = 10.0       # how long to try a scheduler given by address (at most the run's timeout)
 
 
 class TorchWorkerPlugin(WorkerPlugin):
@@ -191,8 +193,13 @@ def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _connect(scheduler, world_size: int):
-    """``(client, cluster_to_close, client_to_close)`` for an embedded cluster, an address or a Client."""
+def _connect(scheduler, world_size: int, connect_s: float = _CONNECT_S):
+    """``(client, cluster_to_close, client_to_close)`` for an embedded cluster, an address or a Client.
+
+    Raises:
+        ParamError: ``scheduler`` is an address that is malformed or does not answer within
+            ``connect_s`` seconds (Dask's own default would retry for 30 s, then raise a bare ``OSError``).
+    """
     from distributed import Client
 
     if scheduler is None:
@@ -201,7 +208,13 @@ def _connect(scheduler, world_size: int):
         return client, cluster, client
     if isinstance(scheduler, Client):
         return scheduler, None, None
-    client = Client(scheduler)
+    try:
+        client = Client(scheduler, timeout=connect_s)
+    except (OSError, ValueError, TypeError) as exc:  # unreachable (OSError, TimeoutError), malformed, wrong type
+        raise ParamError([param_error(
+            "scheduler", "launch", f"a distributed.Client or the address of a running Dask scheduler, "
+            f"like 'tcp://HOST:8786', that answers within {connect_s:g} s ({type(exc).__name__}: {exc})",
+            scheduler)]) from None
     return client, None, client
 
 
@@ -264,9 +277,10 @@ class _Inbox:
 
 def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, scheduler=None,
              num_threads: Optional[int] = None) -> list[RankOutcome]:
-    """Run the ranks on Dask workers (see the module docstring). Raises a typed :class:`RunError`."""
+    """Run the ranks on Dask workers (see the module docstring). Raises a typed :class:`RunError`, or
+    ``ParamError`` when ``scheduler`` is an address that does not answer (see :func:`_connect`)."""
     world_size = env.world_size
-    client, own_cluster, own_client = _connect(scheduler, world_size)
+    client, own_cluster, own_client = _connect(scheduler, world_size, min(_CONNECT_S, env.timeout_s))
     topic = f"workbench-{env.run_id}"
     stop_name = f"workbench-stop-{env.run_id}"
     inbox = _Inbox(env)

@@ -225,7 +225,8 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
         workers: number of ranks requested (a program may fix its own, e.g. ``num_parts``); ``single``
             always runs one.
         scheduler: Dask only: a scheduler address or a ``distributed.Client`` (default: an embedded
-            ``LocalCluster`` with one worker process per rank, closed after the run).
+            ``LocalCluster`` with one worker process per rank, closed after the run). An address that
+            does not answer within 10 s (at most ``timeout``) fails the run with ``ParamError``.
         out: folder of run logs (``None``: keep events in memory only).
         run_id: the run's id (default ``<program>-<date>-<time>-<random>``).
         blocking: run in the calling thread and return when the run has ended.
@@ -240,6 +241,7 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
 
     Raises:
         ParamError: a bad argument, or a bad value found while preparing (before any worker starts).
+            An unreachable ``scheduler`` address is found by the run itself: ``wait()`` raises it.
     """
     _validate(runner, workers, timeout, device, scheduler)
     program = config if isinstance(config, Program) else config.build()
