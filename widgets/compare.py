@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import holoviews as hv
@@ -20,9 +21,11 @@ import panel as pn
 from panel.viewable import Viewer
 
 from widgets.store import RunStore
-from widgets.views import PLOT_OPTS, RANK_COLORS, empty_note
+from widgets.views import PLOT_OPTS, RANK_COLORS, LivePlot, StoreView, empty_note
 
 __all__ = ["CompareView"]
+
+MIN_REDRAW_S = StoreView.min_redraw_s  # least seconds between two redraws while compared runs go
 
 
 class CompareView(Viewer):
@@ -40,8 +43,9 @@ class CompareView(Viewer):
                                              sizing_mode="stretch_width", max_items=8)
         self._table = pn.pane.DataFrame(pd.DataFrame(), index=False, sizing_mode="stretch_width", max_rows=30,
                                         float_format="{:.4g}".format, classes=["wb-runs"])
-        self._loss = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self._bytes = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self._loss = LivePlot()
+        self._bytes = LivePlot()
+        self._next_ok = 0.0
         self._note = empty_note("Choose runs above to overlay their curves.")
         self._last: Any = None
         self.choose.param.watch(lambda *_: self.refresh(force=True), "value")
@@ -56,9 +60,10 @@ class CompareView(Viewer):
     def refresh(self, force: bool = False) -> bool:
         stores = self._stores()
         ver = tuple((k, s.version()) for k, s in stores.items())
-        if not force and ver == self._last:
+        if not force and (ver == self._last or time.monotonic() < self._next_ok):
             return False
         self._last = ver
+        self._next_ok = time.monotonic() + MIN_REDRAW_S
         ids = list(stores)
         if self.choose.options != ids:
             self.choose.options = ids
@@ -76,14 +81,14 @@ class CompareView(Viewer):
             mb = tot.assign(MB=tot["cum_bytes"].astype(float) / 1e6)
             sent[run_id] = hv.Curve(mb, "epoch", hv.Dimension("MB", label="MB sent (all ranks)")).opts(
                 color=color, line_width=2, tools=["hover"])
-        self._loss.object = (hv.NdOverlay(loss, kdims=["run"]) if loss else _empty("loss")).opts(
-            title="Mean loss per epoch", legend_position="top_right", **PLOT_OPTS)
-        self._bytes.object = (hv.NdOverlay(sent, kdims=["run"]) if sent else _empty("MB")).opts(
-            title="Bytes sent so far", legend_position="top_left", **PLOT_OPTS)
+        self._loss.show((hv.NdOverlay(loss, kdims=["run"]) if loss else _empty("loss")).opts(
+            title="Mean loss per epoch", legend_position="top_right", **PLOT_OPTS), shape=tuple(chosen))
+        self._bytes.show((hv.NdOverlay(sent, kdims=["run"]) if sent else _empty("MB")).opts(
+            title="Bytes sent so far", legend_position="top_left", **PLOT_OPTS), shape=tuple(chosen))
         return True
 
     def __panel__(self) -> pn.viewable.Viewable:
-        return pn.Column(self._table, self.choose, self._note, pn.Row(self._loss, self._bytes, sizing_mode="stretch_width"),
+        return pn.Column(self._table, self.choose, self._note, pn.Row(self._loss.pane, self._bytes.pane, sizing_mode="stretch_width"),
                          sizing_mode="stretch_width")
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from widgets.views import PLOT_OPTS, StoreView, empty_note, rank_color
+from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note, rank_color
 
 __all__ = ["CurvesView"]
 
@@ -37,10 +37,10 @@ class CurvesView(StoreView):
         acc_widget = pn.widgets.Select.from_param(self.param.accuracy, options={v: k for k, v in ACC_COLUMNS.items()},
                                                   width=200, margin=(4, 10))
         self._note = empty_note("Waiting for the first epoch…")
-        self._loss = pn.pane.HoloViews(None, sizing_mode="stretch_width", linked_axes=False)
-        self._acc = pn.pane.HoloViews(None, sizing_mode="stretch_width", linked_axes=False)
+        self._loss = LivePlot(linked_axes=False)
+        self._acc = LivePlot(linked_axes=False)
         return [pn.Row(x_widget, acc_widget), self._note,
-                pn.Row(self._loss, self._acc, sizing_mode="stretch_width")]
+                pn.Row(self._loss.pane, self._acc.pane, sizing_mode="stretch_width")]
 
     def plot_data(self) -> pd.DataFrame:
         """The frame drawn: one row per (rank, epoch) with ``x`` and the chosen accuracy."""
@@ -63,6 +63,7 @@ class CurvesView(StoreView):
     def _update(self) -> None:
         df = self.plot_data()
         self._note.visible = df.empty
-        self._loss.object = self._curves(df, "loss", "loss", "Loss per rank")
+        shape = (self.x, self.accuracy, tuple(sorted(df["rank"].unique().tolist())) if len(df) else ())
+        self._loss.show(self._curves(df, "loss", "loss", "Loss per rank"), shape)
         label = ACC_COLUMNS[self.accuracy]
-        self._acc.object = self._curves(df, self.accuracy, label, f"{label.capitalize()} per rank")
+        self._acc.show(self._curves(df, self.accuracy, label, f"{label.capitalize()} per rank"), shape)

@@ -17,7 +17,7 @@ import pandas as pd
 import panel as pn
 import param
 
-from widgets.views import PLOT_OPTS, StoreView, empty_note
+from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note
 
 __all__ = ["StalenessView", "STATE_COLORS"]
 
@@ -43,9 +43,9 @@ class StalenessView(StoreView):
         self._note = empty_note("No staleness events yet (a run without a staleness-aware exchange "
                                 "sends fresh blocks every epoch).")
         self._stats = pn.pane.HTML("", margin=(4, 10))
-        self._heat = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self._ages = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        return [pn.Row(self._layer_widget, window, self._stats), self._note, self._heat, self._ages]
+        self._heat = LivePlot()
+        self._ages = LivePlot()
+        return [pn.Row(self._layer_widget, window, self._stats), self._note, self._heat.pane, self._ages.pane]
 
     def plot_data(self) -> pd.DataFrame:
         """Rows of the chosen layer(s), with a ``row`` label (``rank r`` or ``rank r · L l``) and ``ages_text``."""
@@ -82,11 +82,12 @@ class StalenessView(StoreView):
         heat = hv.HeatMap(df, kdims=[hv.Dimension("epoch"), hv.Dimension("row", label="rank")],
                           vdims=[hv.Dimension("active"), "state", hv.Dimension("ages_text", label="ages of cached blocks"),
                                  "max_age", "gap"])
-        self._heat.object = heat.opts(
+        self._heat.show(heat.opts(
             title="ACTIVE (green) / STALE (orange) per rank and epoch", cmap=[STATE_COLORS["STALE"],
                                                                               STATE_COLORS["ACTIVE"]],
             clim=(0, 1), colorbar=False, tools=["hover"], line_color="white", line_width=1,
-            invert_yaxis=True, **{**PLOT_OPTS, "height": max(160, 40 + 26 * len(rows))})
-        self._ages.object = hv.Area(ages, "epoch", hv.Dimension("max_age", label="epochs")).opts(
+            invert_yaxis=True, **{**PLOT_OPTS, "height": max(160, 40 + 26 * len(rows))}),
+            shape=(self.layer, tuple(rows)))
+        self._ages.show(hv.Area(ages, "epoch", hv.Dimension("max_age", label="epochs")).opts(
             title="Oldest cached block used, per epoch", color="#ff7f0e", alpha=0.5, tools=["hover"],
-            **{**PLOT_OPTS, "height": 180})
+            **{**PLOT_OPTS, "height": 180}), shape="ages")

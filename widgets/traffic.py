@@ -20,7 +20,7 @@ import panel as pn
 import param
 
 from widgets.store import RunStore, list_runs
-from widgets.views import PLOT_OPTS, StoreView, empty_note, kind_color
+from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note, kind_color
 
 __all__ = ["TrafficView", "network_model"]
 
@@ -119,14 +119,14 @@ class TrafficView(StoreView):
         refresh = pn.widgets.Button(label="↻ runs", color="light", width=70, margin=(22, 4))
         refresh.on_click(lambda *_: self._refresh_baselines())
         self._note = empty_note("No traffic yet.")
-        self._kinds = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self._pairs = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self._times = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self._cum = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self._kinds = LivePlot()
+        self._pairs = LivePlot()
+        self._times = LivePlot()
+        self._cum = LivePlot()
         self._refresh_baselines()
         return [pn.Row(self._kind_widget, self._net_widget, self._base_widget, refresh), self._note,
-                pn.Row(self._kinds, self._pairs, sizing_mode="stretch_width"),
-                pn.Row(self._times, self._cum, sizing_mode="stretch_width")]
+                pn.Row(self._kinds.pane, self._pairs.pane, sizing_mode="stretch_width"),
+                pn.Row(self._times.pane, self._cum.pane, sizing_mode="stretch_width")]
 
     def _refresh_baselines(self) -> None:
         choices = self.baseline_choices()
@@ -153,9 +153,10 @@ class TrafficView(StoreView):
         self._note.visible = t.empty
         kf = self.kind_frame()
         cmap = {k: kind_color(k, i) for i, k in enumerate(kinds)}
-        if kf.empty:  # an empty stacked, colour-mapped Bars does not render
+        style = "empty" if kf.empty else ("areas" if kf["epoch"].nunique() > 60 else "bars")
+        if style == "empty":  # an empty stacked, colour-mapped Bars does not render
             bars = hv.Bars([], "epoch", "bytes")
-        elif kf["epoch"].nunique() > 60:  # many epochs: stacked areas (thousands of bars are slow to draw)
+        elif style == "areas":  # many epochs: stacked areas (thousands of bars are slow to draw)
             wide = kf.pivot_table(index="epoch", columns="kind", values="bytes", fill_value=0).sort_index()
             areas = [hv.Area((wide.index.values, wide[k].values), "epoch", "bytes", label=k).opts(
                 color=cmap.get(k, "#999999"), line_width=0) for k in wide.columns]
@@ -163,14 +164,14 @@ class TrafficView(StoreView):
         else:
             bars = hv.Bars(kf, kdims=["epoch", "kind"], vdims=[hv.Dimension("bytes")]).opts(
                 stacked=True, color="kind", cmap=cmap, legend_position="right", line_color=None)
-        self._kinds.object = bars.opts(title="Bytes sent per epoch, by kind", tools=["hover"], xlabel="epoch",
-                                       **PLOT_OPTS)
+        self._kinds.show(bars.opts(title="Bytes sent per epoch, by kind", tools=["hover"], xlabel="epoch",
+                                   **PLOT_OPTS), shape=(style, tuple(kinds)))
         pf = self.pair_frame()
-        self._pairs.object = hv.HeatMap(pf, kdims=[hv.Dimension("dst_rank", label="to rank"),
+        self._pairs.show(hv.HeatMap(pf, kdims=[hv.Dimension("dst_rank", label="to rank"),
                                                    hv.Dimension("src_rank", label="from rank")],
                                         vdims=["bytes"]).opts(
             title=f"Bytes per rank pair ({self.kind})", cmap="Oranges", colorbar=True, tools=["hover"],
-            invert_yaxis=True, **PLOT_OPTS)
+            invert_yaxis=True, **PLOT_OPTS), shape=(self.kind, len(pf)))
         tf = self.time_frame()
         measured = hv.Curve(tf, "epoch", hv.Dimension("measured_s", label="seconds"), label="measured").opts(
             color="#1f77b4", line_width=2, tools=["hover"])
@@ -184,15 +185,15 @@ class TrafficView(StoreView):
             plot = measured * modelled
         else:
             title += " (no network model available)"
-        self._times.object = plot.opts(title=title, legend_position="top_right", **PLOT_OPTS)
+        self._times.show(plot.opts(title=title, legend_position="top_right", **PLOT_OPTS), shape=title + str(self.network))
         cf = self.cumulative_frame()
         curves = {run: hv.Curve(part, "epoch", hv.Dimension("MB", label="MB sent (all ranks)")).opts(
                       line_width=2, tools=["hover"], color="#1f77b4" if run.startswith("this") else "#7f7f7f",
                       line_dash="solid" if run.startswith("this") else "dashed")
                   for run, part in cf.groupby("run")}
         cum = hv.NdOverlay(curves, kdims=["run"]) if curves else hv.Overlay([hv.Curve([], "epoch", "MB")])
-        self._cum.object = cum.opts(title="Bytes sent so far" + (" vs baseline" if self._baseline_store else ""),
-                                    legend_position="top_left", **PLOT_OPTS)
+        self._cum.show(cum.opts(title="Bytes sent so far" + (" vs baseline" if self._baseline_store else ""),
+                                legend_position="top_left", **PLOT_OPTS), shape=tuple(curves))
 
     def _version(self) -> tuple:
         base = self._baseline_store.version() if self._baseline_store is not None else ()

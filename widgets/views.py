@@ -34,7 +34,7 @@ from panel.viewable import Viewer
 
 from widgets.store import RunStore
 
-__all__ = ["as_store", "StoreView", "ProgressView", "RunView", "Refresher", "REFRESH_MS", "RANK_COLORS",
+__all__ = ["as_store", "StoreView", "ProgressView", "RunView", "Refresher", "LivePlot", "REFRESH_MS", "RANK_COLORS",
            "KIND_COLORS", "STATUS_COLORS"]
 
 #: how often live views poll their store (ms): 4 Hz, far below the event rate of a fast run
@@ -94,6 +94,65 @@ def empty_note(text: str) -> pn.pane.Markdown:
     return pn.pane.Markdown(f"*{html.escape(text)}*", styles={"color": "#666"}, margin=(4, 10))
 
 
+def _framewise(obj: Any) -> Any:
+    """``obj`` with ``framewise=True`` on it and every element in it: axes follow each update."""
+    if not isinstance(obj, hv.Element):  # an overlay or layout: its elements too
+        obj = obj.map(lambda el: el.opts(framewise=True), [hv.Element])
+    return obj.opts(framewise=True)
+
+
+class LivePlot:
+    """A HoloViews plot that is updated in place while a run goes.
+
+    :meth:`show` sends each new element through a ``Pipe`` into a ``DynamicMap``: Bokeh then patches the
+    figure's data sources and ranges, and the browser redraws one canvas, instead of building a new figure
+    (new models, a new layout pass) on every refresh. When the element's *shape* changes (other layers,
+    another element type, a new title or height), the figure is built anew.
+
+    Example:
+        >>> plot = LivePlot()
+        >>> plot.show(hv.Curve([(0, 1.0), (1, 0.5)]), shape="loss")
+        >>> plot.show(hv.Curve([(0, 1.0), (1, 0.5), (2, 0.4)]), shape="loss")  # same figure, new data
+        >>> len(plot.element), plot.rebuilds, plot.updates
+        (3, 1, 1)
+    """
+
+    def __init__(self, **pane_params: Any):
+        self.pane = pn.pane.HoloViews(None, sizing_mode="stretch_width", **pane_params)
+        self._pipe: Optional[hv.streams.Pipe] = None
+        self._shape: Any = None
+        #: how many times the figure was built anew, and updated in place
+        self.rebuilds = self.updates = 0
+
+    @property
+    def element(self) -> Any:
+        """The HoloViews object shown now (None before the first :meth:`show`)."""
+        return None if self._pipe is None else self._pipe.data
+
+    @property
+    def visible(self) -> bool:
+        return self.pane.visible
+
+    @visible.setter
+    def visible(self, value: bool) -> None:
+        self.pane.visible = value
+
+    def show(self, element: Any, shape: Any = None) -> None:
+        """Show ``element``: in place when ``shape`` is the one shown, else as a new figure."""
+        element = _framewise(element)
+        if self._pipe is not None and shape == self._shape:
+            self._pipe.send(element)
+            self.updates += 1
+            return
+        self._pipe = hv.streams.Pipe(data=element)
+        self._shape = shape
+        self.rebuilds += 1
+        self.pane.object = hv.DynamicMap(lambda data: data, streams=[self._pipe])
+
+    def __panel__(self) -> pn.pane.HoloViews:
+        return self.pane
+
+
 class StoreView(Viewer):
     """Base of the views: holds a store, re-renders when the store's version for :attr:`kinds` changes.
 
@@ -113,6 +172,8 @@ class StoreView(Viewer):
         self.store = as_store(source)
         self._last: Any = None
         self._next_ok = 0.0
+        #: seconds the last redraw took (server side)
+        self.draw_s = 0.0
         self._error = pn.pane.Alert("", alert_type="warning", visible=False, margin=(2, 10))
         self._layout = pn.Column(*self._build(), self._error, sizing_mode="stretch_width")
         self.param.watch(lambda *_: self.refresh(force=True), [p for p in self.param if p != "name"])
@@ -140,9 +201,11 @@ class StoreView(Viewer):
         except Exception as exc:  # a broken view degrades to a message; the app keeps going
             self._error.object = f"{self.title or type(self).__name__}: could not render ({type(exc).__name__}: {exc})"
             self._error.visible = True
-        # adaptive throttle: a view that takes d seconds to draw redraws at most every 10 d seconds,
-        # so big runs never saturate the server loop
-        self._next_ok = time.monotonic() + max(self.min_redraw_s, 10 * (time.monotonic() - start))
+        # adaptive throttle: a view that takes d seconds to draw redraws at most every 4 d seconds (at
+        # most every 5 s), so big runs never saturate the server loop; a first draw, which builds the
+        # figures (and warms HoloViews up), can take a second or two and must not silence the view
+        self.draw_s = time.monotonic() - start
+        self._next_ok = time.monotonic() + max(self.min_redraw_s, min(4 * self.draw_s, 5.0))
         return True
 
     def up_to_date(self) -> bool:

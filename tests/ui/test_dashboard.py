@@ -13,6 +13,7 @@ import pytest
 from tests.ui.conftest import ARTIFACTS, wait_until
 from widgets.app import RunRegistry
 from widgets.synthetic import SyntheticRun, fabricate_run
+from widgets.views import LivePlot
 
 TAB_VIEWS = {"Training curves": "curves", "Partition": "partition", "Staleness": "staleness",
              "Communication": "traffic"}
@@ -28,12 +29,22 @@ def _canvases(page) -> int:
 
 
 def _plotted_rows(view) -> int:
-    """Rows of data in the HoloViews objects a view's panes show right now (server side)."""
+    """Rows in the Bokeh data sources of a view's visible figures: what the server sent the page."""
+    from bokeh.models import ColumnDataSource
+
     total = 0
     for pane in view._layout.select(pn.pane.HoloViews):
-        if pane.object is not None and pane.visible:
-            total += sum(pane.object.traverse(lambda el: len(el), [hv.Element]))
+        if pane.object is None or not pane.visible:
+            continue
+        for plot, _ in list(pane._plots.values()):
+            for cds in plot.state.select({"type": ColumnDataSource}):
+                total += max((len(col) for col in cds.data.values()), default=0)
     return total
+
+
+def _updates(view) -> int:
+    """How many times a view's live plots were updated in place (not built anew)."""
+    return sum(p.updates for p in vars(view).values() if isinstance(p, LivePlot))
 
 
 def _slow_launcher(tmp_path, epochs=2000, delay=0.25):
@@ -64,8 +75,9 @@ def test_live_run_grows_in_every_view(page, served, tmp_path):
         view = getattr(session.view, attr)
         wait_until(lambda: _plotted_rows(view) > 0)
         if attr != "partition":  # the partition is computed once; the others grow while the run goes
-            before = _plotted_rows(view)
+            before, patched = _plotted_rows(view), _updates(view)
             wait_until(lambda: _plotted_rows(view) > before)
+            wait_until(lambda: _updates(view) > patched)  # new epochs patch the figures in place
     wait_until(lambda: _epochs_shown(page) > first_dom + 2)  # the page follows the run
     assert len(store.frame("epoch")) > first_store
     assert store.status == "running"

@@ -16,11 +16,17 @@ from widgets.traffic import TrafficView
 from widgets.views import ProgressView, RunView, StoreView, as_store
 
 
+def _shown(pane):
+    """The HoloViews object a pane shows (a live plot's pane holds a DynamicMap fed by a Pipe)."""
+    obj = pane.object
+    return obj[()] if isinstance(obj, hv.DynamicMap) else obj
+
+
 def _titles(view) -> list[str]:
     out = []
     for pane in view._layout.select(pn.pane.HoloViews):
         if pane.object is not None and pane.visible:
-            out.append(pane.object.opts.get().kwargs.get("title", ""))
+            out.append(_shown(pane).opts.get().kwargs.get("title", ""))
     return out
 
 
@@ -45,7 +51,7 @@ def test_curves_axes(events):
     np.testing.assert_allclose(view.plot_data()["x"], store.frame("epoch")["cum_bytes"] / 1e6)
     view.x = "elapsed_s"
     assert (view.plot_data()["x"] > 0).all()
-    loss = view._loss.object
+    loss = view._loss.element
     assert isinstance(loss, hv.NdOverlay) and sorted(loss.keys()) == [0, 1, 2]
 
 
@@ -100,7 +106,7 @@ def test_staleness_view(events):
     view.layer = "1"
     df = view.plot_data()
     assert set(df["layer"]) == {1} and set(df["row"]) == {"rank 0", "rank 1", "rank 2"}
-    heat = view._heat.object
+    heat = view._heat.element
     assert "ages of cached blocks" in [d.label for d in heat.vdims]
     assert "stale cells" in view._stats.object
 
