@@ -60,21 +60,24 @@ WARMUP_EPOCHS = 5
 
 # Runs in the page: finds the epoch counter (Bokeh renders into shadow roots, so the search walks them)
 # and records each new value with the wall clock. The element is replaced when the status pane
-# re-renders, so it is searched again once it has left the document.
+# re-renders, so it is searched again once it has left the document: first in the shadow root it was
+# in, then, only if not there, in the whole page.
 _RECORDER_JS = """
 () => {
   window.__wbSeen = [];
-  let el = null, last = null;
+  let el = null, last = null, home = null;  // home: the shadow root that held the counter last time
   const find = (root) => {
     const hit = root.querySelector('.wb-epochs');
-    if (hit) return hit;
+    if (hit) { home = root; return hit; }
     for (const node of root.querySelectorAll('*')) {
       if (node.shadowRoot) { const h = find(node.shadowRoot); if (h) return h; }
     }
     return null;
   };
   window.__wbTimer = setInterval(() => {
-    if (!el || !el.isConnected) el = find(document);
+    // the status pane re-renders its HTML in place: look in the same shadow root first (cheap), and
+    // walk the whole page only when the counter moved elsewhere (the instrument must not load the page)
+    if (!el || !el.isConnected) el = (home && home.querySelector('.wb-epochs')) || find(document);
     if (!el) return;
     const text = el.textContent;
     if (text !== last) {
@@ -223,7 +226,7 @@ def run_once(cfg: Any, *, runner: str, workers: int, out: str, browser: Optional
     try:
         if page is not None:
             registry.add(handle)
-            next_tab = time.time() + tab_every
+            next_tab = time.time() + tab_every if tab_every > 0 else float("inf")  # 0: watch one tab
             while not handle.done():
                 if time.time() >= next_tab:
                     try:
@@ -347,7 +350,8 @@ def main(argv: Optional[list[str]] = None) -> dict:
     parser.add_argument("--repeats", type=int, default=2, help="bare/views pairs per runner (default 2)")
     parser.add_argument("--also-local", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the pairs with the in-process 'local' runner (default on)")
-    parser.add_argument("--tab-every", type=float, default=1.5, help="seconds between tab switches (default 1.5)")
+    parser.add_argument("--tab-every", type=float, default=1.5, help="seconds between tab switches (default 1.5; 0: stay on the training curves, as a "
+                             "person watching a run would)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small graph, 30 epochs, one repeat")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results to this file")
     args = parser.parse_args(argv)

@@ -264,7 +264,12 @@ class Refresher:
 
 
 class ProgressView(StoreView):
-    """Run status, progress of long steps (graph generation, partitioning, epochs), error and Dask link."""
+    """Run status, progress of long steps (graph generation, partitioning, epochs), error and Dask link.
+
+    Status and progress are two small HTML panes (native ``<progress>`` bars, no animation): they change
+    four times a second while a run goes, and a Panel widget per bar would make the browser lay the page
+    out anew on every change.
+    """
 
     kinds = ("run", "progress", "epoch")
     min_redraw_s = 0.0
@@ -272,10 +277,20 @@ class ProgressView(StoreView):
 
     def _build(self) -> list:
         self._status = pn.pane.HTML("", margin=(4, 10))
-        self._bars = pn.Column(margin=0, sizing_mode="stretch_width")
         self._failure = pn.pane.Alert("", alert_type="danger", visible=False, margin=(4, 10))
-        self._bar_by_stage: dict[str, tuple[pn.widgets.StaticText, pn.indicators.Progress]] = {}
+        self._bars = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         return [self._status, self._failure, self._bars]
+
+    def progress_rows(self) -> list[dict]:
+        """One row per long step: ``stage``, ``done``, ``total`` (0: unknown) and ``message``."""
+        s = self.store
+        finished = s.done and s.status == "finished"
+        rows = []
+        for stage, ev in sorted(s.progress.items()):
+            total = max(int(ev.total or 0), 0)
+            done = total if (finished and total) else min(int(ev.done), total) if total else int(ev.done)
+            rows.append({"stage": stage, "done": done, "total": total, "message": ev.message or ""})
+        return rows
 
     def _update(self) -> None:
         s = self.store
@@ -299,24 +314,16 @@ class ProgressView(StoreView):
         self._failure.visible = s.status == "failed"
         if s.status == "failed":
             self._failure.object = f"**Run failed.** {html.escape(str(s.error or 'no error message'))}"
-        for stage, ev in sorted(s.progress.items()):
-            total = max(int(ev.total or 0), 0)
-            if stage not in self._bar_by_stage:
-                label = pn.widgets.StaticText(value="", margin=(0, 10), width=240)
-                bar = pn.indicators.Progress(value=-1, max=max(total, 1), height=12, width=360,
-                                             margin=(8, 10), bar_color="primary")
-                self._bar_by_stage[stage] = (label, bar)
-                self._bars.append(pn.Row(label, bar, css_classes=["wb-progress"], margin=0))
-            label, bar = self._bar_by_stage[stage]
-            finished = s.done and s.status == "finished"
-            if total > 0:
-                bar.max = total
-                bar.value = total if finished else min(int(ev.done), total)
-            else:
-                bar.value = -1 if not s.done else 0
-            bar.active = not s.done
-            msg = f" ({ev.message})" if ev.message else ""
-            label.value = f"{stage}: {ev.done}/{total or '?'}{msg}"
+        lines = []
+        for row in self.progress_rows():
+            total, msg = row["total"], f" ({html.escape(row['message'])})" if row["message"] else ""
+            bar = (f"<progress value='{row['done']}' max='{total}' style='width:340px;height:12px'></progress>"
+                   if total else ("<span style='color:#666'>running…</span>" if not s.done else ""))
+            lines.append(f"<div class='wb-progress' data-stage='{html.escape(row['stage'], quote=True)}' "
+                         f"style='display:flex;gap:12px;align-items:center;margin:2px 0'>"
+                         f"<span style='min-width:240px'>{html.escape(row['stage'])}: {row['done']}/{total or '?'}"
+                         f"{msg}</span>{bar}</div>")
+        self._bars.object = "".join(lines)
 
 
 class RunView(Viewer):

@@ -152,8 +152,9 @@ def test_progress_and_dask_link(events):
     events[0].dashboard_link = "http://127.0.0.1:8787/status"
     view = ProgressView(events)
     assert "8787" in view._status.object
-    label, bar = view._bar_by_stage["epochs"]
-    assert bar.value == bar.max == 4
+    row, = [r for r in view.progress_rows() if r["stage"] == "epochs"]
+    assert row["done"] == row["total"] == 4
+    assert "<progress value='4' max='4'" in view._bars.object
 
 
 def test_views_render_at_every_stage_of_a_run(events, render):
