@@ -138,3 +138,29 @@ def test_paper_effect_on_sbm():
     base_acc = results[("none", 0)]["accuracy"]["test"]
     for summary in results.values():
         assert summary["accuracy"]["test"] >= base_acc - 0.05
+
+
+@pytest.mark.parametrize("eps", [1, 2])
+def test_skipg_skips_gradient_blocks_only(setup, eps):
+    """SkipG (D9): backward blocks every eps + 1 epochs, forward blocks always, ages <= eps."""
+    base, _, _ = _run(setup, staleness="none", epochs=6)
+    summary, _, events = _run(setup, staleness="epoch-fixed", epsilon=eps, skip="gradients", epochs=6)
+    kinds, base_kinds = summary["bytes_by_kind"], base["bytes_by_kind"]
+    assert kinds["bcast_fwd"] == base_kinds["bcast_fwd"]  # embeddings never skipped
+    # only layer 2's gradients are broadcast at all (layer 1's input X needs none): skipped in the epochs
+    # e % (eps + 1) != 0, so the backward bytes shrink to the fraction of epochs that broadcast
+    sent_epochs = sum(1 for e in range(6) if e % (eps + 1) == 0)
+    assert kinds["bcast_bwd"] * 6 == base_kinds["bcast_bwd"] * sent_epochs
+    for e, (first, second) in enumerate(summary["broadcast_skipped"]):
+        assert first == [False] * P and second == [e % (eps + 1) != 0] * P
+    assert all(max(ev.ages) <= eps and ev.gap is None for ev in events if isinstance(ev, Staleness))
+    assert summary["losses"] != base["losses"]  # stale gradients change training
+
+
+def test_skipg_needs_the_epoch_bound_and_exact_gradients():
+    with pytest.raises(ParamError, match="'staleness'.*skip='gradients'"):
+        SancusConfig(graph="karate", skip="gradients", staleness="variation-gap", epsilon=0.1).validate()
+    with pytest.raises(ParamError, match="'weight_grad'"):
+        SancusConfig(graph="karate", skip="gradients", weight_grad="cagnet").validate()
+    with pytest.raises(ParamError, match="'skip'.*Got 'weights'"):
+        SancusConfig(graph="karate", skip="weights").validate()

@@ -39,6 +39,14 @@ Decisions (digest §4.10):
   ``th / √p`` (``"inv_sqrt_p"``, what the variance argument of §4.3.2 actually implies: the digest
   §4.6 flags the printed direction as doubtful).
 
+* **D9** SkipG, the paper's bounded-*gradient*-staleness baseline, is only named ("bounded gradient
+  staleness", citing [59]). Here ``skip="gradients"`` applies the epoch-fixed bound to the backward
+  broadcasts instead: root ``j``'s ``δ_j = dL/dT_j`` of a layer is broadcast every ``ε + 1`` epochs and
+  the other ranks reuse their cached copy in between (age ``<= ε``); forward blocks are always fresh.
+  Flags are agreed as in D3, right before the layer's forward rounds, and hold for its backward rounds in
+  the same epoch. The first layer's backward is never broadcast (its input X needs no gradient), so
+  SkipG saves on layers 2 and up only; its ``Staleness`` events describe the gradient blocks.
+
 Every (rank, layer, epoch) emits a ``Staleness`` event: the rank's own flag, the age of each block it
 used and its variation gap.
 
@@ -66,6 +74,7 @@ from workbench.train.block_row import BlockRowConfig, BlockRowProgram, BlockShar
 __all__ = ["SancusConfig", "SancusProgram", "STALENESS_POLICIES", "variation_gap", "staleness_table", "compare_runs"]
 
 STALENESS_POLICIES = ("none", "epoch-fixed", "epoch-adaptive", "variation-gap")
+SKIP_TARGETS = {"embeddings": "bcast_fwd", "gradients": "bcast_bwd"}  # what is skipped -> broadcast kind
 GAP_NORMS = ("relative", "mean_abs")
 
 
@@ -91,6 +100,9 @@ class SancusConfig(BlockRowConfig):
     """variation-gap only: broadcast at the latest after this many skipped epochs (None = no cap)."""
     stagger: bool = True
     """epoch-adaptive only: stagger the roots' first bounds (decision D8)."""
+    skip: str = "embeddings"
+    """What stale copies replace: ``embeddings`` (SANCUS: forward blocks H_j) or ``gradients`` (the SkipG
+    baseline: backward blocks δ_j, with the epoch-fixed bound; decision D9)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         super()._validate(errs)
@@ -113,6 +125,14 @@ class SancusConfig(BlockRowConfig):
         errs.check(self.gap_norm in GAP_NORMS, "gap_norm", f"one of {list(GAP_NORMS)}", self.gap_norm)
         errs.check(self.max_skip is None or (isinstance(self.max_skip, int) and self.max_skip >= 0), "max_skip",
                    "None or an int in [0, inf]", self.max_skip)
+        errs.check(self.skip in SKIP_TARGETS, "skip", f"one of {list(SKIP_TARGETS)}", self.skip)
+        if self.skip == "gradients":  # D9: SkipG is defined here with the epoch bound only
+            errs.check(self.staleness in ("none", "epoch-fixed"), "staleness",
+                       "'none' or 'epoch-fixed' with skip='gradients' (SkipG bounds gradient age in epochs)",
+                       self.staleness)
+            errs.check(self.weight_grad == "exact", "weight_grad",
+                       "'exact' with skip='gradients' (the 'cagnet' form broadcasts its own δ blocks)",
+                       self.weight_grad)
 
     def build(self, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None) -> "SancusProgram":
         return SancusProgram(self, graph=graph, node_part=node_part)
@@ -146,7 +166,9 @@ class SancusProgram(BlockRowProgram):
     name = "sancus"
 
     def _wrap_comm(self, ctx: RankContext, shard: BlockShard):
-        comm = SkipBroadcastCommunicator(ctx.comm) if self.config.staleness != "none" else ctx.comm
+        c = self.config
+        comm = (SkipBroadcastCommunicator(ctx.comm, skip_kinds=(SKIP_TARGETS[c.skip],))
+                if c.staleness != "none" else ctx.comm)
         comm.sancus_log = _RankLog()
         return comm
 
@@ -182,7 +204,8 @@ class SancusProgram(BlockRowProgram):
         if c.staleness == "none":
             flags, gap = [True] * p, None
         else:
-            gap = 0.0 if pinned else variation_gap(h, comm.sent.get(layer), c.gap_norm)
+            gap = (0.0 if pinned else variation_gap(h, comm.sent.get(layer), c.gap_norm)
+                   if c.skip == "embeddings" else None)  # SkipG: the cache holds gradients, no embedding gap
             prop = torch.zeros(p, dtype=torch.bool) if pinned else self._proposals(comm, layer, gap)
             flags = comm.agree(layer, prop)
             for j in range(p):
