@@ -30,7 +30,12 @@ Usage::
     python benchmarks/views_overhead.py --epochs 1000 --repeats 3 --json views.json
 
 On a small machine the ranks, the Dask client, the Panel server and chromium share the cores, so the
-ratio measures the views' cost where it is highest; repeat (``--repeats``) to see the noise.
+ratio measures the views' cost where it is highest; repeat (``--repeats``) to see the noise. ``--pin``
+(dask runner, Linux) separates the two effects: the rank processes get the first ``--workers`` cores and
+everything else (client, server, chromium) the rest, as when the browser runs on the user's laptop and
+the ranks on a cluster; the ratio then measures what the views cost a run that does not share its cores.
+
+    python benchmarks/views_overhead.py --workers 2 --pin --tab-every 0   # needs 4 cores or more
 """
 
 from __future__ import annotations
@@ -77,7 +82,10 @@ _RECORDER_JS = """
   window.__wbTimer = setInterval(() => {
     // the status pane re-renders its HTML in place: look in the same shadow root first (cheap), and
     // walk the whole page only when the counter moved elsewhere (the instrument must not load the page)
-    if (!el || !el.isConnected) el = (home && home.querySelector('.wb-epochs')) || find(document);
+    if (!el || !el.isConnected) {
+      const near = home && home.querySelector('.wb-epochs');
+      el = near && near.isConnected ? near : find(document);  // a shadow root can leave the page too
+    }
     if (!el) return;
     const text = el.textContent;
     if (text !== last) {
@@ -120,13 +128,25 @@ class EpochClock:
 
 
 def page_latencies(seen: list[list[float]], done_at: dict[int, float]) -> list[float]:
-    """Latency of each epoch: first time the counter showed ``>= epoch + 1`` minus ``done_at[epoch]``."""
+    """Latency of each epoch: first time the counter showed ``>= epoch + 1`` minus ``done_at[epoch]``.
+
+    Only epochs made after the counter first appeared count: before that the page was still building
+    the run's views (see :func:`first_shown`), and every earlier epoch would inherit that wait.
+    """
     out = []
+    start = seen[0][1] if seen else float("inf")
     for epoch, made in sorted(done_at.items()):
+        if made < start:
+            continue
         shown = next((t for value, t in seen if value >= epoch + 1), None)
         if shown is not None:
             out.append(shown - made)
     return out
+
+
+def first_shown(seen: list[list[float]], started: float) -> Optional[float]:
+    """Seconds from ``launch`` to the counter's first appearance: the page picking up and drawing a new run."""
+    return seen[0][1] - started if seen else None
 
 
 class PaneWatcher(threading.Thread):
@@ -162,6 +182,28 @@ def _cpu_seconds(procs: list) -> float:
         except Exception:  # a renderer process may have gone
             pass
     return total
+
+
+class RankPinner(threading.Thread):
+    """Pins the Dask worker processes (multiprocessing ``spawn`` children of this process) to ``cores``,
+    checking every 0.2 s. Nothing else is pinned: Playwright's driver and chromium stay off the ranks."""
+
+    def __init__(self, cores: set[int]):
+        super().__init__(daemon=True, name="rank-pinner")
+        self.cores, self.halt, self.pinned = cores, threading.Event(), set()
+
+    def run(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self.halt.wait(0.2):
+            for child in me.children(recursive=True):
+                try:
+                    if child.pid not in self.pinned and "spawn_main" in " ".join(child.cmdline()):
+                        child.cpu_affinity(sorted(self.cores))
+                        self.pinned.add(child.pid)
+                except Exception:  # gone already
+                    pass
 
 
 class Browser:
@@ -200,7 +242,7 @@ class Browser:
 
 
 def run_once(cfg: Any, *, runner: str, workers: int, out: str, browser: Optional[Browser] = None,
-             tab_every: float = 1.5) -> dict:
+             tab_every: float = 1.5, rank_cores: Optional[set[int]] = None) -> dict:
     """One training run, bare (``browser=None``) or watched by the served dashboard in a page."""
     from workbench.runtime import launch
 
@@ -221,6 +263,9 @@ def run_once(cfg: Any, *, runner: str, workers: int, out: str, browser: Optional
     chrome = browser.processes() if browser is not None else []
     cpu0, chrome0 = time.process_time(), _cpu_seconds(chrome)
     t0 = time.time()
+    pinner = RankPinner(rank_cores) if rank_cores else None
+    if pinner is not None:
+        pinner.start()
     handle = launch(cfg, runner=runner, workers=workers, out=out, listeners=[clock])
     clicks = failed_clicks = 0
     try:
@@ -250,6 +295,8 @@ def run_once(cfg: Any, *, runner: str, workers: int, out: str, browser: Optional
                     break
                 page.wait_for_timeout(100)
     finally:
+        if pinner is not None:
+            pinner.halt.set()
         if watcher is not None:
             watcher.halt.set()
         if context is not None:
@@ -273,6 +320,7 @@ def run_once(cfg: Any, *, runner: str, workers: int, out: str, browser: Optional
         "client_cpu_s": cpu, "chromium_cpu_s": chrome_cpu if chrome else None,
         "arrival_s": clock.arrival_latencies(),
         "page_s": page_latencies(seen, clock.epoch_done_at()) if page is not None else [],
+        "first_shown_s": first_shown(seen, t0) if page is not None else None,
         "pane_s": page_latencies(watcher.seen, clock.epoch_done_at()) if watcher is not None else [],
         "page_values_seen": len(seen), "tab_clicks": clicks, "tab_clicks_failed": failed_clicks,
     }
@@ -304,6 +352,7 @@ def summarize(runs: list[dict]) -> dict:
             "arrival_views_s": _stats([x for r in views for x in r["arrival_s"]]),
             "pane_s": _stats([x for r in views for x in r["pane_s"]]),
             "page_s": _stats([x for r in views for x in r["page_s"]]),
+            "first_shown_s": [r["first_shown_s"] for r in views],
             "tab_clicks": sum(r["tab_clicks"] for r in views),
             "tab_clicks_failed": sum(r["tab_clicks_failed"] for r in views),
         }
@@ -322,7 +371,9 @@ def _fmt_lat(s: dict) -> str:
 
 def print_report(result: dict, args: argparse.Namespace) -> None:
     print(f"\ngraph {args.graph} · SANCUS epoch-fixed ε=1 · {args.epochs} epochs · {args.workers} workers · "
-          f"{args.repeats} repeat(s), bare/views alternating · {os.cpu_count()} CPU cores")
+          f"{args.repeats} repeat(s), bare/views alternating · {os.cpu_count()} CPU cores"
+          + (f" · ranks pinned to cores {sorted(args.rank_cores)}, client, server and chromium to the others"
+             if getattr(args, "rank_cores", None) else ""))
     for runner, s in result.items():
         print(f"\nrunner {runner}")
         print(f"  epoch time, bare  (ms, per repeat)   {_fmt_list(s['bare_epoch_ms'], '.2f')}")
@@ -338,6 +389,9 @@ def print_report(result: dict, args: argparse.Namespace) -> None:
         print(f"  EpochEnd -> client, views            {_fmt_lat(s['arrival_views_s'])}")
         print(f"  EpochEnd -> server pane              {_fmt_lat(s['pane_s'])}")
         print(f"  EpochEnd -> page (.wb-epochs)        {_fmt_lat(s['page_s'])}")
+        shown = [x for x in s.get("first_shown_s", []) if x is not None]
+        if shown:
+            print(f"  launch -> run shown on the page (s)  {_fmt_list(shown)}  (epochs before it are not counted above)")
         print(f"  tab switches during the views runs   {s['tab_clicks']} ({s['tab_clicks_failed']} failed)")
 
 
@@ -352,6 +406,9 @@ def main(argv: Optional[list[str]] = None) -> dict:
                         help="also run the pairs with the in-process 'local' runner (default on)")
     parser.add_argument("--tab-every", type=float, default=1.5, help="seconds between tab switches (default 1.5; 0: stay on the training curves, as a "
                              "person watching a run would)")
+    parser.add_argument("--pin", action="store_true",
+                        help="dask runner only: rank processes on the first --workers cores, the client, server "
+                             "and chromium on the others (needs --workers + 2 cores or more)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small graph, 30 epochs, one repeat")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results to this file")
     args = parser.parse_args(argv)
@@ -359,6 +416,18 @@ def main(argv: Optional[list[str]] = None) -> dict:
         args.graph, args.epochs, args.repeats = QUICK_GRAPH, 30, 1
     if args.epochs < 1 or args.repeats < 1 or args.workers < 1:
         parser.error("--epochs, --repeats and --workers must be at least 1")
+
+    rank_cores = None
+    if args.pin:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if args.runner != "dask" or len(cores) < args.workers + 2:
+            parser.error(f"--pin needs the dask runner and at least --workers + 2 cores ({len(cores)} cores, "
+                         f"{args.workers} workers, runner {args.runner!r}): with one core left, client, "
+                         f"server and chromium starve each other and the page stops updating")
+        rank_cores = set(cores[:args.workers])
+        args.rank_cores = sorted(rank_cores)
+        os.sched_setaffinity(0, cores[args.workers:])  # this process, and chromium started below, off the ranks
+        args.also_local = False  # in-process ranks cannot be pinned apart from the server
 
     from recipes.sancus import epoch_fixed
 
@@ -375,7 +444,8 @@ def main(argv: Optional[list[str]] = None) -> dict:
                     for views in (False, True):
                         try:
                             r = run_once(cfg, runner=runner, workers=args.workers, out=out,
-                                         browser=browser if views else None, tab_every=args.tab_every)
+                                         browser=browser if views else None, tab_every=args.tab_every,
+                                         rank_cores=rank_cores)
                         except Exception as exc:  # e.g. a Dask worker lost on a saturated machine: say so, go on
                             print(f"{runner:>5} repeat {i + 1} {'views' if views else 'bare'}: FAILED "
                                   f"({type(exc).__name__}: {exc})", flush=True)
