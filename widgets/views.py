@@ -288,7 +288,10 @@ class ProgressView(StoreView):
         rows = []
         for stage, ev in sorted(s.progress.items()):
             total = max(int(ev.total or 0), 0)
-            done = total if (finished and total) else min(int(ev.done), total) if total else int(ev.done)
+            if not total:
+                done = int(ev.done)
+            else:
+                done = total if finished else min(int(ev.done), total)
             rows.append({"stage": stage, "done": done, "total": total, "message": ev.message or ""})
         return rows
 
