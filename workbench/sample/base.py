@@ -36,6 +36,7 @@ import threading
 import time
 from typing import Any, ClassVar, Optional, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from workbench._validation import ErrorCollector, ParamError
@@ -178,16 +179,15 @@ class NeighborSource(Protocol):
 class _IdTable(threading.local):
     """A per-thread ``(num_nodes,)`` global -> local id table, all ``-1`` between uses."""
 
-    table: Optional[torch.Tensor] = None
+    table: Optional[np.ndarray] = None
 
-    def get(self, num_nodes: int) -> torch.Tensor:
-        if self.table is None or self.table.numel() < num_nodes:
-            self.table = torch.full((num_nodes,), -1, dtype=torch.int64)
+    def get(self, num_nodes: int) -> np.ndarray:
+        if self.table is None or self.table.size < num_nodes:
+            self.table = np.full(num_nodes, -1, dtype=np.int64)
         return self.table
 
 
 _TABLES = _IdTable()
-_BIG = torch.iinfo(torch.int64).max
 
 
 def build_block(dst_gid: torch.Tensor, edges: SampledEdges, num_nodes: int) -> Block:
@@ -198,29 +198,30 @@ def build_block(dst_gid: torch.Tensor, edges: SampledEdges, num_nodes: int) -> B
         ParamError: ``dst_gid`` has repeated ids.
     """
     table = _TABLES.get(num_nodes)
-    nd = int(dst_gid.numel())
-    table[dst_gid] = torch.arange(nd)
-    if nd and not bool((table[dst_gid] == torch.arange(nd)).all()):
-        table[dst_gid] = -1
+    dst = dst_gid.numpy()
+    nd = dst.size
+    table[dst] = np.arange(nd)
+    if nd and not bool((table[dst] == np.arange(nd)).all()):
+        table[dst] = -1
         raise ParamError(["The 'seeds' parameter of Sampler.sample must be unique global ids. "
                           "Got repeated ids instead."])
-    src = edges.src_gid
+    src = edges.src_gid.numpy()
     loc = table[src]
     new = loc < 0
     cand = src[new]
-    if cand.numel():
-        pos = torch.arange(cand.numel())
-        table[cand] = _BIG
-        table.scatter_reduce_(0, cand, pos, reduce="amin")            # first occurrence of each new source
-        uniq = cand[table[cand] == pos]
-        table[uniq] = torch.arange(nd, nd + uniq.numel())
+    if cand.size:
+        pos = np.arange(cand.size)
+        table[cand[::-1]] = pos[::-1]                                 # sequential assignment: the first wins
+        uniq = cand[table[cand] == pos]                               # new sources, in order of first appearance
+        table[uniq] = np.arange(nd, nd + uniq.size)
         loc[new] = table[cand]
-        src_gid = torch.cat([dst_gid, uniq])
+        src_all = np.concatenate([dst, uniq])
     else:
-        src_gid = dst_gid.clone()
-    edge_dst = table[edges.dst_gid]
-    table[src_gid] = -1                                                # every entry set above, back to -1
-    return Block(src_gid=src_gid, num_dst=nd, edge_src=loc, edge_dst=edge_dst)
+        src_all = dst.copy()
+    edge_dst = table[edges.dst_gid.numpy()]
+    table[src_all] = -1                                               # every entry set above, back to -1
+    return Block(src_gid=torch.from_numpy(src_all), num_dst=nd, edge_src=torch.from_numpy(loc),
+                 edge_dst=torch.from_numpy(edge_dst))
 
 
 # ------------------------------------------------------------------------------------------------ sampler
@@ -276,7 +277,7 @@ class Sampler(Stage):
         Returns:
             The :class:`MiniBatch` (``blocks[0]`` = input layer).
         """
-        seeds = torch.as_tensor(seeds).to(torch.int64).flatten()
+        seeds = torch.as_tensor(seeds).to(torch.int64).flatten().contiguous()
         start = time.perf_counter()
         cfg = self.config
         frontier = seeds

@@ -1,4 +1,4 @@
-"""Counter-based randomness and the workbench's neighbour-sampling kernel (vectorised torch, int64).
+"""Counter-based randomness and the workbench's neighbour-sampling kernel (vectorised numpy).
 
 Every random choice of the sample stage is a pure function of *what* is being sampled, never of *who*
 samples it or in which order, so the single, local and Dask runners (and any split of the seeds over
@@ -24,9 +24,10 @@ The key leaves out the trainer's rank on purpose: a vertex that two trainers rea
 layer gets the same neighbours, so the union of the trainers' samples equals the sample of the union of
 their seeds (the sampled edges do not depend on how seeds are split over trainers).
 
+All array work is numpy (single-threaded, no per-element Python); tensors go in and come out.
+
 Example:
-    >>> import torch
-    >>> hex(int(mix64(torch.tensor([0x9E3779B97F4A7C15 - 2**64]))[0]) % 2**64)  # SplitMix64(0)'s first output
+    >>> hex(mix64_int(0x9E3779B97F4A7C15))   # SplitMix64 seeded with 0: its first output
     '0xe220a8397b1dcdaf'
 """
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple, Optional
 
+import numpy as np
 import torch
 
 __all__ = ["mix64", "mix64_int", "stream_key", "vertex_draws", "CSRRows", "SampledEdges", "segment_gather",
@@ -44,26 +46,20 @@ _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
 _C1 = 0xBF58476D1CE4E5B9
 _C2 = 0x94D049BB133111EB
+_U = np.uint64
 
 
-def _signed(x: int) -> int:
-    x &= _MASK
-    return x - (1 << 64) if x >= 1 << 63 else x
+def mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on an array of uint64 words (wrapping arithmetic).
 
-
-_GAMMA_S, _C1_S, _C2_S = _signed(_GAMMA), _signed(_C1), _signed(_C2)
-
-
-def _lsr(z: torch.Tensor, s: int) -> torch.Tensor:
-    """Logical right shift of int64 words (torch's ``>>`` is arithmetic)."""
-    return (z >> s) & ((1 << (64 - s)) - 1)
-
-
-def mix64(z: torch.Tensor) -> torch.Tensor:
-    """SplitMix64's finaliser on int64 words (wrapping arithmetic, the bits of the unsigned version)."""
-    z = (z ^ _lsr(z, 30)) * _C1_S
-    z = (z ^ _lsr(z, 27)) * _C2_S
-    return z ^ _lsr(z, 31)
+    Example:
+        >>> hex(int(mix64(np.array([0x9E3779B97F4A7C15], dtype=np.uint64))[0]))   # SplitMix64(0)'s first output
+        '0xe220a8397b1dcdaf'
+    """
+    z = np.asarray(z, dtype=np.uint64)
+    z = (z ^ (z >> _U(30))) * _U(_C1)
+    z = (z ^ (z >> _U(27))) * _U(_C2)
+    return z ^ (z >> _U(31))
 
 
 def mix64_int(x: int) -> int:
@@ -80,18 +76,18 @@ def mix64_int(x: int) -> int:
 
 
 def stream_key(seed: int, epoch: int, step: int, layer: int) -> int:
-    """The signed int64 key ``K`` of one (seed, epoch, step, layer); see the module docstring."""
+    """The unsigned 64-bit key ``K`` of one (seed, epoch, step, layer); see the module docstring."""
     k = mix64_int(seed)
     for x in (epoch, step, layer):
         k = mix64_int(k ^ (x & _MASK))
-    return _signed(k)
+    return k
 
 
-def vertex_draws(key: int, gid: torch.Tensor, num: int) -> torch.Tensor:
-    """``(len(gid), num)`` non-negative int64 draws ``r_i >> 1`` of each vertex's generator."""
-    state = mix64(gid.to(torch.int64) ^ key)                            # (n,)
-    steps = torch.arange(1, num + 1, dtype=torch.int64) * _GAMMA_S      # (num,)
-    return _lsr(mix64(state[:, None] + steps[None, :]), 1)              # (n, num)
+def vertex_draws(key: int, gid: np.ndarray, num: int) -> np.ndarray:
+    """``(len(gid), num)`` int64 draws ``r_i >> 1`` (non-negative) of each vertex's generator."""
+    state = mix64(gid.astype(np.uint64) ^ _U(key))                          # (n,)
+    steps = np.arange(1, num + 1, dtype=np.uint64) * _U(_GAMMA)              # (num,)
+    return (mix64(state[:, None] + steps[None, :]) >> _U(1)).astype(np.int64)  # (n, num)
 
 
 class SampledEdges(NamedTuple):
@@ -126,22 +122,23 @@ class CSRRows:
         return gid if self.row_of_gid is None else self.row_of_gid[gid]
 
 
-def segment_gather(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+def segment_gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(starts[i], starts[i] + lengths[i])`` for every ``i`` (no Python loop).
 
     Example:
-        >>> segment_gather(torch.tensor([5, 0, 9]), torch.tensor([2, 0, 3])).tolist()
+        >>> segment_gather(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist()
         [5, 6, 9, 10, 11]
     """
+    starts, lengths = np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
     total = int(lengths.sum())
     if total == 0:
-        return torch.zeros(0, dtype=torch.int64)
-    offsets = torch.cumsum(lengths, 0) - lengths                        # start of each segment in the output
-    return torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(starts - offsets, lengths, output_size=total)
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths                                # start of each segment in the output
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lengths)
 
 
 def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: bool, key: int) -> SampledEdges:
-    """Sample in-neighbours of the vertices ``gid`` (unique) exactly as the module docstring defines.
+    """Sample in-neighbours of the vertices ``gid`` exactly as the module docstring defines.
 
     Args:
         csr: the rows to sample from (every ``gid`` must be one of its rows).
@@ -159,39 +156,36 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
         >>> e.dst_gid.tolist(), len(set(e.src_gid[:2].tolist()) & {1, 2, 3})
         ([0, 0, 1], 2)
     """
-    gid = gid.to(torch.int64)
-    rows = csr.rows(gid)
-    start = csr.indptr[rows]
-    deg = csr.indptr[rows + 1] - start
+    g = np.asarray(gid.numpy() if isinstance(gid, torch.Tensor) else gid, dtype=np.int64)
+    indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
+    rows = g if csr.row_of_gid is None else csr.row_of_gid.numpy()[g]
+    start = indptr[rows]
+    deg = indptr[rows + 1] - start
     if fanout < 0 or (not replace and bool((deg <= fanout).all())):
         slots = segment_gather(start, deg)
-        return SampledEdges(csr.indices[slots], torch.repeat_interleave(gid, deg))
-    if replace:
+        dst = np.repeat(g, deg)
+    elif replace:
         has = deg > 0
-        draws = vertex_draws(key, gid[has], fanout)                      # (n_has, k)
-        slots = (start[has, None] + draws % deg[has, None]).reshape(-1)  # (n_has * k,)
-        return SampledEdges(csr.indices[slots], torch.repeat_interleave(gid[has], fanout))
-    # without replacement: vertices with d <= k keep every edge, the others run Floyd's algorithm
-    big = deg > fanout
-    counts = torch.where(big, fanout, deg)                               # (n,) edges per vertex
-    offsets = torch.cumsum(counts, 0) - counts
-    total = int(counts.sum())
-    slots = torch.empty(total, dtype=torch.int64)
-    small = ~big
-    s_off, s_len = offsets[small], deg[small]
-    out_pos = segment_gather(s_off, s_len)
-    slots[out_pos] = segment_gather(start[small], s_len)
-    if bool(big.any()):
-        b_gid, b_deg = gid[big], deg[big]
-        draws = vertex_draws(key, b_gid, fanout)                         # (nb, k)
-        chosen = torch.empty(b_gid.numel(), fanout, dtype=torch.int64)
-        for i in range(fanout):  # loops over the fan-out's slots, vectorised over all vertices
-            m = b_deg - fanout + i                                       # (nb,)
+        draws = vertex_draws(key, g[has], fanout)                          # (n_has, k)
+        slots = (start[has, None] + draws % deg[has, None]).reshape(-1)    # (n_has * k,)
+        dst = np.repeat(g[has], fanout)
+    else:  # vertices with d <= k keep every edge, the others run Floyd's algorithm
+        big = deg > fanout
+        counts = np.where(big, fanout, deg)                                # (n,) edges per vertex
+        offsets = np.cumsum(counts) - counts
+        slots = np.empty(int(counts.sum()), dtype=np.int64)
+        small = ~big
+        slots[segment_gather(offsets[small], deg[small])] = segment_gather(start[small], deg[small])
+        b_deg = deg[big]
+        draws = vertex_draws(key, g[big], fanout)                          # (nb, k)
+        chosen = np.empty((b_deg.size, fanout), dtype=np.int64)
+        for i in range(fanout):  # a loop over the fan-out's slots, vectorised over all vertices
+            m = b_deg - fanout + i                                         # (nb,)
             t = draws[:, i] % (m + 1)
             if i:
-                dup = (chosen[:, :i] == t[:, None]).any(1)
-                t = torch.where(dup, m, t)
+                t = np.where((chosen[:, :i] == t[:, None]).any(1), m, t)
             chosen[:, i] = t
-        out = offsets[big, None] + torch.arange(fanout)                  # (nb, k) output positions
+        out = offsets[big, None] + np.arange(fanout)                       # (nb, k) output positions
         slots[out.reshape(-1)] = (start[big, None] + chosen).reshape(-1)
-    return SampledEdges(csr.indices[slots], torch.repeat_interleave(gid, counts, output_size=total))
+        dst = np.repeat(g, counts)
+    return SampledEdges(torch.from_numpy(indices[slots]), torch.from_numpy(dst))

@@ -68,7 +68,7 @@ def owned_rows(graph: Graph, node_part: torch.Tensor, part: int,
     deg = graph.indptr[inner + 1] - graph.indptr[inner]
     indptr = torch.zeros(inner.numel() + 1, dtype=torch.int64)
     torch.cumsum(deg, 0, out=indptr[1:])
-    indices = graph.indices[segment_gather(graph.indptr[inner], deg)]
+    indices = graph.indices[torch.from_numpy(segment_gather(graph.indptr[inner].numpy(), deg.numpy()))]
     return CSRRows(indptr, indices, row_of_gid, row_gid=inner)
 
 

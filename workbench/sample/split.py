@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import torch
 
 from workbench._validation import check_choice
@@ -64,8 +65,8 @@ class SeedSplit:
         steps = self.num_steps(batch_size)
         if own.numel() == 0:
             return [own.clone() for _ in range(steps)]
-        keys = mix64(own ^ stream_key(seed, epoch, -1, -1))
-        shuffled = own[torch.argsort(keys)]
+        keys = mix64(own.numpy().astype(np.uint64) ^ np.uint64(stream_key(seed, epoch, -1, -1)))
+        shuffled = own[torch.from_numpy(np.argsort(keys, kind="stable"))]
         mine = list(torch.split(shuffled, batch_size))
         return [mine[s % len(mine)] for s in range(steps)]
 
