@@ -18,6 +18,7 @@ from workbench._validation import ParamError
 _CORE_COMMAND_MODULES = (
     "workbench.partition.cli",
     "workbench.runtime.cli",
+    "workbench.sample.cli",
 )
 
 
