@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import time
 from typing import Any
 
@@ -67,6 +68,8 @@ def register(subparsers: Any) -> None:
                     "and seeds/s.\n\nExample: workbench sample karate --parts 2 --fanouts 10,5 --json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(p)
+    # let "--fanouts -1,-1" read as a value: argparse only knows single negative numbers (no public hook)
+    p._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-?\d+(,\s*-?\d+)+$")
     p.add_argument("--fanouts", type=_fanouts, required=True, metavar="F1,F2,...",
                    help="neighbours per layer, input layer first as in DGL's NeighborSampler (the last applies "
                         "to the seeds); -1 = all")

@@ -1,0 +1,79 @@
+"""``workbench sample``: JSON keys, and with all fan-outs -1 the figures against a brute-force neighbourhood."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from workbench.cli import main
+
+KEYS = {"num_parts", "fanouts", "batch_size", "num_batches", "sampled_edges", "input_nodes", "remote_input_nodes",
+        "feature_bytes", "cache_hit_rate", "seeds_per_s"}
+
+
+def _run(capsys, *argv) -> dict:
+    assert main(["sample", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_keys(capsys):
+    out = _run(capsys, "karate", "--parts", "2", "--fanouts", "10,5", "--batch-size", "8")
+    assert KEYS <= set(out)
+    assert out["fanouts"] == [10, 5] and out["num_parts"] == 2 and out["cache_hit_rate"] == 0.0
+    assert out["num_batches"] == 2 * out["num_steps"] and out["seeds_per_s"] > 0
+    assert out["feature_bytes"] == out["remote_input_nodes"] * (34 * 4 + 8)
+
+
+def _brute_force(graph, node_part: np.ndarray, num_parts: int, num_layers: int, width: int) -> dict:
+    """Every trainer's one batch (all its training vertices), all in-neighbours per layer, in plain Python."""
+    indptr, indices = graph.indptr.tolist(), graph.indices.tolist()
+    train = graph.train_mask.tolist()
+    edges = inputs = remote = 0
+    for r in range(num_parts):
+        frontier = {v for v in range(graph.num_nodes) if train[v] and node_part[v] == r}
+        for _ in range(num_layers):
+            nxt = set(frontier)
+            for v in frontier:
+                nbrs = indices[indptr[v]:indptr[v + 1]]
+                edges += len(nbrs)
+                nxt.update(nbrs)
+            frontier = nxt
+        inputs += len(frontier)
+        remote += sum(1 for v in frontier if node_part[v] != r)
+    return {"sampled_edges": edges, "input_nodes": inputs, "remote_input_nodes": remote,
+            "feature_bytes": remote * width * 4 + remote * 8}
+
+
+@pytest.mark.parametrize("parts,method,layers", [(2, "metis", 2), (3, "random", 3), (1, "metis", 1)])
+def test_all_neighbours_matches_brute_force(capsys, tmp_path, small_sbm, parts, method, layers):
+    spec = "sbm:num_nodes=200,num_blocks=4,avg_degree=8,num_features=16,seed=0"
+    fanouts = ",".join(["-1"] * layers)
+    out = _run(capsys, spec, "--parts", str(parts), "--method", method, "--fanouts", fanouts,
+               "--batch-size", "1000", "--out", str(tmp_path))
+    node_part = np.load(tmp_path / "assignment.npy")
+    expected = _brute_force(small_sbm, node_part, parts, layers, 16)
+    assert {k: out[k] for k in expected} == expected
+    assert out["num_batches"] == parts and out["num_steps"] == 1
+
+
+def test_all_neighbours_is_the_same_on_a_second_run_and_with_another_seed_schedule(capsys):
+    argv = ["karate", "--parts", "2", "--fanouts", "-1,-1", "--batch-size", "4"]
+    a = _run(capsys, *argv)
+    b = _run(capsys, *argv)
+    figures = ("sampled_edges", "input_nodes", "remote_input_nodes", "feature_bytes", "sample_bytes")
+    assert {k: a[k] for k in figures} == {k: b[k] for k in figures}
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--fanouts", "10,0"], "'fanouts' parameter"),
+    (["--fanouts", "5", "--cache", "lru"], "'--cache' parameter of workbench sample must be one of"),
+    (["--fanouts", "5", "--sampler", "nope"], "'--sampler' parameter of workbench sample must be one of"),
+    (["--fanouts", "5", "--cache-ratio", "2"], "'--cache-ratio' parameter"),
+    (["--fanouts", "5", "--parts", "0"], "'--parts' parameter"),
+])
+def test_bad_input_is_one_message(capsys, argv, needle):
+    args = ["sample", "karate", *(["--parts", "2"] if "--parts" not in argv else []), *argv]
+    assert main(args) == 2
+    assert needle in capsys.readouterr().err
