@@ -14,7 +14,7 @@ seeds/s and sampled edges/s, and the ratios (workbench over DGL) come from the s
 
 Usage::
 
-    python benchmarks/sampling.py                          # products-like, 200k vertices, ~10M edges
+    python benchmarks/sampling.py                          # products-like, 100k vertices, ~3M edges
     python benchmarks/sampling.py --graph "rmat:scale=18,edge_factor=8,seed=0"
     python benchmarks/sampling.py --quick                  # a small graph, one round (smoke test)
 """
@@ -76,7 +76,7 @@ def _dgl_loader(dg, train_ids, fanouts, batch_size):
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--graph", default="products-like:num_nodes=200000,avg_degree=50,seed=0")
+    ap.add_argument("--graph", default="products-like:num_nodes=100000,avg_degree=30,seed=0")
     ap.add_argument("--fanouts", default="15,10,5")
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--max-batches", type=int, default=40, help="batches per round (default 40)")
