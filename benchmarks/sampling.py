@@ -16,6 +16,7 @@ Usage::
 
     python benchmarks/sampling.py                          # products-like, 100k vertices, ~3M edges
     python benchmarks/sampling.py --graph "rmat:scale=18,edge_factor=8,seed=0"
+    python benchmarks/sampling.py --threads 1             # DGL on one thread too (the workbench uses one)
     python benchmarks/sampling.py --quick                  # a small graph, one round (smoke test)
 """
 
@@ -81,6 +82,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--max-batches", type=int, default=40, help="batches per round (default 40)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for torch and DGL's OpenMP kernels (default: leave their defaults); the "
+                         "workbench's numpy kernels use one")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -90,6 +94,12 @@ def main(argv=None) -> dict:
     import workbench as wb
     from workbench.sample import dgl_available
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        if dgl_available():
+            from dgl.utils import set_num_threads
+
+            set_num_threads(args.threads)
     fanouts = [int(x) for x in args.fanouts.split(",")]
     graph = wb.load_graph(args.graph)
     train = torch.nonzero(graph.train_mask).flatten() if graph.train_mask is not None else torch.arange(graph.num_nodes)

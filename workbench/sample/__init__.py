@@ -6,6 +6,7 @@
   what the ``neighbor`` sampler draws).
 * :mod:`~workbench.sample.sources`: :class:`LocalSource`, :class:`OwnerRoutedSource`.
 * :mod:`~workbench.sample.split`: DistDGL's split of the training vertices and the per-epoch batches.
+* :mod:`~workbench.sample.epoch`: one owner-routed sampling epoch of every trainer on thread ranks.
 
 Example:
     >>> import torch
@@ -23,7 +24,9 @@ from workbench.sample.keyed import CSRRows, SampledEdges
 from workbench.sample.samplers import DGLSampler, NeighborSampler, dgl_available
 from workbench.sample.sources import LocalSource, OwnerRoutedSource, keyed_kernel, owned_rows
 from workbench.sample.split import SeedSplit, split_seeds
+from workbench.sample.epoch import RankSampleStats, run_thread_ranks, sample_epoch
 
 __all__ = ["SAMPLERS", "Block", "MiniBatch", "NeighborSource", "SampleKey", "Sampler", "build_block", "CSRRows",
            "SampledEdges", "NeighborSampler", "DGLSampler", "dgl_available", "LocalSource", "OwnerRoutedSource",
-           "keyed_kernel", "owned_rows", "SeedSplit", "split_seeds"]
+           "keyed_kernel", "owned_rows", "SeedSplit", "split_seeds", "RankSampleStats",
+           "run_thread_ranks", "sample_epoch"]
