@@ -177,15 +177,18 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
         small = ~big
         slots[segment_gather(offsets[small], deg[small])] = segment_gather(start[small], deg[small])
         b_deg = deg[big]
-        draws = vertex_draws(key, g[big], fanout)                          # (nb, k)
-        chosen = np.empty((b_deg.size, fanout), dtype=np.int64)
-        for i in range(fanout):  # a loop over the fan-out's slots, vectorised over all vertices
+        draws = np.ascontiguousarray(vertex_draws(key, g[big], fanout).T)  # (k, nb)
+        chosen = np.empty((fanout, b_deg.size), dtype=np.int64)            # (k, nb): slot i of every vertex
+        for i in range(fanout):  # loops over the fan-out's slots (k^2 / 2 steps), vectorised over all vertices
             m = b_deg - fanout + i                                         # (nb,)
-            t = draws[:, i] % (m + 1)
+            t = draws[i] % (m + 1)
             if i:
-                t = np.where((chosen[:, :i] == t[:, None]).any(1), m, t)
-            chosen[:, i] = t
+                taken = chosen[0] == t
+                for j in range(1, i):
+                    taken |= chosen[j] == t
+                t = np.where(taken, m, t)
+            chosen[i] = t
         out = offsets[big, None] + np.arange(fanout)                       # (nb, k) output positions
-        slots[out.reshape(-1)] = (start[big, None] + chosen).reshape(-1)
+        slots[out.reshape(-1)] = (start[big, None] + chosen.T).reshape(-1)
         dst = np.repeat(g, counts)
     return SampledEdges(torch.from_numpy(indices[slots]), torch.from_numpy(dst))
