@@ -127,3 +127,11 @@ def test_keyed_kernel_depends_only_on_the_vertex():
     part = sample_rows_keyed(csr, torch.tensor([150, 7]), 3, False, key)
     pick = lambda e, v: e.src_gid[e.dst_gid == v].tolist()  # noqa: E731
     assert pick(whole, 150) == pick(part, 150) and pick(whole, 7) == pick(part, 7)
+
+
+def test_dgl_method_says_clearly_when_dgl_does_not_import(monkeypatch):
+    import workbench.sample.samplers as samplers
+
+    monkeypatch.setattr(samplers, "dgl_available", lambda: False)
+    with pytest.raises(ParamError, match="'dgl' needs DGL"):
+        SAMPLERS.build("dgl", fanouts=(2,))

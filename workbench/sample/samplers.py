@@ -53,9 +53,10 @@ def dgl_available() -> bool:
 class DGLSampler(Sampler):
     """``dgl.sampling.sample_neighbors`` on the owner's rows: the reference for speed and distribution.
 
-    DGL's random stream is seeded from the same key before each call, so a run is reproducible, but a
-    vertex's sample depends on the whole request, so owner-routed sampling does not reproduce a local run
-    edge for edge (``exact_routing = False``). Needs DGL.
+    DGL's (process-wide) random stream is seeded from the same key before each call, so a run in one
+    thread is reproducible; but a vertex's sample depends on the whole request, so owner-routed sampling
+    does not reproduce a local run edge for edge (``exact_routing = False``), and thread ranks seeding the
+    one stream at once are not reproducible. Needs DGL.
 
     Raises:
         ParamError: DGL does not import here.
