@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -77,3 +78,19 @@ def test_bad_input_is_one_message(capsys, argv, needle):
     args = ["sample", "karate", *(["--parts", "2"] if "--parts" not in argv else []), *argv]
     assert main(args) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_even_split_and_replacement(capsys, small_sbm):
+    spec = "sbm:num_nodes=200,num_blocks=4,avg_degree=8,num_features=16,seed=0"
+    out = _run(capsys, spec, "--parts", "3", "--fanouts", "4,3", "--batch-size", "10", "--split", "even", "--replace")
+    n_train = int(small_sbm.train_mask.sum())
+    assert out["split"] == "even" and out["num_steps"] == math.ceil(math.ceil(n_train / 3) / 10)
+    assert out["num_batches"] == 3 * out["num_steps"]
+
+
+def test_graph_without_training_mask_samples_every_vertex(capsys, tmp_path):
+    path = tmp_path / "edges.txt"
+    path.write_text("0 1\n1 2\n2 3\n3 0\n")
+    out = _run(capsys, str(path), "--parts", "2", "--method", "block", "--fanouts", "-1", "--batch-size", "100")
+    assert out["num_seeds"] == 4 and out["feature_width"] == 0
+    assert out["feature_bytes"] == 8 * out["remote_input_nodes"]          # ids only: no feature rows

@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "sample", help="one epoch of DistDGL-style owner-routed sampling on every part's trainer, no model",
         description="Partition GRAPH into P parts; trainer r samples the training vertices of part r (DistDGL's\n"
-                    "split). One epoch of every trainer runs on P thread ranks, each neighbour request going to\n"
+                    "split; every vertex when GRAPH has no training mask). One epoch of every trainer runs on P thread ranks, each neighbour request going to\n"
                     "the vertex's owner. Prints sampled edges, input nodes, remote input nodes, feature bytes\n"
                     "and seeds/s.\n\nExample: workbench sample karate --parts 2 --fanouts 10,5 --json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
