@@ -62,6 +62,8 @@ def test_all_neighbours_and_empty_and_repeated_seeds(graphs, method):
     assert empty.num_sampled_edges == 0 and empty.num_input_nodes == 0
     with pytest.raises(ParamError, match="'seeds' parameter of Sampler.sample must be unique"):
         sampler.sample(torch.tensor([1, 2, 1]), LocalSource(g))
+    with pytest.raises(ParamError, match=r"must be global ids in \[0, 120\). Got ids in \[-1, 3\]"):
+        sampler.sample(torch.tensor([3, -1]), LocalSource(g))
     # the id table is clean again after the error
     assert same_minibatch(sampler.sample(torch.tensor([5]), LocalSource(g)), mb)
 

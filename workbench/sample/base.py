@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import abc
 import dataclasses
 import html
 import threading
@@ -278,6 +277,9 @@ class Sampler(Stage):
             The :class:`MiniBatch` (``blocks[0]`` = input layer).
         """
         seeds = torch.as_tensor(seeds).to(torch.int64).flatten().contiguous()
+        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= source.num_nodes):
+            raise ParamError([f"The 'seeds' parameter of {type(self).__name__}.sample must be global ids in "
+                              f"[0, {source.num_nodes}). Got ids in [{int(seeds.min())}, {int(seeds.max())}] instead."])
         start = time.perf_counter()
         cfg = self.config
         frontier = seeds
@@ -290,6 +292,6 @@ class Sampler(Stage):
             frontier = block.src_gid
         return MiniBatch(seeds=seeds, blocks=blocks, epoch=epoch, step=step, elapsed_s=time.perf_counter() - start)
 
-    @abc.abstractmethod
     def _kernel(self, csr: CSRRows, gid: torch.Tensor, fanout: int, replace: bool, key: SampleKey) -> SampledEdges:
         """Sample in-edges of the rows ``gid`` of ``csr``, grouped by destination in the order of ``gid``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _kernel")
