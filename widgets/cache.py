@@ -133,7 +133,7 @@ class CacheView(StoreView):
                                   show_legend=len(curves) > 1, **PLOT_OPTS), shape=tuple(curves))
         bf = self.bytes_frame()
         bars = (hv.Bars(bf, kdims=["epoch", "what"], vdims=[hv.Dimension("MB", label="MB (all ranks)")]).opts(
-            stacked=False, color="what", cmap={"avoided": "#54a24b", "refresh": "#e45756"},
+            stacked=True, color="what", cmap={"avoided": "#54a24b", "refresh": "#e45756"},
             legend_position="right", line_color=None, xrotation=0) if len(bf) else hv.Bars([], "epoch", "MB"))
         self._bytes.show(bars.opts(title="Bytes the cache avoided, and refresh bytes, per epoch", tools=["hover"],
                                    **PLOT_OPTS), shape=("bytes", len(bf) > 0))
