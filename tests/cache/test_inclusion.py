@@ -59,3 +59,34 @@ def test_probabilities_are_validated(bad):
         return True
 
     assert run_ranks(1, body) == [True]
+
+
+def test_candidates_restrict_what_is_cached_and_set_the_capacity():
+    node_part, feats = node_part_for(2), table()
+    probs = torch.linspace(0, 1, NUM_NODES)
+
+    def body(comm):
+        others = (node_part != comm.rank).nonzero().flatten()
+        boundary = others[::3]  # e.g. the rank's 1-hop remote neighbours
+        cached = CACHES.build("inclusion", ratio=0.5).wrap(make_store(comm, node_part, feats), probabilities=probs,
+                                                           candidates=boundary)
+        with pytest.raises(ParamError, match="The 'candidates' parameter of NoCache.wrap must be ids rank"):
+            CACHES.build("none").wrap(make_store(comm, node_part, feats), candidates=node_part.new_tensor([
+                int((node_part == comm.rank).nonzero()[0])]))
+        return boundary, cached.cached_gid, cached.capacity
+
+    for boundary, cached, cap in run_ranks(2, body):
+        assert cap == boundary.numel() // 2 and cached.tolist() == boundary[-cap:].tolist()
+
+
+def test_from_graph():
+    import workbench as wb
+    from workbench.cache import FeatureStore
+    g = wb.load_graph("karate")
+    node_part = torch.arange(g.num_nodes) % 2
+
+    def body(comm):
+        store = FeatureStore.from_graph(g, node_part, comm)
+        return torch.equal(store.pull(torch.arange(g.num_nodes)), g.features)
+
+    assert run_ranks(2, body) == [True, True]

@@ -152,6 +152,16 @@ class FeatureStore:
         self.width = int(features.shape[1])
         self.row_bytes = self.width * features.element_size()
 
+    @classmethod
+    def from_graph(cls, graph: Any, node_part: Any, comm: Any, **kwargs: Any) -> "FeatureStore":
+        """The store of ``comm.rank``: the rows of ``graph.features`` that ``node_part`` gives this rank."""
+        book = as_partition_book(node_part)
+        owned = book.owned(int(comm.rank))
+        if graph.features is None:
+            raise ParamError([f"The 'graph' parameter of FeatureStore.from_graph must have features. "
+                              f"Got {graph.name!r} without features instead."])
+        return cls(owned, graph.features[owned], book, comm, **kwargs)
+
     @property
     def num_nodes(self) -> int:
         return self.book.num_nodes

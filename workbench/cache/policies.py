@@ -121,7 +121,7 @@ class Cache(Stage):
 
     # -- building -------------------------------------------------------------------------------------------
     def wrap(self, store: FeatureStore, *, graph: Any = None, degrees: Any = None,
-             probabilities: Any = None) -> "CachedFeatureStore":
+             probabilities: Any = None, candidates: Any = None) -> "CachedFeatureStore":
         """The cached store over ``store``; a static cache is filled here (kind ``cache_fill``; a collective).
 
         Args:
@@ -129,8 +129,10 @@ class Cache(Stage):
             graph: the global graph (``degree`` reads its degrees when ``degrees`` is not given).
             degrees: ``(num_nodes,)`` degree per global id (``degree``).
             probabilities: ``(num_nodes,)`` inclusion probability per global id (``inclusion``).
+            candidates: the ids that may be cached (default: every id the rank does not own). Pass the
+                rank's boundary vertices to make ``ratio`` PSC-GCN's fraction of boundary nodes.
         """
-        cached = CachedFeatureStore(store, self)
+        cached = CachedFeatureStore(store, self, candidates)
         cached.refresh(graph=graph, degrees=degrees, probabilities=probabilities, _kind="cache_fill")
         return cached
 
@@ -274,11 +276,18 @@ class CachedFeatureStore:
         fill_bytes: bytes this rank's initial fill moved (ids sent + rows received).
     """
 
-    def __init__(self, store: FeatureStore, policy: Cache):
+    def __init__(self, store: FeatureStore, policy: Cache, candidates: Any = None):
         self.store, self.policy = store, policy
         self.rank = store.rank
-        all_ids = torch.arange(store.num_nodes)
-        self.candidates = all_ids[store.owner(all_ids) != store.rank]  # ascending
+        if candidates is None:
+            all_ids = torch.arange(store.num_nodes)
+            self.candidates = all_ids[store.owner(all_ids) != store.rank]  # ascending
+        else:
+            cand = torch.unique(store._check_ids(candidates))
+            if cand.numel() and bool((store.owner(cand) == store.rank).any()):
+                raise ParamError([f"The 'candidates' parameter of {type(policy).__name__}.wrap must be ids rank "
+                                  f"{store.rank} does not own. Got some of its own ids instead."])
+            self.candidates = cand
         self.capacity = policy.capacity(int(self.candidates.numel()))
         self.slot_of = torch.full((store.num_nodes,), -1, dtype=torch.int64)
         self.slot_gid = torch.full((self.capacity,), -1, dtype=torch.int64)
