@@ -83,3 +83,18 @@ def test_bad_arguments():
         hit_rate_curve([0, 1], torch.tensor([0, 1]), 0, ["degree"], [2.0], degrees=torch.ones(2))
     with pytest.raises(ParamError, match=r"The 'accesses' parameter"):
         hit_rate_curve([5], torch.tensor([0, 1]), 0, ["random"])
+
+
+def test_the_benchmark_script_runs(capsys, monkeypatch):
+    import json
+    import runpy
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "cache_hit_rate.py"
+    monkeypatch.setattr(sys, "argv", [str(script), "--graph", "chunglu:num_nodes=800,avg_degree=6,seed=0",
+                                      "--parts", "2", "--ratios", "0.1,1.0", "--json"])
+    runpy.run_path(str(script), run_name="__main__")
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["ratio"]: r for r in out["hit_rate"]}
+    assert rows[1.0]["degree"] == 1.0 and rows[0.1]["degree"] > rows[0.1]["random"]

@@ -17,15 +17,17 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
-import pandas as pd
 import torch
 
 from workbench._validation import ErrorCollector, ParamError
 from workbench.cache.kvstore import ID_BYTES, as_partition_book
 from workbench.cache.policies import CACHES, capacity_for, rank_candidates
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["hit_rate_curve", "ORACLE"]
 
@@ -39,7 +41,7 @@ _COLUMNS = ["policy", "ratio", "capacity", "hits", "misses", "remote_requests", 
 def hit_rate_curve(accesses: Any, node_part: Any, rank: int, policies: Sequence[str] = ("degree", "random"),
                    ratios: Iterable[float] = (0.0, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0), *,
                    counts: Any = None, graph: Any = None, degrees: Any = None, probabilities: Any = None,
-                   width: int = 1, options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> pd.DataFrame:
+                   width: int = 1, options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "pd.DataFrame":
     """Hits, misses and bytes of each static policy at each ratio for the requests of one rank.
 
     Args:
@@ -59,6 +61,8 @@ def hit_rate_curve(accesses: Any, node_part: Any, rank: int, policies: Sequence[
         one row per (policy, ratio): ``capacity`` rows, ``hits``/``misses`` over the remote requests,
         ``hit_rate``, ``bytes`` fetched during the stream after the cache, ``bytes_saved``, ``fill_bytes``.
     """
+    import pandas as pd
+
     book = as_partition_book(node_part)
     n = book.num_nodes
     ratios = [float(r) for r in ratios]
