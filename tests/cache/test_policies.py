@@ -116,3 +116,11 @@ def test_old_cache_events_read_back():
            "bytes_saved": 5}
     ev = event_from_dict(old)
     assert isinstance(ev, CacheStats) and (ev.hits, ev.policy, ev.ratio, ev.refresh_bytes) == (3, "", None, 0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("bad", [-0.1, 1.01, "half", True])
+def test_every_method_rejects_a_bad_ratio(method, bad):
+    with pytest.raises(ParamError, match=rf"The 'ratio' parameter of {CACHES[method].__name__}.Config must be a "
+                                         rf"number in \[0, 1\]. Got {bad!r} instead."):
+        CACHES.build(method, ratio=bad)

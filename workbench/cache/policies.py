@@ -165,6 +165,10 @@ class NoCache(Cache):
 
     name = "none"
 
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Cache.Config):
+        """No options of its own (``ratio`` is accepted and ignored, so ``--set cache.ratio`` composes)."""
+
     def capacity(self, num_candidates: int) -> int:
         return 0
 
@@ -225,6 +229,10 @@ class InclusionCache(Cache):
 
     name = "inclusion"
 
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Cache.Config):
+        """Capacity only; the probabilities come with :meth:`Cache.wrap` and :meth:`CachedFeatureStore.refresh`."""
+
     def scores(self, num_nodes, *, graph=None, degrees=None, probabilities=None):
         if probabilities is None:
             raise ParamError(["The 'probabilities' parameter of InclusionCache.wrap must be a (num_nodes,) tensor "
@@ -247,6 +255,10 @@ class LRUCache(Cache):
     """Dynamic: a missed row is admitted (it was fetched anyway), the least recently used row evicted."""
 
     name = "lru"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Cache.Config):
+        """Capacity only."""
     dynamic = True
 
     def _on_pull(self, cached, hit_slot, miss_gid, miss_rows):
@@ -259,6 +271,10 @@ class FIFOCache(Cache):
     """Dynamic: a missed row is admitted, the row admitted longest ago evicted (hits do not renew)."""
 
     name = "fifo"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Cache.Config):
+        """Capacity only."""
     dynamic = True
 
     def _on_pull(self, cached, hit_slot, miss_gid, miss_rows):
