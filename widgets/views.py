@@ -45,7 +45,8 @@ RANK_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 KIND_COLORS = {"halo_fwd": "#4c78a8", "halo_bwd": "#9ecae9", "bcast_fwd": "#4c78a8", "bcast_bwd": "#9ecae9",
                "broadcast": "#4c78a8", "allreduce": "#f58518", "all_reduce": "#f58518", "all_gather": "#54a24b",
                "all_to_all": "#b279a2", "send": "#72b7b2", "control": "#bab0ac", "metrics": "#79706e",
-               "feature": "#e45756", "embedding": "#9d755d"}
+               "feature": "#e45756", "feature_req": "#ff9d98", "cache_fill": "#59a14f", "cache_refresh": "#8cd17d",
+               "embedding": "#9d755d"}
 STATUS_COLORS = {"pending": "#7f7f7f", "running": "#1f77b4", "finished": "#2ca02c", "failed": "#d62728",
                  "stopped": "#ff7f0e"}
 PLOT_OPTS = dict(responsive=True, height=260, toolbar="right", fontscale=1.0)
