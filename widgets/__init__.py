@@ -17,11 +17,13 @@ from widgets.store import RunStore, list_runs
 from widgets.views import ProgressView, RunView, as_store
 
 __all__ = ["RunStore", "list_runs", "as_store", "RunView", "ProgressView", "CurvesView", "PartitionView",
-           "StalenessView", "TrafficView", "CompareView", "RunControl", "Dashboard", "RunRegistry", "dashboard"]
+           "StalenessView", "TrafficView", "CompareView", "CacheView", "RunControl", "Dashboard", "RunRegistry",
+           "dashboard"]
 
 _LAZY = {
     "CurvesView": "widgets.curves", "PartitionView": "widgets.partition", "StalenessView": "widgets.staleness",
-    "TrafficView": "widgets.traffic", "CompareView": "widgets.compare", "RunControl": "widgets.control",
+    "TrafficView": "widgets.traffic", "CompareView": "widgets.compare", "CacheView": "widgets.cache",
+    "RunControl": "widgets.control",
     "Dashboard": "widgets.app", "RunRegistry": "widgets.app", "dashboard": "widgets.app",
 }
 

@@ -213,7 +213,7 @@ class Dashboard(Viewer):
         if store is None:
             self.content.objects = [pn.pane.Alert(f"Run {run_id!r} could not be read.", alert_type="warning")]
             return
-        self.view = RunView(store, runs_dir=self.registry.runs_dir, live=False)
+        self.view = RunView(store, runs_dir=self.registry.runs_dir, live=False, compare_stores=self.registry.all_stores)
         self.content.objects = [self.view.progress, self.view.tabs(("Compare runs", self.compare))]
 
     def tick(self) -> None:
@@ -228,7 +228,7 @@ class Dashboard(Viewer):
             self.run_select.value = self.run_select.options[0]
         if self.view is not None:
             self.view.refresh()
-        if self.view is None or self.view._tabs is None or self.view._tabs.active == 4:
+        if self.view is None or self.view._tabs is None or self.view.active_view() is self.compare:
             self.compare.refresh()
         c = self.control
         if c is not None and c.last_handle is not None:

@@ -45,7 +45,8 @@ COLUMNS: dict[str, list[str]] = {
               "bytes_sent", "messages", "time", "elapsed_s", "cum_bytes"],
     "traffic": ["epoch", "src_rank", "dst_rank", "kind", "layer", "bytes", "messages", "time"],
     "staleness": ["rank", "layer", "epoch", "state", "active", "ages", "max_age", "mean_age", "gap"],
-    "cache": ["rank", "epoch", "hits", "misses", "bytes_saved", "hit_rate"],
+    "cache": ["rank", "epoch", "hits", "misses", "bytes_saved", "hit_rate", "policy", "ratio", "refresh_bytes",
+              "remote_rows", "fill_bytes", "time"],
     "progress": ["stage", "done", "total", "message", "time"],
 }
 
@@ -209,7 +210,11 @@ class RunStore:
             total = ev.hits + ev.misses
             self._rows["cache"].append({"rank": ev.rank, "epoch": ev.epoch, "hits": ev.hits, "misses": ev.misses,
                                         "bytes_saved": ev.bytes_saved,
-                                        "hit_rate": ev.hits / total if total else float("nan")})
+                                        "hit_rate": ev.hits / total if total else float("nan"),
+                                        "policy": ev.policy or "", "ratio": _num(ev.ratio),
+                                        "refresh_bytes": int(ev.refresh_bytes or 0),
+                                        "remote_rows": int(ev.remote_rows or total),  # old logs: hits + misses
+                                        "fill_bytes": int(ev.fill_bytes or 0), "time": ev.time})
             self._versions["cache"] += 1
         if self.started is None:
             self.started = ev.time

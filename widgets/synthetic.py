@@ -2,7 +2,9 @@
 
 :func:`fabricate_run` returns the events a SANCUS-like run on ``num_parts`` ranks would emit
 (partition, per-rank epochs, traffic per rank pair and kind, staleness per rank and layer), with
-deterministic numbers and times. :class:`SyntheticRun` replays them on a thread with a delay and
+deterministic numbers and times; with ``cache="degree"`` (or another policy) also the feature pulls of a
+mini-batch run behind that cache (``feature``/``feature_req``/``cache_fill`` traffic and one
+:class:`~workbench.events.CacheStats` per rank and epoch). :class:`SyntheticRun` replays them on a thread with a delay and
 quacks like :class:`workbench.runtime.RunHandle` (``run_id``, ``status``, ``events``,
 ``add_listener``, ``wait``, ``stop``, ``log_dir``, ``dashboard_link``, ``error``), writing a real run log.
 
@@ -22,16 +24,19 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from workbench.events import (
-    EpochEnd, Event, FanOut, PartitionComputed, Progress, RunFinished, RunLog, RunStarted, Staleness, Traffic,
+    CacheStats, EpochEnd, Event, FanOut, PartitionComputed, Progress, RunFinished, RunLog, RunStarted, Staleness,
+    Traffic,
 )
 
-__all__ = ["fabricate_run", "SyntheticRun"]
+__all__ = ["fabricate_run", "fabricate_cache", "SyntheticRun"]
 
 
 def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, num_nodes: int = 400,
                   run_id: str = "synthetic", recipe: str = "sancus", seed: int = 0, start_time: float = 1.7e9,
-                  epoch_s: float = 0.5, fail_at: Optional[int] = None, byte_scale: float = 1.0) -> list[Event]:
-    """Events of a plausible run (deterministic for a seed). ``fail_at`` ends it failed at that epoch."""
+                  epoch_s: float = 0.5, fail_at: Optional[int] = None, byte_scale: float = 1.0,
+                  cache: Optional[str] = None, cache_ratio: float = 0.1) -> list[Event]:
+    """Events of a plausible run (deterministic for a seed). ``fail_at`` ends it failed at that epoch;
+    ``cache`` (a policy name) adds a feature cache of ``cache_ratio`` (:func:`fabricate_cache`)."""
     rng = np.random.default_rng(seed)
     t = start_time
     hidden = 16
@@ -87,6 +92,8 @@ def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, n
                 if q != r:
                     ev.append(Traffic(run_id=run_id, time=t, epoch=epoch, src_rank=r, dst_rank=q,
                                       kind="all_reduce", layer=-1, bytes=grad // max(num_parts - 1, 1), messages=1))
+            if cache:
+                ev.extend(fabricate_cache(run_id, t, r, num_parts, epoch, num_nodes, cache, cache_ratio, rng))
             sent_b = sum(e.bytes for e in ev if isinstance(e, Traffic) and e.epoch == epoch and e.src_rank == r
                          and e.kind == "broadcast")
             loss = 2.0 * math.exp(-0.35 * epoch) + 0.05 * r + 0.02 * float(rng.random())
@@ -99,6 +106,41 @@ def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, n
     ev.append(RunFinished(run_id=run_id, time=t, status="finished",
                           summary={"losses": [e.loss for e in ev if isinstance(e, EpochEnd) and e.rank == 0]}))
     return ev
+
+
+#: how the fabricated hit rate grows with the cache ratio, per policy (power-law-like: degree far above random)
+_HIT_SHAPE = {"none": lambda r: 0.0, "random": lambda r: r, "degree": lambda r: r ** 0.45,
+              "inclusion": lambda r: r ** 0.35, "lru": lambda r: r ** 0.6, "fifo": lambda r: r ** 0.7}
+
+
+def fabricate_cache(run_id: str, t: float, rank: int, num_parts: int, epoch: int, num_nodes: int, policy: str,
+                    ratio: float, rng: np.random.Generator, width: int = 32) -> list[Event]:
+    """One rank's cache events of one epoch: feature traffic of its misses and a :class:`CacheStats`."""
+    row = width * 4 + 8
+    remote = int(num_nodes * 2 * (num_parts - 1) / num_parts) + int(rng.integers(0, 20))
+    hit_rate = _HIT_SHAPE.get(policy, lambda r: r)(ratio)
+    if policy in ("lru", "fifo"):  # dynamic: warms up over the first epochs
+        hit_rate *= 1 - 0.5 ** (epoch + 1)
+    hit_rate = min(1.0, max(0.0, hit_rate + 0.02 * (float(rng.random()) - 0.5)))
+    hits = int(round(remote * hit_rate))
+    misses = remote - hits
+    capacity = 0 if policy == "none" else int(ratio * num_nodes * (num_parts - 1) / num_parts)
+    fill = 0 if policy in ("none", "lru", "fifo") else capacity * row
+    out: list[Event] = []
+    peers = [q for q in range(num_parts) if q != rank]
+    for q in peers:
+        share = misses // max(len(peers), 1)
+        out.append(Traffic(run_id=run_id, time=t, epoch=epoch, src_rank=rank, dst_rank=q, kind="feature_req",
+                           bytes=share * 8, messages=1))
+        out.append(Traffic(run_id=run_id, time=t, epoch=epoch, src_rank=q, dst_rank=rank, kind="feature",
+                           bytes=share * width * 4, messages=1))
+        if epoch == 0 and fill:
+            out.append(Traffic(run_id=run_id, time=t, epoch=0, src_rank=q, dst_rank=rank, kind="cache_fill",
+                               bytes=fill // len(peers), messages=1))
+    out.append(CacheStats(run_id=run_id, time=t, rank=rank, epoch=epoch, hits=hits, misses=misses,
+                          bytes_saved=hits * row, policy=policy, ratio=ratio, refresh_bytes=0, remote_rows=remote,
+                          fill_bytes=fill))
+    return out
 
 
 class SyntheticRun:

@@ -45,7 +45,8 @@ RANK_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 KIND_COLORS = {"halo_fwd": "#4c78a8", "halo_bwd": "#9ecae9", "bcast_fwd": "#4c78a8", "bcast_bwd": "#9ecae9",
                "broadcast": "#4c78a8", "allreduce": "#f58518", "all_reduce": "#f58518", "all_gather": "#54a24b",
                "all_to_all": "#b279a2", "send": "#72b7b2", "control": "#bab0ac", "metrics": "#79706e",
-               "feature": "#e45756", "embedding": "#9d755d"}
+               "feature": "#e45756", "feature_req": "#ff9d98", "cache_fill": "#59a14f", "cache_refresh": "#8cd17d",
+               "embedding": "#9d755d"}
 STATUS_COLORS = {"pending": "#7f7f7f", "running": "#1f77b4", "finished": "#2ca02c", "failed": "#d62728",
                  "stopped": "#ff7f0e"}
 PLOT_OPTS = dict(responsive=True, height=260, toolbar="right", fontscale=1.0)
@@ -330,7 +331,8 @@ class ProgressView(StoreView):
 
 
 class RunView(Viewer):
-    """Every view of one run: progress on top, then tabs (curves, partition, staleness, communication).
+    """Every view of one run: progress on top, then tabs (curves, partition, staleness, communication, and
+    cache once the run reports cache events).
 
     Renders inline in a notebook (keeps itself live at 4 Hz while the kernel is idle) and in the app.
 
@@ -340,10 +342,12 @@ class RunView(Viewer):
         graph: optional graph, for a vertex-level drawing of the partition (small graphs).
         node_part: optional part of each vertex, with ``graph``.
         live: poll the store with a periodic callback when displayed.
+        compare_stores: ``{run_id: RunStore}`` function of runs the cache view compares policies over.
     """
 
     def __init__(self, source: Any, *, runs_dir: str | os.PathLike | None = "runs", graph: Any = None,
-                 node_part: Any = None, live: bool = True, **params: Any):
+                 node_part: Any = None, live: bool = True,
+                 compare_stores: Optional[Callable[[], dict[str, RunStore]]] = None, **params: Any):
         super().__init__(**params)
         from widgets.curves import CurvesView
         from widgets.partition import PartitionView
@@ -357,9 +361,37 @@ class RunView(Viewer):
         self.staleness = StalenessView(self.store)
         self.traffic = TrafficView(self.store, runs_dir=runs_dir)
         self.views: list[StoreView] = [self.progress, self.curves, self.partition, self.staleness, self.traffic]
+        #: the cache view, added (as a tab after Communication) once the run reports cache events
+        self.cache: Optional[StoreView] = None
+        self._compare_stores = compare_stores
         self.live = live
         self._tabs: Optional[pn.Tabs] = None
-        self.refresher = Refresher(self.visible_views)
+        self._tab_objects: list[Any] = []
+        self.refresher = Refresher(self.visible_views, extra=self._add_cache_view)
+        self._add_cache_view()
+
+    def _add_cache_view(self) -> None:
+        """Add the cache view and its tab when the run has cache events (a run without a cache has no tab)."""
+        if self.cache is not None or not self.store.version("cache")[0]:
+            return
+        from widgets.cache import CacheView
+
+        self.cache = CacheView(self.store, stores=self._compare_stores)
+        self.views.append(self.cache)
+        if self._tabs is not None:
+            at = len(self.views) - 2  # after Communication, before any extra tab
+            active = self._tabs.active
+            self._tabs.insert(at, ("Cache", self.cache))
+            self._tab_objects.insert(at, self.cache)
+            if active >= at:  # keep the open tab open
+                self._tabs.active = active + 1
+
+    def active_view(self) -> Any:
+        """The object of the open tab (None before :meth:`tabs`)."""
+        if self._tabs is None:
+            return None
+        i = self._tabs.active
+        return self._tab_objects[i] if 0 <= i < len(self._tab_objects) else None
 
     def visible_views(self) -> list[StoreView]:
         """The progress view and the view of the open tab (the others refresh when their tab opens)."""
@@ -375,11 +407,12 @@ class RunView(Viewer):
 
     def tabs(self, *extra: tuple[str, Any]) -> pn.Tabs:
         """The views as tabs (plus ``extra`` (title, object) tabs); only the open tab refreshes."""
+        cache = [("Cache", self.cache)] if self.cache is not None else []
         tabs = pn.Tabs(("Training curves", self.curves), ("Partition", self.partition),
-                       ("Staleness", self.staleness), ("Communication", self.traffic), *extra,
+                       ("Staleness", self.staleness), ("Communication", self.traffic), *cache, *extra,
                        dynamic=False, sizing_mode="stretch_width")
 
-        tab_objects = [*self.views[1:], *(obj for _, obj in extra)]  # pn.Tabs keeps their layouts, not them
+        self._tab_objects = tab_objects = [*self.views[1:], *(obj for _, obj in extra)]  # pn.Tabs keeps layouts
 
         def opened(event: Any) -> None:
             view = tab_objects[event.new] if 0 <= event.new < len(tab_objects) else None

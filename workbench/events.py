@@ -144,7 +144,13 @@ class Staleness(Event):
 
 @dataclasses.dataclass(kw_only=True)
 class CacheStats(Event):
-    """Hits and misses of a feature or embedding cache on one rank in one epoch."""
+    """Hits and misses of a feature or embedding cache on one rank in one epoch.
+
+    ``remote_rows`` are the distinct remote ids the rank asked for (before the cache), ``hits`` of them
+    served by the cache and ``misses`` fetched; ``bytes_saved`` is what the hits did not move (rows and
+    ids); ``refresh_bytes`` what re-filling the cache moved this epoch; ``fill_bytes`` the one-off
+    initial fill (setup, repeated on every event of the run). Logs written before ``policy`` and the
+    fields after it existed read back with their defaults."""
 
     type: ClassVar[str] = "cache"
     rank: int = 0
@@ -152,6 +158,11 @@ class CacheStats(Event):
     hits: int = 0
     misses: int = 0
     bytes_saved: int = 0
+    policy: str = ""
+    ratio: Optional[float] = None
+    refresh_bytes: int = 0
+    remote_rows: int = 0
+    fill_bytes: int = 0
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
