@@ -69,7 +69,7 @@ def test_all_neighbours_is_the_same_on_a_second_run_and_with_another_seed_schedu
 
 @pytest.mark.parametrize("argv,needle", [
     (["--fanouts", "10,0"], "'fanouts' parameter"),
-    (["--fanouts", "5", "--cache", "lru"], "'--cache' parameter of workbench sample must be one of"),
+    (["--fanouts", "5", "--cache", "belady"], "'--cache' parameter of workbench sample must be one of"),
     (["--fanouts", "5", "--sampler", "nope"], "'--sampler' parameter of workbench sample must be one of"),
     (["--fanouts", "5", "--cache-ratio", "2"], "'--cache-ratio' parameter"),
     (["--fanouts", "5", "--parts", "0"], "'--parts' parameter"),
@@ -94,3 +94,32 @@ def test_graph_without_training_mask_samples_every_vertex(capsys, tmp_path):
     out = _run(capsys, str(path), "--parts", "2", "--method", "block", "--fanouts", "-1", "--batch-size", "100")
     assert out["num_seeds"] == 4 and out["feature_width"] == 0
     assert out["feature_bytes"] == 8 * out["remote_input_nodes"]          # ids only: no feature rows
+
+
+@pytest.mark.parametrize("policy", ["degree", "random", "lru"])
+def test_cache_figures_match_the_transport(capsys, policy):
+    """With a cache, feature bytes are the misses' (rows x width x 4 + 8 per id), and equal what the
+    in-process transport counted for the epoch's pulls (kinds ``feature_req`` and ``feature``)."""
+    import torch
+
+    from workbench.cache import CACHES
+    from workbench.data import load_graph
+    from workbench.partition import partition
+    from workbench.sample import SAMPLERS, sample_epoch, split_seeds
+
+    spec = "chunglu:num_nodes=2000,avg_degree=8,seed=0"
+    out = _run(capsys, spec, "--parts", "3", "--fanouts", "5,5", "--batch-size", "64", "--cache", policy,
+               "--cache-ratio", "0.2")
+    none = _run(capsys, spec, "--parts", "3", "--fanouts", "5,5", "--batch-size", "64")
+    assert out["remote_input_nodes"] == none["remote_input_nodes"] and 0.0 < out["cache_hit_rate"] < 1.0
+    width = out["feature_width"]
+    misses = round(out["remote_input_nodes"] * (1 - out["cache_hit_rate"]))
+    assert out["feature_bytes"] == misses * (width * 4 + 8) < none["feature_bytes"]
+
+    graph = load_graph(spec)
+    node_part = partition(graph, 3, method="metis").node_part
+    sampler = SAMPLERS.build("neighbor", fanouts=(5, 5), batch_size=64)
+    split = split_seeds(torch.nonzero(graph.train_mask).flatten(), node_part, 3)
+    stats = sample_epoch(graph, node_part, sampler, split, cache=CACHES.build(policy, ratio=0.2))
+    counted = sum(s.bytes_by_kind.get("feature", 0) + s.bytes_by_kind.get("feature_req", 0) for s in stats)
+    assert counted == sum(s.cache_misses for s in stats) * (width * 4 + 8) == out["feature_bytes"]

@@ -14,7 +14,8 @@ the in-process communicator (:mod:`workbench.sample.epoch`). JSON keys:
 ``input_nodes``      summed over mini-batches: the first layer's source vertices
 ``remote_input_nodes`` of those, the ones another part owns
 ``feature_bytes``    pulling the remote input rows after the cache: rows x width x 4 + 8 per id
-``cache_hit_rate``   fraction of the remote input rows found in the cache
+``cache_hit_rate``   fraction of the remote input rows found in the cache (``--cache POLICY --cache-ratio R``)
+``cache_fill_bytes`` the caches' initial fill (rows x width x 4 + 8 per id), before the epoch
 ``sample_bytes``     owner-routed sampling traffic by kind (``sample_req``, ``sample_resp``)
 ``seeds_per_s``      seeds of all trainers over the epoch's wall time
 =================== =====================================================================================
@@ -105,9 +106,10 @@ def _sample_command(args: argparse.Namespace) -> int:
     errs.check(0.0 <= args.cache_ratio <= 1.0, "--cache-ratio", "a number in [0, 1]", args.cache_ratio)
     errs.check(args.feature_width is None or args.feature_width >= 0, "--feature-width", "an int >= 0",
                args.feature_width)
-    errs.check(args.cache == "none", "--cache", "'none' until the cache stage is wired into workbench sample",
-               args.cache)
     errs.raise_if_any()
+    from workbench.cache import CACHES
+
+    cache = None if args.cache == "none" else CACHES.build(args.cache, ratio=args.cache_ratio)
     sampler = SAMPLERS.build(method, fanouts=args.fanouts, batch_size=args.batch_size, seed=args.seed,
                              replace=args.replace)
     partitioner, graph = _build(args)
@@ -118,14 +120,16 @@ def _sample_command(args: argparse.Namespace) -> int:
              else torch.arange(graph.num_nodes))
     split = split_seeds(train, result.node_part, args.parts, mode=args.split)
     start = time.perf_counter()
-    stats = sample_epoch(graph, result.node_part, sampler, split)
+    stats = sample_epoch(graph, result.node_part, sampler, split, cache=cache)
     wall = time.perf_counter() - start
     width = graph.num_features if args.feature_width is None else args.feature_width
     remote = sum(s.remote_input_nodes for s in stats)
+    hits = sum(s.cache_hits for s in stats)
     sample_bytes: dict[str, int] = {}
     for s in stats:
         for kind, b in s.bytes_by_kind.items():
-            sample_bytes[kind] = sample_bytes.get(kind, 0) + b
+            if kind.startswith("sample"):
+                sample_bytes[kind] = sample_bytes.get(kind, 0) + b
     seeds = sum(s.num_seeds for s in stats)
     out = {
         "num_parts": args.parts, "fanouts": list(sampler.config.fanouts), "batch_size": args.batch_size,
@@ -133,8 +137,9 @@ def _sample_command(args: argparse.Namespace) -> int:
         "num_steps": split.num_steps(args.batch_size), "num_batches": sum(s.num_batches for s in stats),
         "num_seeds": seeds, "sampled_edges": sum(s.sampled_edges for s in stats),
         "input_nodes": sum(s.input_nodes for s in stats), "remote_input_nodes": remote,
-        "feature_width": width, "feature_bytes": remote * width * 4 + remote * 8, "cache": args.cache,
-        "cache_ratio": args.cache_ratio, "cache_hit_rate": 0.0, "sample_bytes": sample_bytes,
+        "feature_width": width, "feature_bytes": (remote - hits) * (width * 4 + 8), "cache": args.cache,
+        "cache_ratio": args.cache_ratio, "cache_hit_rate": hits / remote if remote else 0.0,
+        "cache_fill_bytes": sum(s.cache_fill_rows for s in stats) * (width * 4 + 8), "sample_bytes": sample_bytes,
         "seconds": wall, "seeds_per_s": seeds / wall if wall > 0 else 0.0,
     }
     if args.out:

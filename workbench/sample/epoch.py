@@ -49,7 +49,16 @@ class RankSampleStats:
     """Of those, the ones another part owns (fetched from their owner without a cache)."""
     seconds: float = 0.0
     bytes_by_kind: dict = dataclasses.field(default_factory=dict)
-    """Bytes this rank sent, by traffic kind (``sample_req``, ``sample_resp``)."""
+    """Bytes this rank sent, by traffic kind (``sample_req``, ``sample_resp``; ``feature*`` with a cache)."""
+    cache_hits: int = 0
+    """Remote input rows served by the cache (0 without one)."""
+    cache_fill_rows: int = 0
+    """Rows the cache's initial fill fetched (kind ``cache_fill``)."""
+
+    @property
+    def cache_misses(self) -> int:
+        """Remote input rows fetched from their owners."""
+        return self.remote_input_nodes - self.cache_hits
 
     def add(self, mb: MiniBatch, node_part: torch.Tensor) -> None:
         self.num_batches += 1
@@ -90,7 +99,7 @@ def run_thread_ranks(world_size: int, body: Callable[[Any], Any], *, timeout: fl
 
 
 def sample_epoch(graph: Graph, node_part: torch.Tensor, sampler: Sampler, split: SeedSplit, *, epoch: int = 0,
-                 keep: bool = False) -> list[RankSampleStats] | tuple[list[RankSampleStats], list[list[MiniBatch]]]:
+                 keep: bool = False, cache: Any = None) -> list[RankSampleStats] | tuple[list[RankSampleStats], list[list[MiniBatch]]]:
     """Every trainer samples its ``split.num_steps(batch_size)`` mini-batches of ``epoch``, owner-routed.
 
     Args:
@@ -100,6 +109,9 @@ def sample_epoch(graph: Graph, node_part: torch.Tensor, sampler: Sampler, split:
         split: the seeds of each trainer.
         epoch: the epoch (part of every key).
         keep: also return every rank's mini-batches.
+        cache: a cache method (:data:`workbench.cache.CACHES`); each trainer then pulls its input rows
+            through a DistDGL-style feature store behind that cache (``graph.features``, or one zero
+            column when the graph has none), and its hits are counted.
 
     Returns:
         Per rank :class:`RankSampleStats` (and, with ``keep``, per rank the list of mini-batches).
@@ -115,13 +127,25 @@ def sample_epoch(graph: Graph, node_part: torch.Tensor, sampler: Sampler, split:
         comm.set_epoch(epoch)
         source = OwnerRoutedSource.from_partition(graph, node_part, comm, row_of_gid)
         stats, kept = RankSampleStats(rank=comm.rank), []
+        features = None
+        if cache is not None:
+            from workbench.cache import FeatureStore
+
+            owned = torch.nonzero(node_part == comm.rank).flatten()
+            rows = graph.features[owned] if graph.features is not None else torch.zeros(owned.numel(), 1)
+            features = cache.wrap(FeatureStore(owned, rows, node_part, comm), graph=graph)
+            stats.cache_fill_rows = features.fill_bytes // features.request_bytes
         start = time.perf_counter()
         for step, seeds in enumerate(split.batches(comm.rank, epoch=epoch, batch_size=cfg.batch_size, seed=cfg.seed)):
             mb = sampler.sample(seeds, source, epoch=epoch, step=step)
             stats.add(mb, node_part)
+            if features is not None:
+                features.pull(mb.input_gid)
             if keep:
                 kept.append(mb)
         stats.seconds = time.perf_counter() - start
+        if features is not None:
+            stats.cache_hits = features.hits
         stats.bytes_by_kind = comm.counter.bytes_by_kind(epoch)
         return stats, kept
 
