@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Optional, Protocol
 
 __all__ = [
     "Event", "RunStarted", "RunFinished", "Progress", "PartitionComputed", "EpochEnd", "Traffic",
-    "Staleness", "CacheStats", "EventSink", "ListSink", "FanOut", "RunLog", "event_from_dict",
+    "Staleness", "CacheStats", "SampleStats", "EventSink", "ListSink", "FanOut", "RunLog", "event_from_dict",
     "read_run_log", "EVENT_TYPES",
 ]
 
@@ -165,9 +165,30 @@ class CacheStats(Event):
     fill_bytes: int = 0
 
 
+@dataclasses.dataclass(kw_only=True)
+class SampleStats(Event):
+    """What one trainer's mini-batches of one epoch cost (aggregated over its steps before it is sent).
+
+    ``input_nodes`` sums the first layer's source vertices over the steps (the rows whose features the
+    model needs), ``remote_input_nodes`` those another part owns (pulled or cached); ``sample_bytes`` and
+    ``feature_bytes`` are what this rank sent for owner-routed sampling and feature pulls."""
+
+    type: ClassVar[str] = "sample"
+    rank: int = 0
+    epoch: int = 0
+    steps: int = 0
+    seeds: int = 0
+    sampled_edges: int = 0
+    input_nodes: int = 0
+    remote_input_nodes: int = 0
+    sample_bytes: int = 0
+    feature_bytes: int = 0
+    sample_s: float = 0.0
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, RunFinished, Progress, PartitionComputed, EpochEnd, Traffic,
-                              Staleness, CacheStats)
+                              Staleness, CacheStats, SampleStats)
 }
 
 

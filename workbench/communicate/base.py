@@ -25,6 +25,7 @@ Only the sending side records, so summing the records of all ranks gives the tra
 from __future__ import annotations
 
 import abc
+import contextlib
 import threading
 import time
 from collections import defaultdict
@@ -112,9 +113,30 @@ class Communicator(abc.ABC):
         self.world_size = world_size
         self.counter = counter or TrafficCounter()
         self.epoch = 0
+        self.phase_prefix = ""
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    @contextlib.contextmanager
+    def phase(self, prefix: str):
+        """Count the traffic of a block under ``prefix + kind`` (e.g. ``eval_`` for evaluation passes).
+
+        Example:
+            >>> from workbench.communicate.inprocess import InProcessGroup
+            >>> comm = InProcessGroup(1).communicator(0)
+            >>> with comm.phase("eval_"):
+            ...     comm.phase_prefix
+            'eval_'
+            >>> comm.phase_prefix
+            ''
+        """
+        old = self.phase_prefix
+        self.phase_prefix = old + prefix
+        try:
+            yield self
+        finally:
+            self.phase_prefix = old
 
     # ------------------------------------------------------------------------------------------------ timing
     def _timed(self, fn, *args, **kwargs):
@@ -125,7 +147,7 @@ class Communicator(abc.ABC):
             self.counter.comm_seconds += time.perf_counter() - t0
 
     def _count(self, dst: int, nbytes: int, kind: str, layer: int, src: Optional[int] = None) -> None:
-        self.counter.add(self.epoch, self.rank if src is None else src, dst, kind, layer, nbytes)
+        self.counter.add(self.epoch, self.rank if src is None else src, dst, self.phase_prefix + kind, layer, nbytes)
 
     # ------------------------------------------------------------------------------------------------ p2p
     def send(self, tensor: torch.Tensor, dst: int, *, kind: str, layer: int = -1) -> None:
