@@ -30,8 +30,8 @@ import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend without notebook output)
 import panel as pn
 import param
-from panel.viewable import Viewer
 
+from widgets.offline import Viewer
 from widgets.store import RunStore
 
 __all__ = ["as_store", "StoreView", "ProgressView", "RunView", "Refresher", "LivePlot", "REFRESH_MS", "RANK_COLORS",
@@ -213,7 +213,15 @@ class StoreView(Viewer):
         return self._last == self._version()
 
     def __panel__(self) -> pn.viewable.Viewable:
+        if not self.up_to_date():  # e.g. a tab of a RunView shown on its own, after the run moved on
+            self.refresh(force=True)
         return self._layout
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        # shown on its own in a notebook (``view.staleness``): keeps itself live like a RunView
+        if not self.store.done and getattr(self, "_refresher", None) is None:
+            self._refresher = Refresher([self]).start()
+        return super()._repr_mimebundle_(include, exclude)
 
 
 class Refresher:
