@@ -406,6 +406,42 @@ class RunView(Viewer):
             self.refresher.start()
         return pn.Column(self.progress, tabs, sizing_mode="stretch_width")
 
+    def save(self, path: str | os.PathLike, *, title: Optional[str] = None) -> Path:
+        """Write every view of the run to one HTML file with its resources inline: it opens offline.
+
+        The views are stacked (progress, then training curves, partition, staleness and communication,
+        each under a heading in a ``wb-report-<view>`` section) as they are now; the file is a static
+        snapshot: plots keep their hover and zoom, the views' controls keep the values they had.
+
+        Returns:
+            The path written.
+
+        Example:
+            >>> import tempfile
+            >>> from widgets.synthetic import fabricate_run
+            >>> out = RunView(fabricate_run(epochs=3), runs_dir=None).save(tempfile.mkdtemp() + "/run.html")
+            >>> "cdn.bokeh.org" in out.read_text()
+            False
+        """
+        from bokeh.resources import INLINE
+
+        self.store.poll()
+        for view in self.views:
+            view.refresh(force=True)
+        title = title or f"{self.store.run_id or 'run'}: workbench report"
+        sections = [pn.pane.Markdown(f"# {html.escape(title)}", margin=(4, 10))]
+        for name, heading, view in (("progress", "", self.progress), ("curves", "Training curves", self.curves),
+                                    ("partition", "Partition", self.partition),
+                                    ("staleness", "Staleness", self.staleness),
+                                    ("traffic", "Communication", self.traffic)):
+            head = [pn.pane.Markdown(f"## {heading}", margin=(12, 10, 0, 10))] if heading else []
+            sections.append(pn.Column(*head, view._layout, css_classes=[f"wb-report-{name}"],
+                                      sizing_mode="stretch_width"))
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pn.Column(*sections, sizing_mode="stretch_width").save(str(path), resources=INLINE, title=title)
+        return path
+
     def __repr__(self) -> str:
         return f"RunView({self.store!r})"
 
