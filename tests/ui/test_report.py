@@ -30,6 +30,17 @@ COUNT_IN_SECTION = """(cls) => {
   return found.length ? found.map(count).reduce((a, b) => a + b, 0) : -1;
 }"""
 
+#: the text of the status badge (inside the progress pane's shadow root)
+STATUS_TEXT = """() => {
+  const find = (node) => {
+    if (node.classList && node.classList.contains('wb-status')) return node.textContent;
+    for (const root of [node.shadowRoot, node].filter(Boolean))
+      for (const child of root.children || []) { const t = find(child); if (t !== null) return t; }
+    return null;
+  };
+  return find(document.body) || '';
+}"""
+
 
 def _saved_run(root, run_id="reported", epochs=12):
     log = RunLog(root, run_id, recipe="sancus")
@@ -59,8 +70,7 @@ def test_report_opens_offline_with_every_view(browser, tmp_path, capsys):
     page.goto(out.as_uri())
     wait_until(lambda: page.evaluate(COUNT_IN_SECTION, "wb-report-traffic") > 0, timeout=60)
     counts = {name: page.evaluate(COUNT_IN_SECTION, f"wb-report-{name}") for name in PLOT_SECTIONS}
-    status = page.evaluate(COUNT_IN_SECTION.replace("return found.length ? found.map(count).reduce((a, b) => a + b, 0) : -1;",
-                                                    "return found.map(n => n.textContent).join(' ');"), "wb-status")
+    status = page.evaluate(STATUS_TEXT)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
     context.close()
