@@ -15,7 +15,7 @@ export TQDM_MININTERVAL ?= 2
 help:
 	@echo "make run    - serve the dashboard with a live demo run (http://127.0.0.1:$(PORT))"
 	@echo "make test   - the whole suite: unit tests, notebooks (nbval) and browser tests"
-	@echo "make lab    - JupyterLab on notebooks/"
+	@echo "make lab    - JupyterLab on notebooks/ (http://127.0.0.1:8888, the URL with its token is printed)"
 	@echo "make bench  - benchmarks (partition, full-graph training)"
 
 $(STAMP): pyproject.toml
@@ -43,8 +43,13 @@ test: setup
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest -q --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=600 notebooks
 
+# JupyterLab on 127.0.0.1, no browser; jupyter prints the URL with its token ("http://127.0.0.1:8888/lab?token=...").
+# Containers and CI run as root, which jupyter refuses without --allow-root.
+LAB_PORT ?= 8888
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks
+	@echo "JupyterLab on notebooks/: open the http://127.0.0.1:$(LAB_PORT)/lab?token=... URL it prints below"
+	$(VENV)/bin/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
+	  --ServerApp.root_dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 bench: setup
 	$(PY) benchmarks/partition.py

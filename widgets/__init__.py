@@ -3,6 +3,9 @@
 Everything here reads a run's typed events (:mod:`workbench.events`): live from a run handle, or from a
 saved run log. The core package never imports this one.
 
+Importing it makes Panel, Bokeh and HoloViews load their JavaScript and CSS from the installed packages
+(inline), never from a CDN (:mod:`widgets.offline`): views render on a machine without internet.
+
 Example:
     >>> import widgets
     >>> from widgets.synthetic import fabricate_run
@@ -13,8 +16,11 @@ Example:
 
 from __future__ import annotations
 
+from widgets.offline import use_inline_resources
 from widgets.store import RunStore, list_runs
 from widgets.views import ProgressView, RunView, as_store
+
+use_inline_resources()
 
 __all__ = ["RunStore", "list_runs", "as_store", "RunView", "ProgressView", "CurvesView", "PartitionView",
            "StalenessView", "TrafficView", "CompareView", "CacheView", "RunControl", "Dashboard", "RunRegistry",

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import panel as pn
-from panel.viewable import Viewer
 
 from widgets.compare import CompareView
 from widgets.control import RunControl, discover_recipes
+from widgets.offline import Viewer
 from widgets.store import RunStore, list_runs
 from widgets.views import REFRESH_MS, RunView, as_store
 

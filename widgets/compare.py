@@ -18,8 +18,8 @@ from typing import Any, Callable
 import holoviews as hv
 import pandas as pd
 import panel as pn
-from panel.viewable import Viewer
 
+from widgets.offline import Viewer
 from widgets.store import RunStore
 from widgets.views import PLOT_OPTS, RANK_COLORS, LivePlot, StoreView, empty_note
 

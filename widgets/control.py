@@ -30,8 +30,8 @@ import typing
 from typing import Any, Callable, Optional
 
 import panel as pn
-from panel.viewable import Viewer
 
+from widgets.offline import Viewer
 from workbench._validation import Config, ParamError
 
 __all__ = ["RunControl", "discover_recipes", "config_widgets", "RUNNERS"]

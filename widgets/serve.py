@@ -1,26 +1,35 @@
-"""``workbench serve``: the dashboard as a web app (registered through the ``workbench.commands`` entry point).
+"""``workbench serve``: the dashboard as a web app; ``workbench report``: a saved run as one HTML file.
+
+Both are registered through the ``workbench.commands`` entry point.
 
 Serves on 127.0.0.1 by default and prints the URL; ``--address`` binds elsewhere (an explicit choice:
 anyone who can reach that address can start runs). ``--demo`` starts a live demo run on the embedded
 Dask ``LocalCluster`` (runner ``dask``) as soon as the page is up. Stopping the server (Ctrl-C or
 SIGTERM) stops its runs cleanly.
 
+``workbench report RUN_DIR --out report.html`` writes every view of a saved run with its resources
+inline (:meth:`widgets.RunView.save`): the file opens offline, e.g. attached to a review or an issue.
+
 Example:
     $ workbench serve --port 5006 --demo
     Dashboard: http://127.0.0.1:5006/
+    $ workbench report runs/sancus-20261122-120000-ab12 --out report.html
+    Report: report.html
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Optional
 
 from workbench._validation import check_int
 
-__all__ = ["register", "serve", "start_demo", "DEMO_GRAPH"]
+__all__ = ["register", "serve", "start_demo", "write_report", "DEMO_GRAPH"]
 
 #: graph of the demo run: small enough for 2 cores, big enough to see bytes move
 DEMO_GRAPH = "sbm:num_nodes=1500,num_blocks=6,avg_degree=8,num_features=32,seed=0"
@@ -39,6 +48,38 @@ def register(subparsers: Any) -> None:
     p.add_argument("--runs", default="runs", help="run log folder (default runs/)")
     p.add_argument("--show", action="store_true", help="open a browser tab")
     p.set_defaults(func=_main)
+
+    r = subparsers.add_parser(
+        "report", help="write every view of a saved run to one HTML file (opens offline)",
+        description="Write the views of a saved run (progress, training curves, partition, staleness, "
+                    "communication) to one HTML file with its JavaScript and CSS inline.")
+    r.add_argument("run_dir", metavar="RUN_DIR", help="a run folder, e.g. runs/<run-id> (holds events.jsonl)")
+    r.add_argument("--out", default="report.html", help="HTML file to write (default report.html)")
+    r.add_argument("--title", default=None, help="page title (default: the run id)")
+    r.set_defaults(func=_report_main)
+
+
+def write_report(run_dir: str | os.PathLike, out: str | os.PathLike, *, title: Optional[str] = None) -> Path:
+    """Write the views of the saved run in ``run_dir`` to ``out`` (one HTML file, resources inline).
+
+    Raises:
+        FileNotFoundError: ``run_dir`` holds no run log.
+    """
+    from widgets.store import RunStore
+    from widgets.views import RunView
+
+    folder = Path(run_dir)
+    if not (folder / "events.jsonl").is_file():
+        raise FileNotFoundError(f"The 'run_dir' parameter of workbench report must be a run folder holding "
+                         f"events.jsonl. Got {str(run_dir)!r} instead.")
+    view = RunView(RunStore.from_log(folder), runs_dir=folder.parent, live=False)
+    return view.save(out, title=title)
+
+
+def _report_main(args: argparse.Namespace) -> int:
+    path = write_report(args.run_dir, args.out, title=args.title)
+    print(f"Report: {path}", flush=True)
+    return 0
 
 
 def demo_config(epochs: int = 2000) -> Any:

@@ -30,8 +30,8 @@ import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (registers the bokeh backend without notebook output)
 import panel as pn
 import param
-from panel.viewable import Viewer
 
+from widgets.offline import Viewer
 from widgets.store import RunStore
 
 __all__ = ["as_store", "StoreView", "ProgressView", "RunView", "Refresher", "LivePlot", "REFRESH_MS", "RANK_COLORS",
@@ -214,7 +214,15 @@ class StoreView(Viewer):
         return self._last == self._version()
 
     def __panel__(self) -> pn.viewable.Viewable:
+        if not self.up_to_date():  # e.g. a tab of a RunView shown on its own, after the run moved on
+            self.refresh(force=True)
         return self._layout
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        # shown on its own in a notebook (``view.staleness``): keeps itself live like a RunView
+        if not self.store.done and getattr(self, "_refresher", None) is None:
+            self._refresher = Refresher([self]).start()
+        return super()._repr_mimebundle_(include, exclude)
 
 
 class Refresher:
@@ -430,6 +438,42 @@ class RunView(Viewer):
         if self.live and not self.store.done:
             self.refresher.start()
         return pn.Column(self.progress, tabs, sizing_mode="stretch_width")
+
+    def save(self, path: str | os.PathLike, *, title: Optional[str] = None) -> Path:
+        """Write every view of the run to one HTML file with its resources inline: it opens offline.
+
+        The views are stacked (progress, then training curves, partition, staleness and communication,
+        each under a heading in a ``wb-report-<view>`` section) as they are now; the file is a static
+        snapshot: plots keep their hover and zoom, the views' controls keep the values they had.
+
+        Returns:
+            The path written.
+
+        Example:
+            >>> import tempfile
+            >>> from widgets.synthetic import fabricate_run
+            >>> out = RunView(fabricate_run(epochs=3), runs_dir=None).save(tempfile.mkdtemp() + "/run.html")
+            >>> "cdn.bokeh.org" in out.read_text()
+            False
+        """
+        from bokeh.resources import INLINE
+
+        self.store.poll()
+        for view in self.views:
+            view.refresh(force=True)
+        title = title or f"{self.store.run_id or 'run'}: workbench report"
+        sections = [pn.pane.Markdown(f"# {html.escape(title)}", margin=(4, 10))]
+        for name, heading, view in (("progress", "", self.progress), ("curves", "Training curves", self.curves),
+                                    ("partition", "Partition", self.partition),
+                                    ("staleness", "Staleness", self.staleness),
+                                    ("traffic", "Communication", self.traffic)):
+            head = [pn.pane.Markdown(f"## {heading}", margin=(12, 10, 0, 10))] if heading else []
+            sections.append(pn.Column(*head, view._layout, css_classes=[f"wb-report-{name}"],
+                                      sizing_mode="stretch_width"))
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pn.Column(*sections, sizing_mode="stretch_width").save(str(path), resources=INLINE, title=title)
+        return path
 
     def __repr__(self) -> str:
         return f"RunView({self.store!r})"

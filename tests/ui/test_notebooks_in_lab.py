@@ -1,0 +1,277 @@
+"""Every notebook as a person sees it: JupyterLab on 127.0.0.1, opened in chromium, all cells run.
+
+One JupyterLab server for the module (a free port, a token, a temporary copy of ``notebooks/`` and
+temporary Jupyter config, data, runtime and settings folders, so nothing leaks in or out). For each
+notebook the test runs every cell, waits for the kernel to go idle and checks that
+
+* no cell raised (no ``error`` output in the notebook model);
+* every cell that displays a view (a Panel/HoloViews output) shows rendered plots in its own output
+  area: Bokeh 3 draws in shadow DOM, so canvases are counted through shadow roots;
+* the quickstart's live view grows while the run goes (its cells up to the view run first; the kernel is
+  then idle, and the epochs shown on the page must rise before the run ends);
+* no request leaves 127.0.0.1 (every request is recorded; the others are refused and fail the test).
+
+Screenshots go to ``test-artifacts/lab-<notebook>*.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.ui.conftest import ARTIFACTS, CHROMIUM, free_port, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+#: the cell of each notebook that starts a run and shows its live view: cells up to it run first
+LIVE_CELL = {"00_quickstart.ipynb": "widgets.RunView(run)"}
+#: output mime type of a displayed Panel/HoloViews object (the extension's own output has another)
+VIEW_MIME = "application/vnd.holoviews_exec.v0+json"
+LOCAL_HOSTS = {"127.0.0.1"}
+
+#: counts <canvas> elements of non-zero size under a node, through open shadow roots (Bokeh 3)
+COUNT_CANVASES = """(root) => {
+  let n = 0;
+  const walk = (node) => {
+    if (node.tagName === 'CANVAS' && node.width > 0 && node.height > 0) n++;
+    if (node.shadowRoot) walk(node.shadowRoot);
+    for (const child of node.children || []) walk(child);
+  };
+  walk(root);
+  return n;
+}"""
+
+#: the open notebook's state: kernel status, and per cell its type, execution count and outputs' mime types
+NOTEBOOK_STATE = """() => {
+  const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  if (!panel || !panel.content || !panel.sessionContext) return null;
+  const cells = panel.content.widgets.map((cell) => {
+    const json = cell.model.toJSON();
+    const outputs = (json.outputs || []).map((o) => ({
+      type: o.output_type, mimes: Object.keys(o.data || {}),
+      error: o.output_type === 'error' ? `${o.ename}: ${o.evalue}` : null}));
+    return {type: json.cell_type, count: json.execution_count ?? null, outputs,
+            running: cell.node.querySelector('.jp-InputPrompt')?.textContent.includes('*') || false};
+  });
+  return {status: panel.sessionContext.kernelDisplayStatus, cells};
+}"""
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is not installed")
+
+
+def _settings(folder: Path) -> None:
+    """User settings of the temporary JupyterLab: every cell stays in the DOM (no windowing), no news."""
+    for plugin, values in {
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/extensionmanager-extension/plugin": {"enabled": False},
+    }.items():
+        path = folder / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """``(url, token, root)``: JupyterLab serving a temporary copy of ``notebooks/`` on 127.0.0.1."""
+    pytest.importorskip("jupyterlab")
+    tmp = tmp_path_factory.mktemp("lab")
+    root = tmp / "notebooks"
+    shutil.copytree(REPO / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "runs"))
+    _settings(tmp / "settings")
+    port, token = free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+           "JUPYTER_DATA_DIR": str(tmp / "data"), "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"), "IPYTHONDIR": str(tmp / "ipython"),
+           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "WORKBENCH_QUICK": "1", "TQDM_DISABLE": "1"}
+    env.pop("PANEL_INLINE", None)  # the package must inline by itself
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+           "--LabApp.news_url=", "--ServerApp.open_browser=False"]
+    if os.getuid() == 0:
+        cmd.append("--allow-root")
+    log = open(tmp / "lab.log", "w")
+    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"jupyter lab exited:\n{(tmp / 'lab.log').read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                return True
+        except OSError:
+            return False
+
+    try:
+        wait_until(up, timeout=90, interval=0.5)
+        yield url, token, root
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _shutdown_kernels(url: str, token: str) -> None:
+    req = urllib.request.Request(f"{url}/api/sessions?token={token}")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        sessions = json.load(r)
+    for s in sessions:
+        urllib.request.urlopen(urllib.request.Request(f"{url}/api/sessions/{s['id']}?token={token}",
+                                                      method="DELETE"), timeout=30).close()
+
+
+def _state(page) -> dict | None:
+    return page.evaluate(NOTEBOOK_STATE)
+
+
+def _idle_and_done(page, upto: int | None = None) -> bool:
+    st = _state(page)
+    if st is None or st["status"] != "idle":
+        return False
+    code = [c for c in st["cells"][: None if upto is None else upto + 1] if c["type"] == "code"]
+    return all(c["count"] is not None and not c["running"] for c in code)
+
+
+def _cell_canvases(page, index: int) -> int:
+    return page.evaluate(f"(i) => ({COUNT_CANVASES})(window.jupyterapp.shell.currentWidget.content.widgets[i].node)",
+                         index)
+
+
+def _epochs_shown(page, index: int) -> int | None:
+    text = page.evaluate("""(i) => {
+      const node = window.jupyterapp.shell.currentWidget.content.widgets[i].node;
+      const find = (n) => { if (n.classList && n.classList.contains('wb-epochs')) return n.textContent;
+        for (const root of [n.shadowRoot, n].filter(Boolean)) for (const c of root.children || []) {
+          const t = find(c); if (t !== null) return t; }
+        return null; };
+      return find(node);
+    }""", index)
+    return int(text) if text not in (None, "") else None
+
+
+def _run(page, command: str) -> None:
+    page.evaluate("(c) => window.jupyterapp.commands.execute(c)", command)
+
+
+@pytest.fixture
+def lab_page(browser, lab):
+    """A page on the lab server that records every request, and refuses any that leaves 127.0.0.1."""
+    url, token, root = lab
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(60_000)
+    requests: list[str] = []
+    external: list[str] = []
+
+    def route(r):
+        requests.append(r.request.url)
+        if urlparse(r.request.url).hostname in LOCAL_HOSTS:
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("websocket", lambda ws: requests.append(ws.url) if urlparse(ws.url).hostname in LOCAL_HOSTS
+            else external.append(ws.url))
+    page.requests, page.external = requests, external
+    yield page
+    context.close()
+    _shutdown_kernels(url, token)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
+    url, token, root = lab
+    page, started = lab_page, time.monotonic()
+    page.goto(f"{url}/lab/workspaces/{path.stem}/tree/{path.name}?reset&token={token}")
+    wait_until(lambda: _state(page) is not None and _state(page)["status"] == "idle", timeout=120, interval=0.5)
+    cells = _state(page)["cells"]
+    snapshots = []
+    live = LIVE_CELL.get(path.name)
+    if live is not None:  # run up to the live view, then watch it grow while the kernel is idle
+        index = next(i for i, c in enumerate(page.evaluate(
+            "() => window.jupyterapp.shell.currentWidget.content.widgets.map(c => c.model.sharedModel.source)"))
+            if live in c)
+        page.evaluate("(i) => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = i; }", index)
+        _run(page, "notebook:run-all-above")
+        _run(page, "notebook:run-cell")
+        wait_until(lambda: _idle_and_done(page, upto=index), timeout=300, interval=0.5)
+        end = time.monotonic() + 240
+        while time.monotonic() < end:
+            snapshots.append(_epochs_shown(page, index))
+            if _run_finished(page, index):
+                snapshots.append(_epochs_shown(page, index))
+                break
+            time.sleep(0.25)
+        print(f"{path.name}: live view after {time.monotonic() - started:.1f} s, epochs shown {snapshots}")
+        page.screenshot(path=str(_artifact(path, "live")))
+        page.evaluate("(i) => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = i; }", index + 1)
+        _run(page, "notebook:run-all-below")
+    else:
+        _run(page, "notebook:run-all-cells")
+    wait_until(lambda: _idle_and_done(page), timeout=600, interval=1.0)
+    time.sleep(2.0)  # let the last outputs draw
+    state = _state(page)
+    errors = [(i, o["error"]) for i, c in enumerate(state["cells"]) for o in c["outputs"] if o["error"]]
+    view_cells = [i for i, c in enumerate(state["cells"])
+                  if any(o["type"] == "execute_result" and VIEW_MIME in o["mimes"] for o in c["outputs"])]
+    canvases = {i: _cell_canvases(page, i) for i in view_cells}
+    _screenshots(page, path, view_cells)
+    report = (f"{path.name}: {len(cells)} cells, view cells {view_cells}, canvases {canvases}, "
+              f"{len(page.requests)} requests, external {len(page.external)}, "
+              f"{time.monotonic() - started:.1f} s")
+    print(report)
+    (ARTIFACTS / f"lab-{path.stem}.txt").write_text(report + "\n")
+    assert not errors, f"cells raised: {errors}"
+    assert not page.external, "requests left 127.0.0.1:\n" + "\n".join(sorted(set(page.external)))
+    if path.name in ("00_quickstart.ipynb", "01_partitioning.ipynb"):
+        assert view_cells, "the notebook displays views, but no cell output is one"
+    empty = [i for i, n in canvases.items() if n == 0]
+    assert not empty, f"cells {empty} display a view but render no plot (canvases per cell: {canvases})"
+    if live is not None:
+        seen = [s for s in snapshots if s is not None]
+        assert seen and seen[0] < max(seen), f"the live view did not grow while the run went (epochs shown: {seen})"
+
+
+def _run_finished(page, index: int) -> bool:
+    return page.evaluate("""(i) => {
+      const node = window.jupyterapp.shell.currentWidget.content.widgets[i].node;
+      const walk = (n) => { if (n.classList && n.classList.contains('wb-status'))
+          return ['finished', 'failed', 'stopped'].includes(n.dataset.status);
+        for (const root of [n.shadowRoot, n].filter(Boolean)) for (const c of root.children || []) {
+          if (walk(c)) return true; }
+        return false; };
+      return walk(node);
+    }""", index)
+
+
+def _artifact(path: Path, suffix: str = "") -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS / f"lab-{path.stem}{'-' + suffix if suffix else ''}.png"
+
+
+def _screenshots(page, path: Path, view_cells: list[int]) -> None:
+    """The page at the top, and each view cell's output on its own."""
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0")
+    page.screenshot(path=str(_artifact(path)))
+    for i in view_cells:
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(i)
+        cell.scroll_into_view_if_needed()
+        cell.screenshot(path=str(_artifact(path, f"cell{i}")))
