@@ -127,7 +127,13 @@ class RunConfig(Config):
     # -- sections ------------------------------------------------------------------------------------------
     @staticmethod
     def section_names() -> list[str]:
+        """Every section: the stage sections, then ``train``."""
         return [*STAGE_SECTIONS, "train"]
+
+    @staticmethod
+    def stage_sections() -> list[str]:
+        """The sections with a method choice (a stage registry)."""
+        return list(STAGE_SECTIONS)
 
     def method(self, section: str) -> str:
         """The method chosen for a stage section (``none`` for an empty optional section)."""
@@ -391,11 +397,15 @@ def _settable(new: dict) -> list[str]:
     return out
 
 
-def describe_stages() -> str:
-    """The registered methods of every stage kind with their options (``workbench stages``, ``--help``)."""
+def describe_stages(short: bool = False) -> str:
+    """The registered methods of every stage kind with their options (``workbench stages``, ``--help``);
+    ``short``: one line per stage kind, the method names only."""
     load_stage_modules()
     from workbench.train.loop import TrainLoopConfig
 
+    if short:
+        return "\n".join(f"  {section}.method: {' | '.join(RunConfig.method_choices(section)) or '(none registered)'}"
+                         for section in STAGE_SECTIONS)
     lines = []
     for section, kind in STAGE_SECTIONS.items():
         reg = REGISTRIES.get(kind) or registry(kind)
