@@ -67,14 +67,21 @@ NONE = "none"
 _STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache")
 
 
+_LOADED: set[str] = set()
+
+
 def load_stage_modules() -> None:
-    """Import the packages that register stage methods (missing optional packages are skipped)."""
+    """Import the packages that register stage methods (missing optional packages are skipped; each
+    package is looked up once per process)."""
     for name in _STAGE_MODULES:
+        if name in _LOADED:
+            continue
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if not (exc.name and name.startswith(exc.name)):
                 raise
+        _LOADED.add(name)
     for kind in STAGE_SECTIONS.values():
         registry(kind)
 
