@@ -181,6 +181,8 @@ class RunConfig(Config):
 
         errs.check(isinstance(self.train, TrainLoopConfig), "train", "a TrainLoopConfig", type(self.train).__name__)
         if self.sample is None:
+            errs.check(self.cache is None, "cache", "none for full-graph training (sample=none): a cache serves "
+                       "the remote features of sampled mini-batches", self.method("cache") if self.cache else NONE)
             errs.check(self.exchange is not None, "exchange",
                        f"an exchange method for full-graph training (sample=none): one of "
                        f"{self.method_choices('exchange')[1:]}", NONE)

@@ -27,7 +27,7 @@ Example:
     >>> from workbench.train.block_row import BlockRowConfig
     >>> cfg = BlockRowConfig(graph="karate", num_parts=2, epochs=2)
     >>> cfg.method("exchange"), cfg.build().name
-    ('block_row', 'full_graph')
+    ('block_row', 'block_row')
 """
 
 from __future__ import annotations

@@ -189,6 +189,9 @@ class FullGraphProgram(Program):
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config)
+        exchange, staleness = config.method("exchange"), getattr(config.exchange, "staleness", "none")
+        # run lists name the composition: full_graph (halo), block_row, and the staleness policy if any
+        self.name = ("full_graph" if exchange == "halo" else exchange) + ("" if staleness == "none" else f"-{staleness}")
         self._graph = graph
         self._node_part = node_part
         self.predicted: dict = {}

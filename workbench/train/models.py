@@ -104,6 +104,26 @@ class GNNModel(nn.Module):
             h = torch.relu(z) if i < self.num_layers - 1 else z
         return h
 
+    def forward_blocks(self, x: torch.Tensor, aggregate: Callable[[torch.Tensor, int], torch.Tensor],
+                       num_dst: list[int]) -> torch.Tensor:
+        """Logits of a mini-batch's seeds on sampled blocks (DGL message-flow graphs).
+
+        Layer ``i`` reads the rows of its source vertices ``h`` (``(num_src_i, F)``) and writes its
+        destination vertices, which are the first ``num_dst[i]`` sources (DGL's layout), so a vertex's own
+        row (GraphSAGE's self term) is ``h[:num_dst[i]]``. ``aggregate(h, i)`` returns the
+        ``(num_dst[i], F)`` aggregated rows of block ``i``.
+
+        Example:
+            >>> m = GNNModel("sage", in_dim=3, hidden=4, out_dim=2, num_layers=2, seed=0)
+            >>> m.forward_blocks(torch.randn(7, 3), lambda h, i: h[: [5, 2][i]], [5, 2]).shape
+            torch.Size([2, 2])
+        """
+        h = x
+        for i in range(self.num_layers):
+            z = self.layer(i, aggregate(h, i), h[: num_dst[i]])
+            h = torch.relu(z) if i < self.num_layers - 1 else z
+        return h
+
 
 def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree: torch.Tensor,
                  src_out_degree: torch.Tensor) -> torch.Tensor:

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.events import Staleness
 from workbench.train.staleness import GAP_NORMS, STALENESS_POLICIES, variation_gap
 
 __all__ = ["SancusConfig", "STALENESS_POLICIES", "GAP_NORMS", "variation_gap", "staleness_table", "compare_runs"]
