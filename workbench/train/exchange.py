@@ -31,7 +31,7 @@ import torch
 from workbench._validation import ErrorCollector
 from workbench.graph import Graph
 from workbench.stages import Stage, registry
-from workbench.train.staleness import GAP_NORMS, SKIP_TARGETS, STALENESS_POLICIES, StalenessPolicy
+from workbench.train.staleness import GAP_NORMS, SKIP_TARGETS, STALENESS_RULES, StalenessPolicy
 
 __all__ = ["EXCHANGES", "Exchange", "ExchangeLayout", "RankExchange"]
 
@@ -87,11 +87,11 @@ class Exchange(Stage):
         baseline: backward rows, with the epoch-fixed bound; decision D9)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
-            errs.check(self.staleness in STALENESS_POLICIES, "staleness", f"one of {list(STALENESS_POLICIES)}",
-                       self.staleness)
+            policies = ["none", *STALENESS_RULES]
+            errs.check(self.staleness in policies, "staleness", f"one of {policies}", self.staleness)
             eps = self.epsilon
             is_num = isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps == eps
-            if self.staleness in ("epoch-fixed", "epoch-adaptive"):
+            if getattr(STALENESS_RULES.get(self.staleness), "whole_epochs", False):
                 errs.check(is_num and eps >= 0 and float(eps).is_integer(), "epsilon",
                            f"a whole number of epochs >= 0 for staleness={self.staleness!r}", eps)
             else:

@@ -45,18 +45,59 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
 from workbench.events import Staleness
 
-__all__ = ["STALENESS_POLICIES", "SKIP_TARGETS", "GAP_NORMS", "StalenessPolicy", "variation_gap",
-           "epoch_fixed_flags", "predicted_bytes_by_epoch"]
+__all__ = ["STALENESS_POLICIES", "STALENESS_RULES", "staleness_rule", "SKIP_TARGETS", "GAP_NORMS",
+           "StalenessPolicy", "variation_gap", "epoch_fixed_flags", "predicted_bytes_by_epoch"]
 
-STALENESS_POLICIES = ("none", "epoch-fixed", "epoch-adaptive", "variation-gap")
 SKIP_TARGETS = ("embeddings", "gradients")
 GAP_NORMS = ("relative", "mean_abs")
+
+STALENESS_RULES: dict[str, Callable[..., bool]] = {}
+"""Staleness bound -> its proposal rule ``rule(policy, comm, layer, root, age, gap) -> bool`` (ask for
+``root``'s block of ``layer`` to be sent this epoch). ``none`` (always exact) has no rule."""
+
+
+def staleness_rule(name: str, *, whole_epochs: bool = False):
+    """Decorator registering a staleness bound: a new bound is one proposal function (flags are then agreed,
+    cached, aged, counted and predicted by the machinery here). ``whole_epochs``: ε counts epochs."""
+    def register(fn: Callable[..., bool]) -> Callable[..., bool]:
+        fn.whole_epochs = whole_epochs
+        STALENESS_RULES[name] = fn
+        return fn
+    return register
+
+
+@staleness_rule("epoch-fixed", whole_epochs=True)
+def _epoch_fixed(policy, comm, layer, root, age, gap) -> bool:
+    """ε_E (Alg. 4): a block older than ε epochs is sent."""
+    return age is None or age > policy.config.epsilon
+
+
+@staleness_rule("epoch-adaptive", whole_epochs=True)
+def _epoch_adaptive(policy, comm, layer, root, age, gap) -> bool:
+    """ε_A (Alg. 5): receivers ask for blocks older than their bound; roots start staggered (D8)."""
+    c, bound = policy.config, policy.config.epsilon
+    if c.stagger and age is not None and comm.versions[(layer, root)] == policy.log.first_version.get((layer, root)):
+        bound = c.epsilon - (root % (int(c.epsilon) + 1))
+    return age is None or age > bound
+
+
+@staleness_rule("variation-gap")
+def _variation_gap(policy, comm, layer, root, age, gap) -> bool:
+    """ε_H (Alg. 6): only the owner knows its gap; it sends when the gap exceeds ε (or the skip cap is hit)."""
+    if root != comm.rank:
+        return False
+    c = policy.config
+    over_cap = c.max_skip is not None and age is not None and age > c.max_skip
+    return gap is None or gap > c.epsilon or over_cap
+
+
+STALENESS_POLICIES = ("none", *STALENESS_RULES)
 
 
 def variation_gap(h: torch.Tensor, sent: Optional[torch.Tensor], norm: str = "relative") -> Optional[float]:
@@ -108,22 +149,9 @@ class StalenessPolicy:
         return SkipBroadcastCommunicator(comm, skip_kinds=(self.skip_kind,))
 
     def _proposals(self, comm, layer: int, gap: Optional[float]) -> torch.Tensor:
-        c, p, me = self.config, comm.world_size, comm.rank
-        eps = c.epsilon
-        prop = torch.zeros(p, dtype=torch.bool)
-        for j in range(p):
-            age = comm.age(layer, j)
-            if c.staleness == "epoch-fixed":
-                prop[j] = age is None or age > eps
-            elif c.staleness == "epoch-adaptive":
-                bound = eps
-                if c.stagger and age is not None and comm.versions[(layer, j)] == self.log.first_version.get((layer, j)):
-                    bound = eps - (j % (int(eps) + 1))
-                prop[j] = age is None or age > bound
-            elif j == me:   # variation-gap: only the owner knows its gap
-                over_cap = c.max_skip is not None and age is not None and age > c.max_skip
-                prop[j] = gap is None or gap > eps or over_cap
-        return prop
+        rule = STALENESS_RULES[self.config.staleness]
+        return torch.tensor([bool(rule(self, comm, layer, j, comm.age(layer, j), gap))
+                             for j in range(comm.world_size)], dtype=torch.bool)
 
     def before_layer(self, comm, ctx, layer: int, epoch: int, h: torch.Tensor) -> list[bool]:
         """Agree this layer's ACTIVE roots (D1, D3) and emit the rank's ``Staleness`` event; returns the flags."""
