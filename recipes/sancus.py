@@ -17,6 +17,8 @@ input pinning off by default; D6 relative Frobenius gap; D7 clipping threshold �
 make ε_A differ from ε_E in a lock-step run; D9 the SkipG baseline (:func:`skipg`) bounds the age of
 *gradient* blocks in epochs, forward blocks always fresh (the paper names SkipG without defining it).
 
+Composition: the ``full_graph`` recipe with the ``block_row`` exchange and a staleness policy.
+
 Simplified: CPU ranks instead of 8 GPUs, generated SBM graphs instead of Reddit/products, Adam,
 accuracies measured on the (possibly stale) training forward pass.
 
@@ -32,42 +34,39 @@ Example:
 
 from __future__ import annotations
 
-from workbench.train.sancus import SancusConfig
+from recipes import full_graph
+from workbench.compose import RunConfig
+from workbench.train import BlockRowBroadcast
 
-# Noisy features, moderate homophily and a 10 % training split: accuracy ends near 0.8, not 1.0, so the
-# accuracy cost of a communication choice is visible.
-DEFAULT_GRAPH = ("sbm:num_nodes=2000,num_blocks=8,avg_degree=10,num_features=32,feature_noise=3,homophily=0.6,"
-                 "train_ratio=0.1,val_ratio=0.2,test_ratio=0.7,seed=0")
+DEFAULT_GRAPH = full_graph.DEFAULT_GRAPH
 
 
-def recipe(staleness: str = "epoch-fixed", epsilon: float = 1, **overrides) -> SancusConfig:
+def recipe(staleness: str = "epoch-fixed", epsilon: float = 1, **overrides) -> RunConfig:
     """SANCUS with the given staleness bound (SCS-E1 by default) on a 2000-vertex SBM graph."""
-    settings = dict(graph=DEFAULT_GRAPH, partition="metis", model="gcn", num_layers=2, hidden=32, epochs=30,
-                    lr=0.01, optimizer="adam", seed=0, staleness=staleness, epsilon=float(epsilon))
-    settings.update(overrides)
-    return SancusConfig(**settings)
+    exchange = BlockRowBroadcast.Config(staleness=staleness, epsilon=float(epsilon))
+    return full_graph.recipe(exchange=exchange).replace(**overrides)
 
 
-def cagnet_baseline(**overrides) -> SancusConfig:
+def cagnet_baseline(**overrides) -> RunConfig:
     """CAGNET 1-D: every block broadcast every layer (staleness ``none``)."""
     return recipe(staleness="none", epsilon=0, **overrides)
 
 
-def epoch_fixed(epsilon: int = 1, **overrides) -> SancusConfig:
+def epoch_fixed(epsilon: int = 1, **overrides) -> RunConfig:
     """SCS-E: broadcast every ε + 1 epochs (Algorithm 4)."""
     return recipe(staleness="epoch-fixed", epsilon=epsilon, **overrides)
 
 
-def epoch_adaptive(epsilon: int = 1, **overrides) -> SancusConfig:
+def epoch_adaptive(epsilon: int = 1, **overrides) -> RunConfig:
     """SCS-A: receivers ask for blocks older than ε (Algorithm 5), staggered roots."""
     return recipe(staleness="epoch-adaptive", epsilon=epsilon, **overrides)
 
 
-def variation_gap(epsilon: float = 0.02, **overrides) -> SancusConfig:
+def variation_gap(epsilon: float = 0.02, **overrides) -> RunConfig:
     """SCS-H: owners broadcast when their block drifted more than ε (relative Frobenius; Algorithm 6)."""
     return recipe(staleness="variation-gap", epsilon=epsilon, **overrides)
 
 
-def skipg(epsilon: int = 1, **overrides) -> SancusConfig:
+def skipg(epsilon: int = 1, **overrides) -> RunConfig:
     """SkipG: gradient blocks reused for up to ε epochs, embeddings always fresh (decision D9)."""
     return recipe(staleness="epoch-fixed", epsilon=epsilon, skip="gradients", **overrides)

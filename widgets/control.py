@@ -1,9 +1,12 @@
 """Run control: pick a recipe, a graph, workers, a runner and the recipe's options; start and stop runs.
 
 The option widgets are generated from the recipe config's dataclass fields, with the fields' attribute
-docstrings (``Config.field_docs()``) as tooltips. Every value goes through ``config.with_strings`` and
-``config.build()``, so the form refuses exactly what the command line refuses, with the same message;
-the page never shows a traceback.
+docstrings (``Config.field_docs()``) as tooltips. A composed run config (:class:`workbench.compose.RunConfig`)
+gets one group per stage: a method choice listing the stage registry's methods (read when the form is
+drawn, so a newly registered method appears with no edit here) and the chosen method's fields, named
+``STAGE.FIELD`` as on the command line; switching the method redraws the group. Every value goes
+through ``config.with_strings`` and ``config.build()``, so the form refuses exactly what the command line
+refuses, with the same message; the page never shows a traceback.
 
 Example:
     >>> from workbench._validation import Config
@@ -34,7 +37,7 @@ import panel as pn
 from widgets.offline import Viewer
 from workbench._validation import Config, ParamError
 
-__all__ = ["RunControl", "discover_recipes", "config_widgets", "RUNNERS"]
+__all__ = ["RunControl", "discover_recipes", "config_widgets", "section_widgets", "FormWidgets", "RUNNERS"]
 
 RUNNERS = ["local", "dask", "single"]
 
@@ -97,7 +100,47 @@ def _choices_from_doc(name: str, doc: str, default: Any) -> Optional[list[str]]:
     return list(dict.fromkeys(tokens))
 
 
-def config_widgets(config: Config) -> dict[str, pn.widgets.Widget]:
+class FormWidgets(dict):
+    """``{setting name: widget}``; a flat name (``epochs``) finds the one ``STAGE.epochs`` widget."""
+
+    def _resolve(self, key: str) -> Optional[str]:
+        if dict.__contains__(self, key):
+            return key
+        hits = [k for k in self if k.rpartition(".")[2] == key and not k.endswith(".method")]
+        return hits[0] if len(hits) == 1 else None
+
+    def __getitem__(self, key: str) -> pn.widgets.Widget:
+        found = self._resolve(key)
+        if found is None:
+            raise KeyError(key)
+        return dict.__getitem__(self, found)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._resolve(key) is not None
+
+
+def _is_composed(config: Any) -> bool:
+    return callable(getattr(config, "sections", None)) and callable(getattr(config, "method_choices", None))
+
+
+def section_widgets(config: Any, section: str) -> dict[str, pn.widgets.Widget]:
+    """The widgets of one section of a composed run config: ``SECTION.method`` (a choice of the registered
+    methods) and ``SECTION.FIELD`` for each field of the chosen method."""
+    out: dict[str, pn.widgets.Widget] = {}
+    cfg = getattr(config, section)
+    if section in config.stage_sections():
+        choices, method = config.method_choices(section), config.method(section)
+        doc = type(config).field_docs().get(section, "")
+        out[f"{section}.method"] = pn.widgets.Select(
+            label=f"{section}.method", options=choices, value=method if method in choices else None,
+            description=doc or None, sizing_mode="stretch_width", margin=(2, 6),
+            css_classes=[f"wb-field-{section}-method", "wb-method"])
+    if cfg is not None:
+        out.update({f"{section}.{name}": w for name, w in config_widgets(cfg, prefix=f"{section}.").items()})
+    return out
+
+
+def config_widgets(config: Config, prefix: str = "") -> dict[str, pn.widgets.Widget]:
     """One widget per config field, typed after the field's annotation, its docstring as tooltip."""
     docs = type(config).field_docs()
     hints = typing.get_type_hints(type(config))
@@ -106,8 +149,9 @@ def config_widgets(config: Config) -> dict[str, pn.widgets.Widget]:
         if f.name.startswith("_"):
             continue
         value, tp, doc = getattr(config, f.name), hints.get(f.name, str), docs.get(f.name, "")
-        kw = dict(label=f.name, description=doc or None, sizing_mode="stretch_width", margin=(2, 6),
-                  css_classes=[f"wb-field-{f.name}"])
+        css = f"wb-field-{prefix.replace('.', '-')}{f.name}"
+        kw = dict(label=f"{prefix}{f.name}", description=doc or None, sizing_mode="stretch_width", margin=(2, 6),
+                  css_classes=[css])
         choices = _choices_from_doc(f.name, doc, value) if isinstance(value, str) else None
         if tp is bool:
             w = pn.widgets.Checkbox(value=bool(value), **{k: v for k, v in kw.items() if k != "description"})
@@ -166,7 +210,7 @@ class RunControl(Viewer):
         self.message = pn.pane.Alert("", alert_type="danger", visible=False, margin=(4, 6),
                                      sizing_mode="stretch_width", css_classes=["wb-form-message"])
         self._fields = pn.Column(sizing_mode="stretch_width", margin=0)
-        self.widgets: dict[str, pn.widgets.Widget] = {}
+        self.widgets: FormWidgets = FormWidgets()
         self._base: Optional[Config] = None
         self.start_button.on_click(lambda *_: self.start())
         self.stop_button.on_click(lambda *_: self.stop())
@@ -177,7 +221,7 @@ class RunControl(Viewer):
 
     # -- form ---------------------------------------------------------------------------------------------
     def _load_recipe(self) -> None:
-        self.widgets = {}
+        self.widgets = FormWidgets()
         self._base = None
         name = self.recipe.value
         if name is None:
@@ -196,11 +240,57 @@ class RunControl(Viewer):
             return
         doc = (inspect.getdoc(self.recipes[name]) or "").split("\n\n")[0]
         self.recipe_doc.object = html.escape(doc)
-        self.widgets = config_widgets(self._base)
+        if _is_composed(self._base):
+            self._draw_composed()
+        else:
+            self.widgets = FormWidgets(config_widgets(self._base))
+            self._fields.objects = list(self.widgets.values())
         if self.graph_override and "graph" in self.widgets:
             self.widgets["graph"].value = self.graph_override
-        self._fields.objects = list(self.widgets.values())
         self.message.visible = False
+
+    # -- composed run configs: one group per stage --------------------------------------------------------
+    def _draw_composed(self) -> None:
+        base = self._base
+        top = {k: w for k, w in config_widgets(base).items() if k not in base.sections()}
+        self.widgets = FormWidgets(top)
+        self._groups: dict[str, pn.Column] = {}
+        objects: list = list(top.values())
+        for section in base.sections():
+            group = pn.Column(sizing_mode="stretch_width", margin=(4, 0), css_classes=[f"wb-stage-{section}"])
+            self._groups[section] = group
+            self._fill_section(base, section)
+            objects.append(pn.pane.Markdown(f"**{section}**", margin=(6, 6, 0, 6)))
+            objects.append(group)
+        self._fields.objects = objects
+
+    def _fill_section(self, config: Any, section: str) -> None:
+        for key in [k for k in self.widgets if k.startswith(f"{section}.")]:
+            dict.__delitem__(self.widgets, key)
+        widgets = section_widgets(config, section)
+        self.widgets.update(widgets)
+        self._groups[section].objects = list(widgets.values())
+        chooser = widgets.get(f"{section}.method")
+        if chooser is not None:
+            chooser.param.watch(lambda event, s=section: self._switch_method(s, event.new), "value")
+
+    def _switch_method(self, section: str, method: Any) -> None:
+        """Redraw a stage's fields for the chosen method (fields of the same name keep their values)."""
+        try:
+            kept = {k: v for k, v in self.settings().items() if k.startswith(f"{section}.")}
+            kept[f"{section}.method"] = str(method)
+            config = self._base.with_strings({k: v for k, v in kept.items() if k == f"{section}.method"})
+            fields = {k: v for k, v in kept.items() if k != f"{section}.method"
+                      and k.rpartition(".")[2] in (type(getattr(config, section)).field_names()
+                                                  if getattr(config, section) is not None else [])}
+            try:
+                config = config.with_strings(fields)
+            except (ParamError, ValueError):
+                pass
+        except (ParamError, ValueError) as exc:
+            self.show_error(f"Refused: {exc}")
+            return
+        self._fill_section(config, section)
 
     def settings(self) -> dict[str, str]:
         """The form's option values as ``NAME=VALUE`` strings (the ``--set`` syntax)."""

@@ -267,7 +267,9 @@ def _rebuild_partition(config: dict, ev: Any) -> tuple[Any, Optional[np.ndarray]
     graph = load_graph(spec)
     if graph.num_nodes > MAX_DRAW_NODES:
         return None, None
-    res = partition(graph, int(ev.num_parts), method=ev.method or "metis", seed=int(config.get("seed", 0) or 0))
+    nested = config.get("partition") if isinstance(config.get("partition"), dict) else {}   # a composed RunConfig
+    seed = config.get("seed", nested.get("seed", 0))
+    res = partition(graph, int(ev.num_parts), method=ev.method or "metis", seed=int(seed or 0))
     node_part = np.asarray(res.node_part, dtype=np.int64) if res.node_part is not None else None
     if node_part is None:
         return None, None

@@ -108,6 +108,13 @@ class Registry(dict):
         """An instance of the method ``name`` with ``config`` or keyword options."""
         return self.get_class(name)(config, **options)
 
+    def name_of(self, config: Any) -> Optional[str]:
+        """The method whose ``Config`` class ``config`` is an instance of (exact class), or ``None``."""
+        for name, cls in self.items():
+            if type(config) is cls.Config:
+                return name
+        return None
+
     def describe(self) -> dict[str, dict[str, str]]:
         """``{method: {field: help}}``: what ``--help`` listings and the dashboard form show."""
         return {name: dict(cls.Config.field_docs()) for name, cls in sorted(self.items())}

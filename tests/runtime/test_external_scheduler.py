@@ -152,7 +152,7 @@ def test_cli_run_with_scheduler_option(scheduler_address, local_reference, tmp_p
     assert summary["runner"] == "dask" and summary["world_size"] == 2
     _close(summary["losses"], local_reference["losses"])
     (run_dir,) = list(out.iterdir())
-    assert json.loads((run_dir / "config.json").read_text())["config"]["hidden"] == HIDDEN
+    assert json.loads((run_dir / "config.json").read_text())["config"]["model"]["hidden"] == HIDDEN   # composed
     _, events = read_run_log(run_dir)
     assert isinstance(events[0], RunStarted) and events[0].runner == "dask" and events[0].world_size == 2
     assert isinstance(events[-1], RunFinished) and events[-1].status == "finished"

@@ -61,7 +61,8 @@ def _run_gloo(program, world_size, tmp_path):
 @pytest.mark.parametrize("make", [
     lambda: FullGraphConfig(graph="tiny", partition="random", epochs=3, model="sage"),
     lambda: SancusConfig(graph="tiny", partition="random", epochs=4, staleness="variation-gap", epsilon=0.05),
-], ids=["full_graph", "sancus"])
+    lambda: FullGraphConfig(graph="tiny", partition="random", epochs=4, staleness="epoch-fixed", epsilon=1),
+], ids=["full_graph", "sancus", "halo_stale"])
 def test_gloo_matches_inprocess(make, tmp_path):
     g = tiny_graph(directed=True)
     config = make()

@@ -1,4 +1,5 @@
-"""SANCUS skip-broadcast: a communicator that wraps a communicator and may skip broadcast rounds.
+"""SANCUS skip-broadcast: a communicator that wraps a communicator and may skip broadcast rounds
+(and the pieces of a point-to-point ``all_to_all`` exchange, for halo staleness).
 
 A staleness-aware exchange is a communicator wrapping a communicator (house rule: caches and
 communication policies wrap what they replace). Training code calls
@@ -12,6 +13,11 @@ one all-gather of ``world_size`` booleans per rank (kind ``control``), ACTIVE wh
 it, and ACTIVE wherever no copy was ever broadcast. Every rank therefore executes the same rounds: no
 deadlock. Only the kinds in ``skip_kinds`` (default ``bcast_fwd``) may be skipped; gradient broadcasts
 (``bcast_bwd``) and every other verb pass through unchanged and counted.
+
+``all_to_all`` of a skippable kind (``halo_fwd`` for halo exchange with staleness) follows the same
+rule per *sender*: a STALE sender sends nothing (its pieces are emptied, so nothing is counted) and
+every receiver reuses the piece that sender last sent it (decisions H1, H2 in
+:mod:`workbench.train.staleness`).
 
 Example:
     >>> import threading, torch
@@ -145,6 +151,28 @@ class SkipBroadcastCommunicator(Communicator):
                 self.sent[layer] = tensor.detach().clone()
             else:
                 self.cache.put(layer, src, out, self.epoch)
+        return out
+
+    def all_to_all(self, tensors: Sequence[torch.Tensor], *, kind: str, layer: int = -1) -> list[torch.Tensor]:
+        flags = self.active.get(layer)
+        if kind not in self.skip_kinds or flags is None:
+            return super().all_to_all(tensors, kind=kind, layer=layer)
+        me = self.rank
+        sends = [t if flags[me] else t[:0] for t in tensors]   # a STALE sender sends nothing
+        out = list(super().all_to_all(sends, kind=kind, layer=layer))
+        if flags[me]:
+            self.versions[(layer, me)] = self.epoch
+        for j in range(self.world_size):
+            if j == me:
+                continue
+            if flags[j]:
+                self.versions[(layer, j)] = self.epoch
+                self.cache.put(layer, j, out[j], self.epoch)
+            else:
+                self.skipped.append((self.epoch, layer, j))
+                cached = self.cache.get(layer, j)
+                assert cached is not None, "a sender is only skipped after it sent once"
+                out[j] = cached.rows.clone()
         return out
 
     # ------------------------------------------------------------------------------------------------ backend

@@ -36,6 +36,7 @@ import torch
 from workbench._validation import Config as BaseConfig, ErrorCollector, ParamError, check_choice, check_int
 from workbench.graph import Graph
 from workbench.partition.metrics import PartitionMetrics, compute_metrics, halo_pairs, vertex_cut_replicas
+from workbench.stages import Registry, registry
 
 __all__ = [
     "PartitionResult",
@@ -390,16 +391,15 @@ class Partitioner(abc.ABC):
         return f"{type(self).__name__}({self.config!r})"
 
 
-PARTITIONERS: dict[str, type[Partitioner]] = {}
-"""Registered partitioners by name."""
+PARTITIONERS: Registry = registry("partition")
+"""Registered partitioners by name: the ``partition`` stage registry (``workbench.stages.registry``)."""
 
 
 def register_partitioner(cls: type[Partitioner]) -> type[Partitioner]:
     """Class decorator adding a partitioner to :data:`PARTITIONERS` under ``cls.name``."""
     if not cls.name or cls.kind not in KINDS:
         raise ValueError(f"{cls.__name__} needs a name and a kind in {KINDS}")
-    PARTITIONERS[cls.name] = cls
-    return cls
+    return PARTITIONERS.register(cls)
 
 
 def get_partitioner(method: str) -> type[Partitioner]:

@@ -3,11 +3,17 @@
 Examples::
 
     workbench run full_graph --graph karate --workers 2 --runner local --epochs 5
-    workbench run sancus --runner dask --workers 2 --set staleness=epoch-fixed --set epsilon=2 --json
+    workbench run sancus --runner dask --workers 2 --set exchange.epsilon=2 --json
+    workbench run full_graph --set exchange.staleness=epoch-fixed --set exchange.epsilon=1
+    workbench run full_graph --set partition.method=metis --set partition.balance_train=true
     workbench run ./my_recipe.py:fast --runner single
+    workbench run sancus --list-stages      # the recipe's settings and every stage method
+    workbench stages                        # every registered stage method and its options
     workbench runs runs/
 
-Recipe options are set with ``--set NAME=VALUE`` (``--graph``, ``--epochs`` and ``--seed`` are
+A run is a composition of stages (partition, sample, cache, exchange, model, train). Options are set
+with ``--set STAGE.FIELD=VALUE`` (``--set partition.method=random`` switches a stage's method; a flat
+``--set epochs=5`` sets the one stage with that field; ``--graph``, ``--epochs`` and ``--seed`` are
 shorthands); an unknown name or a bad value stops with exit status 2 and a message listing the valid
 options, before any worker starts. A failed run prints the typed error with the remote traceback and
 exits with status 1.
@@ -26,16 +32,20 @@ from workbench._validation import parse_settings
 from workbench.events import EpochEnd, Event, RunFinished, iter_run_log
 from workbench.runtime.errors import RunError
 
-__all__ = ["register", "run_command", "runs_command"]
+__all__ = ["register", "run_command", "runs_command", "stages_command"]
 
 
 def register(subparsers) -> None:
     """Add ``run`` and ``runs`` to the ``workbench`` command."""
     from workbench.runtime.launch import DEVICES, RUNNERS
 
+    from workbench.compose import describe_stages
+
     p = subparsers.add_parser("run", help="run a recipe (full_graph, sancus, or your own module or file)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("recipe", metavar="RECIPE",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog="stage methods (--set STAGE.method=NAME; options: workbench stages):\n"
+                                     + describe_stages(short=True))
+    p.add_argument("recipe", metavar="RECIPE", nargs="?",
                    help="recipe module in recipes/ (NAME or NAME:VARIANT) or a path to a .py file")
     p.add_argument("--graph", help="graph spec (a path, karate, sbm:num_nodes=2000,... ): sets the recipe's 'graph'")
     p.add_argument("--workers", type=int, default=2, help="number of ranks (default 2)")
@@ -48,8 +58,18 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a rank may wait for its peers before the run fails (default 120)")
     p.add_argument("--json", action="store_true", help="print only the run summary as one JSON object")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="set a recipe option")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a recipe option: STAGE.FIELD=VALUE (partition.method=random, sample.fanouts=10,5, "
+                        "exchange.staleness=epoch-fixed) or a flat FIELD=VALUE (epochs=5)")
+    p.add_argument("--list-stages", action="store_true",
+                   help="print the recipe's settings (with --set applied) and every stage method, then exit")
     p.set_defaults(func=run_command)
+
+    s = subparsers.add_parser("stages", help="list every stage kind, its registered methods and their options",
+                              description="Every registered method of every stage kind (partition, sample, cache, "
+                                          "exchange, model) and the training loop's options, as --set names.")
+    s.add_argument("kind", nargs="?", help="only this stage kind")
+    s.set_defaults(func=stages_command)
 
     q = subparsers.add_parser("runs", help="list saved runs")
     q.add_argument("dir", nargs="?", default="runs", metavar="DIR", help="folder of run logs (default runs/)")
@@ -105,10 +125,50 @@ def _fmt_bytes(n: float) -> str:
     return f"{n} B"
 
 
+def stages_command(args: argparse.Namespace) -> int:
+    from workbench.compose import STAGE_SECTIONS, describe_stages
+
+    text = describe_stages()
+    kind = getattr(args, "kind", None)
+    if kind:
+        from workbench._validation import check_choice
+
+        check_choice(kind, "kind", "workbench stages", [*STAGE_SECTIONS, "train"])
+        blocks, keep = [], False
+        for line in text.splitlines():
+            if not line.startswith(" "):
+                keep = line.startswith(f"{kind}.") or line.startswith(f"{kind}:")
+            if keep:
+                blocks.append(line)
+        text = "\n".join(blocks)
+    print(text)
+    return 0
+
+
+def _print_settings(config) -> None:
+    from workbench.compose import as_text
+
+    pairs = config.to_strings() if hasattr(config, "to_strings") else {k: as_text(v) for k, v in
+                                                                       config.to_dict().items()}
+    for name, value in pairs.items():
+        print(f"  --set {name}={value}")
+
+
 def run_command(args: argparse.Namespace) -> int:
     from workbench.runtime.launch import launch
 
+    if args.recipe is None:
+        if args.list_stages:
+            return stages_command(argparse.Namespace(kind=None))
+        from workbench._validation import ParamError
+
+        raise ParamError(["workbench run needs a RECIPE (e.g. full_graph, sancus, or a path to a .py file)."])
     config = build_config(args)
+    if args.list_stages:
+        print(f"settings of {args.recipe}:")
+        _print_settings(config)
+        print("\nstages:")
+        return stages_command(argparse.Namespace(kind=None))
     program = config.build()
     listeners = []
     out_stream = sys.stderr if args.json else sys.stdout

@@ -1,10 +1,11 @@
-"""The train stage: full-graph GNN training programs run SPMD on the ranks of a run.
+"""The train stage: one training loop, the exchange and model stages, and the full-graph program.
 
-* :mod:`workbench.train.full_graph`: owner-compute halo exchange on edge-cut partitions
-  (:class:`FullGraphConfig`).
-* :mod:`workbench.train.block_row`: CAGNET-style 1-D block-row broadcasts (:class:`BlockRowConfig`).
-* :mod:`workbench.train.sancus`: SANCUS skip-broadcast with bounded staleness (:class:`SancusConfig`).
-* :mod:`workbench.train.models`: GCN and GraphSAGE-mean; :mod:`workbench.train.halo`: the exchange plan.
+* :mod:`workbench.train.loop`: :class:`TrainLoop` (the one epoch loop, with hooks) and shared pieces.
+* :mod:`workbench.train.exchange`: the ``exchange`` stage registry; methods ``halo``
+  (:mod:`workbench.train.full_graph`) and ``block_row`` (:mod:`workbench.train.block_row`, CAGNET 1-D).
+* :mod:`workbench.train.staleness`: SANCUS/SkipG staleness as a policy of any exchange
+  (:mod:`workbench.train.sancus`: the SANCUS composition and its analysis helpers).
+* :mod:`workbench.train.models`: the ``model`` stage (GCN, GraphSAGE-mean); :mod:`workbench.train.halo`: the plan.
 
 Example:
     >>> from workbench.train import FullGraphConfig
@@ -14,12 +15,16 @@ Example:
 
 from __future__ import annotations
 
-from workbench.train.block_row import BlockRowConfig, BlockRowProgram
-from workbench.train.full_graph import FullGraphConfig, FullGraphProgram
+from workbench.train.block_row import BlockRowBroadcast, BlockRowConfig
+from workbench.train.exchange import EXCHANGES, Exchange, RankExchange
+from workbench.train.full_graph import FullGraphConfig, FullGraphLoop, FullGraphProgram, OwnerComputeHalo
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, predicted_halo_bytes
-from workbench.train.models import GNNModel
-from workbench.train.sancus import SancusConfig, SancusProgram, compare_runs, staleness_table
+from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig
+from workbench.train.models import MODELS, GNNModel
+from workbench.train.sancus import SancusConfig, compare_runs, staleness_table
+from workbench.train.staleness import StalenessPolicy
 
-__all__ = ["FullGraphConfig", "FullGraphProgram", "BlockRowConfig", "BlockRowProgram", "SancusConfig",
-           "SancusProgram", "GNNModel", "HaloExchangePlan", "build_halo_plans", "predicted_halo_bytes",
-           "compare_runs", "staleness_table"]
+__all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "BlockRowConfig", "SancusConfig", "TrainLoop",
+           "TrainLoopConfig", "StepOutput", "EXCHANGES", "Exchange", "RankExchange", "OwnerComputeHalo",
+           "BlockRowBroadcast", "StalenessPolicy", "MODELS", "GNNModel", "HaloExchangePlan", "build_halo_plans",
+           "predicted_halo_bytes", "compare_runs", "staleness_table"]

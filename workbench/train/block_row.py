@@ -21,37 +21,31 @@ Compared with halo exchange, every rank receives *all* rows (not just its halo):
 regular, dense communication that SANCUS then reduces by skipping rounds
 (:mod:`workbench.train.sancus`).
 
+Registered as the ``block_row`` exchange (:class:`BlockRowBroadcast`); staleness turns it into SANCUS.
+
 Example:
     >>> from workbench.train.block_row import BlockRowConfig
-    >>> BlockRowConfig(graph="karate", num_parts=2, epochs=2).build().name
-    'block_row'
+    >>> cfg = BlockRowConfig(graph="karate", num_parts=2, epochs=2)
+    >>> cfg.method("exchange"), cfg.build().name
+    ('block_row', 'block_row')
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import torch
 
-from workbench.events import Event
+from workbench._validation import ErrorCollector
 from workbench.graph import Graph
-from workbench.runtime.program import RankContext
-from workbench.train.full_graph import PartitionedProgram, TrainConfig, _partition_event
-from workbench.train.loop import (EpochRecorder, LabelData, allreduce_gradients, global_metrics, make_optimizer,
-                                  masked_loss, summarize_ranks)
-from workbench.train.models import GNNModel, edge_weights, sparse_aggregator
+from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
+from workbench.train.loop import LabelData
+from workbench.train.models import edge_weights, sparse_aggregator
 
-__all__ = ["BlockRowConfig", "BlockRowProgram", "BlockShard", "build_block_shards", "predicted_broadcast_bytes"]
-
-
-@dataclasses.dataclass(kw_only=True)
-class BlockRowConfig(TrainConfig):
-    """Settings of CAGNET-style 1-D block-row training (every block broadcast every layer)."""
-
-    def build(self, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None) -> "BlockRowProgram":
-        return BlockRowProgram(self, graph=graph, node_part=node_part)
+__all__ = ["BlockRowConfig", "BlockRowBroadcast", "BlockShard", "build_block_shards", "predicted_broadcast_bytes",
+           "clip_threshold"]
 
 
 @dataclasses.dataclass(eq=False)
@@ -177,92 +171,116 @@ class BlockRowAggregate(torch.autograd.Function):
         return out, None, None
 
 
-class BlockRowProgram(PartitionedProgram):
-    """CAGNET 1-D block-row training (the SANCUS baseline, staleness ``none``)."""
+@EXCHANGES.register
+class BlockRowBroadcast(Exchange):
+    """CAGNET 1-D block rows: every root's block broadcast at every layer (``--set exchange.method=block_row``).
+
+    With ``staleness`` set this is SANCUS (:mod:`workbench.train.sancus`): rounds of STALE roots are
+    skipped and the receivers reuse their historical copy.
+    """
 
     name = "block_row"
+    forward_kind = "bcast_fwd"
+    backward_kind = "bcast_bwd"
 
-    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[BlockShard]:
-        cfg = self.config
-        graph, node_part, result = self._load_and_partition(world_size)
-        shards = build_block_shards(graph, node_part, world_size, cfg.model, self.input_widths(graph))
-        self.predicted = shards[0].predicted
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Exchange.Config):
+        weight_grad: str = "exact"
+        """``exact`` (T_iᵀ δ_i, gradient of the forward computed) or ``cagnet`` (H_iᵀ (Âᵀ δ)_i; decision D4)."""
+        clip_threshold: Optional[float] = None
+        """Global gradient-clipping threshold th (None = no clipping); each rank clips its block at th_i."""
+        clip_scaling: str = "sqrt_p"
+        """``sqrt_p`` (th_i = √p·th, as printed) or ``inv_sqrt_p`` (th_i = th/√p, the variance argument)."""
+
+        def _validate(self, errs: ErrorCollector) -> None:
+            super()._validate(errs)
+            errs.check(self.weight_grad in ("exact", "cagnet"), "weight_grad", "one of ['exact', 'cagnet']",
+                       self.weight_grad)
+            errs.check(self.clip_threshold is None or (isinstance(self.clip_threshold, (int, float))
+                                                       and not isinstance(self.clip_threshold, bool)
+                                                       and self.clip_threshold > 0),
+                       "clip_threshold", "None or a number in (0, inf]", self.clip_threshold)
+            errs.check(self.clip_scaling in ("sqrt_p", "inv_sqrt_p"), "clip_scaling",
+                       "one of ['sqrt_p', 'inv_sqrt_p']", self.clip_scaling)
+            if self.skip == "gradients":
+                errs.check(self.weight_grad == "exact", "weight_grad",
+                           "'exact' with skip='gradients' (the 'cagnet' form broadcasts its own δ blocks)",
+                           self.weight_grad)
+
+    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
+               input_widths: list[int]) -> ExchangeLayout:
+        shards = build_block_shards(graph, node_part, num_parts, model, input_widths)
+        ring = [(num_parts - 1) * s for s in shards[0].block_sizes]   # a ring broadcast crosses p - 1 links
         # Every rank receives every other block: its "halo" is all vertices it does not own.
-        emit(_partition_event(graph, node_part, world_size, cfg.partition, result,
-                              [graph.num_nodes - s for s in shards[0].block_sizes], graph.num_features))
-        return shards
+        return ExchangeLayout(shards=shards, predicted=shards[0].predicted, root_rows=ring, backward_rows=ring,
+                              halo_sizes=[graph.num_nodes - s for s in shards[0].block_sizes])
 
-    # -------------------------------------------------------------------------------- hooks for SANCUS
-    def _wrap_comm(self, ctx: RankContext, shard: BlockShard):
-        """The communicator the broadcasts go through (the baseline: the rank's own)."""
-        return ctx.comm
+    def attach(self, ctx, shard: BlockShard) -> "_BlockRowRank":
+        return _BlockRowRank(self, ctx, shard)
 
-    def _grad_clip(self, world_size: int) -> Optional[float]:
-        return None
 
-    def _before_layer(self, comm, ctx: RankContext, layer: int, epoch: int, h: torch.Tensor) -> None:
-        """Called before each layer's broadcast rounds (SANCUS agrees its flags here)."""
+class _BlockRowRank(RankExchange):
+    """One rank of block-row training (SANCUS's D4 ``cagnet`` weight gradient hooks in here)."""
 
-    def _setup_model(self, model: GNNModel, comm) -> None:
-        """Called once after the model is built (SANCUS's D4 variant hooks in here)."""
-
-    def _after_backward(self, model: GNNModel, comm, state: "_BlockState") -> None:
-        """Called after ``loss.backward()`` and before the gradient all-reduce."""
-
-    def _extra_result(self, comm) -> dict:
-        return {}
-
-    # -------------------------------------------------------------------------------- rank body
-    def run_rank(self, ctx: RankContext, shard: BlockShard) -> dict:
-        cfg = self.config
-        data, dev = shard.data, ctx.device
-        model = GNNModel(cfg.model, in_dim=data.features.shape[1], hidden=cfg.hidden, out_dim=shard.num_classes,
-                         num_layers=cfg.num_layers, seed=cfg.seed).to(dev)
+    def __init__(self, stage: BlockRowBroadcast, ctx, shard: BlockShard):
+        super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
+        c, dev = stage.config, ctx.device
         n_i = shard.block_sizes[shard.rank]
-        fwd = [sparse_aggregator(r, c, w, (n_i, shard.block_sizes[j]))[0].to(dev) for j, (r, c, w) in enumerate(shard.fwd)]
-        bwd = [sparse_aggregator(r, c, w, (n_i, shard.block_sizes[j]))[0].to(dev) for j, (r, c, w) in enumerate(shard.bwd)]
-        comm = self._wrap_comm(ctx, shard)
-        state = _BlockState(comm=comm, rank=shard.rank, sizes=shard.block_sizes, fwd=fwd, bwd=bwd,
-                            grad_clip=self._grad_clip(ctx.world_size))
-        self._setup_model(model, comm)
-        x, labels = data.features.to(dev), data.labels.to(dev)
-        masks = tuple(m.to(dev) for m in data.masks)
-        opt = make_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.weight_decay)
-        rec = EpochRecorder(ctx, ("bcast_fwd", "bcast_bwd"))
-        epoch = 0
+        fwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]))[0].to(dev)
+               for j, (r, cl, w) in enumerate(shard.fwd)]
+        bwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]))[0].to(dev)
+               for j, (r, cl, w) in enumerate(shard.bwd)]
+        clip = None if c.clip_threshold is None else clip_threshold(c.clip_threshold, ctx.world_size, c.clip_scaling)
+        self.state = _BlockState(comm=self.comm, rank=shard.rank, sizes=shard.block_sizes, fwd=fwd, bwd=bwd,
+                                 grad_clip=clip)
+        self.cagnet = c.weight_grad == "cagnet"
+        self.inputs: dict = {}    # layer -> H_i (weight_grad="cagnet")
+        self.deltas: dict = {}    # layer -> δ_i = dL/dZ_i (weight_grad="cagnet")
 
-        def aggregate(h: torch.Tensor, layer: int) -> torch.Tensor:
-            self._before_layer(comm, ctx, layer, epoch, h)
-            return BlockRowAggregate.apply(h, state, layer)   # (n_i, F_layer)
+    def before_layer(self, h: torch.Tensor, layer: int) -> None:
+        if self.cagnet:
+            self.inputs[layer] = h.detach()
 
-        for epoch in range(cfg.epochs):
-            rec.start(epoch)
-            comm.set_epoch(epoch)
-            ctx.check_stop()
-            opt.zero_grad(set_to_none=False)
-            logits = model(x, aggregate)
-            loss = masked_loss(logits, labels, masks[0], shard.num_train_global)
-            loss.backward()
-            self._after_backward(model, comm, state)
-            allreduce_gradients(model, comm, ctx.world_size)
-            opt.step()
-            rec.end(global_metrics(comm, ctx.world_size, loss, logits, labels, masks))
-        out = rec.finish(model)
-        out["predicted"] = shard.predicted
-        out.update(self._extra_result(comm))
-        return out
+    def _aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        return BlockRowAggregate.apply(h, self.state, layer)   # (n_i, F_layer)
 
-    def summarize(self, rank_results: list[dict]) -> dict:
-        predicted = self.predicted or rank_results[0].get("predicted", {})
-        summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
-                                  extra={"model": self.config.model, "partition": self.config.partition})
-        baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
-        moved = sum(summary["bytes_by_epoch"])
-        # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for the baseline)
-        summary["bytes_per_epoch"] = int(round(moved / max(summary["epochs"], 1)))
-        summary["baseline_bytes"] = int(baseline)
-        summary["comm_reduction"] = (1.0 - moved / baseline) if baseline else 0.0
-        return summary
+    def setup_model(self, model) -> None:
+        if not self.cagnet:
+            return
+
+        def capture(layer: int):
+            def hook(_module, _inputs, out):
+                if out.requires_grad:   # δ of the neighbour linear's output = dL/dZ (Z is a sum)
+                    out.register_hook(lambda g: self.deltas.__setitem__(layer, g.detach()))
+            return hook
+
+        for layer, lin in enumerate(model.neigh):
+            lin.register_forward_hook(capture(layer))
+
+    def after_backward(self, model) -> None:
+        """D4 ``cagnet``: replace each ∇W_neigh by H_iᵀ (Âᵀ δ)_i, broadcasting every δ_j (kind bcast_bwd)."""
+        if not self.cagnet:
+            return
+        state, comm = self.state, self.comm
+        for layer, lin in enumerate(model.neigh):
+            delta = self.deltas[layer].contiguous()
+            u = delta.new_zeros(delta.shape)
+            for j, size in enumerate(state.sizes):
+                dj = comm.broadcast(delta if j == state.rank else delta.new_empty(size, delta.shape[1]), src=j,
+                                    kind="bcast_bwd", layer=layer)
+                if state.bwd[j]._nnz():
+                    u += torch.sparse.mm(state.bwd[j], dj)
+            lin.weight.grad.copy_(u.T @ self.inputs[layer])   # (out, in)
+
+
+def BlockRowConfig(**settings: Any):
+    """A run config with the ``block_row`` exchange (CAGNET 1-D; staleness ``none`` unless set).
+
+    Accepts every name :meth:`workbench.compose.RunConfig.compose` accepts (flat names included).
+    """
+    from workbench.compose import RunConfig
+
+    return RunConfig.compose(exchange="block_row", **settings)
 
 
 def clip_threshold(threshold: float, world_size: int, scaling: str) -> float:

@@ -1,24 +1,31 @@
-"""Full-graph training with exact halo exchange (owner-compute on edge-cut partitions, 1-hop halos).
+"""Full-graph training: ONE program for every full-graph exchange (owner-compute halo, CAGNET block rows,
+SANCUS staleness on either), and the ``halo`` exchange method.
 
-Each rank owns the vertices of one part and computes only their rows. Before every layer it receives
-the current rows of its halo vertices from their owners (point-to-point pattern carried by one
-``all_to_all`` per layer, counted per (src, dst) as kind ``halo_fwd``); in the backward pass the halo
-rows' gradients go back to the owners along the transposed pattern (kind ``halo_bwd``). Weight
-gradients are summed with one all-reduce per step (kind ``allreduce``). The loss of every rank is
-normalised by the GLOBAL number of training vertices and GCN normalisation uses GLOBAL degrees
-(shipped in the payload), so the run reproduces the single-process model: for the same seed, losses
-and weights agree to float rounding (tested to 1e-5 relative).
+Halo exchange (:class:`OwnerComputeHalo`, ``--set exchange.method=halo``): each rank owns the vertices
+of one part and computes only their rows. Before every layer it receives the current rows of its halo
+vertices from their owners (point-to-point pattern carried by one ``all_to_all`` per layer, counted per
+(src, dst) as kind ``halo_fwd``); in the backward pass the halo rows' gradients go back to the owners
+along the transposed pattern (kind ``halo_bwd``). Weight gradients are summed with one all-reduce per
+step (kind ``allreduce``). The loss of every rank is normalised by the GLOBAL number of training
+vertices and GCN normalisation uses GLOBAL degrees (shipped in the payload), so the run reproduces the
+single-process model: for the same seed, losses and weights agree to float rounding (tested to 1e-5
+relative).
 
 The halo bytes of an epoch are predicted from the partition alone
 (:func:`workbench.train.halo.predicted_halo_bytes`) and the tests check the transport counts match
-exactly.
+exactly; with a staleness policy (``--set exchange.staleness=epoch-fixed``) every epoch's bytes are
+predicted from the agreed flags (:func:`workbench.train.staleness.predicted_bytes_by_epoch`).
+
+:class:`FullGraphProgram` runs any registered exchange: ``prepare`` loads and partitions the graph (the
+``partition`` stage) and asks the exchange for the per-rank layout; ``run_rank`` builds the model (the
+``model`` stage), attaches the exchange and runs the one :class:`~workbench.train.loop.TrainLoop`.
 
 Example:
     >>> from workbench.train.full_graph import FullGraphConfig
     >>> cfg = FullGraphConfig(graph="karate", num_parts=2, partition="random", epochs=3)
     >>> program = cfg.build()
-    >>> program.world_size_for(None)
-    2
+    >>> program.world_size_for(None), cfg.method("exchange")
+    (2, 'halo')
 """
 
 from __future__ import annotations
@@ -28,78 +35,28 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from workbench._validation import Config, ErrorCollector
+from workbench._validation import ErrorCollector
 from workbench.events import Event, PartitionComputed
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
+from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
-from workbench.train.loop import (OPTIMIZERS, PARTITION_METHODS, EpochRecorder, LabelData, allreduce_gradients,
-                                  global_metrics, load_training_graph, make_optimizer, masked_loss, partition_nodes,
+from workbench.train.loop import (LabelData, StepOutput, TrainLoop, load_training_graph, masked_loss, partition_nodes,
                                   summarize_ranks)
-from workbench.train.models import MODEL_KINDS, GNNModel, SpMM, edge_weights, sparse_aggregator
+from workbench.train.models import MODELS, SpMM, edge_weights, sparse_aggregator
+from workbench.train.staleness import predicted_bytes_by_epoch
 
-__all__ = ["TrainConfig", "FullGraphConfig", "FullGraphProgram", "RankShard", "build_shards"]
-
-
-@dataclasses.dataclass(kw_only=True)
-class TrainConfig(Config):
-    """Settings every full-graph training program shares (model, optimiser, data, partition)."""
-
-    graph: str = "karate"
-    """Graph spec for ``workbench.data.load_graph`` (e.g. ``karate`` or ``sbm:num_nodes=2000,seed=0``)."""
-    num_parts: Optional[int] = None
-    """Number of parts = ranks. ``None`` takes the runner's number of workers."""
-    partition: str = "metis"
-    """How vertices are grouped into parts (row blocks): ``metis``, ``random`` or ``block`` (contiguous ids)."""
-    model: str = "gcn"
-    """``gcn`` (symmetric normalisation with self-loops) or ``sage`` (GraphSAGE-mean)."""
-    num_layers: int = 2
-    """Number of GNN layers (1 to 4)."""
-    hidden: int = 16
-    """Hidden width."""
-    epochs: int = 20
-    """Training epochs (one full-graph forward, backward and update each)."""
-    lr: float = 0.01
-    """Learning rate."""
-    optimizer: str = "adam"
-    """``adam`` or ``sgd``."""
-    weight_decay: float = 0.0
-    """L2 weight decay."""
-    seed: int = 0
-    """Seed of the weight initialisation and of the partitioner."""
-
-    def _validate(self, errs: ErrorCollector) -> None:
-        _validate_common(self, errs)
+__all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "OwnerComputeHalo", "RankShard", "build_shards"]
 
 
-@dataclasses.dataclass(kw_only=True)
-class FullGraphConfig(TrainConfig):
-    """Settings of a full-graph halo-exchange training run."""
+def FullGraphConfig(**settings: Any):
+    """A run config with the ``halo`` exchange (owner-compute full-graph training).
 
-    def build(self, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None) -> "FullGraphProgram":
-        """The program; ``graph``/``node_part`` (runtime objects) replace loading and partitioning."""
-        return FullGraphProgram(self, graph=graph, node_part=node_part)
+    Accepts every name :meth:`workbench.compose.RunConfig.compose` accepts (flat names included).
+    """
+    from workbench.compose import RunConfig
 
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _validate_common(cfg: Any, errs: ErrorCollector) -> None:
-    errs.check(isinstance(cfg.graph, (str, Graph)) and bool(cfg.graph), "graph", "a non-empty graph spec", cfg.graph)
-    errs.check(cfg.num_parts is None or (_is_int(cfg.num_parts) and cfg.num_parts >= 1), "num_parts",
-               "None or an int in [1, inf]", cfg.num_parts)
-    errs.check(cfg.partition in PARTITION_METHODS, "partition", f"one of {list(PARTITION_METHODS)}", cfg.partition)
-    errs.check(cfg.model in MODEL_KINDS, "model", f"one of {list(MODEL_KINDS)}", cfg.model)
-    errs.check(_is_int(cfg.num_layers) and 1 <= cfg.num_layers <= 4, "num_layers", "an int in [1, 4]", cfg.num_layers)
-    errs.check(_is_int(cfg.hidden) and cfg.hidden >= 1, "hidden", "an int in [1, inf]", cfg.hidden)
-    errs.check(_is_int(cfg.epochs) and cfg.epochs >= 1, "epochs", "an int in [1, inf]", cfg.epochs)
-    errs.check(isinstance(cfg.lr, (int, float)) and not isinstance(cfg.lr, bool) and cfg.lr > 0, "lr",
-               "a number in (0, inf]", cfg.lr)
-    errs.check(cfg.optimizer in OPTIMIZERS, "optimizer", f"one of {list(OPTIMIZERS)}", cfg.optimizer)
-    errs.check(isinstance(cfg.weight_decay, (int, float)) and cfg.weight_decay >= 0, "weight_decay",
-               "a number in [0, inf]", cfg.weight_decay)
-    errs.check(_is_int(cfg.seed), "seed", "an int", cfg.seed)
+    return RunConfig.compose(exchange="halo", **settings)
 
 
 @dataclasses.dataclass(eq=False)
@@ -179,18 +136,67 @@ def _partition_event(graph: Graph, node_part: torch.Tensor, num_parts: int, meth
                              part_sizes=sizes, halo_sizes=list(halo_sizes), comm_rows=comm.tolist())
 
 
-class PartitionedProgram(Program):
-    """Base of the programs that load a graph and give each rank one part of its vertices.
+@EXCHANGES.register
+class OwnerComputeHalo(Exchange):
+    """Owner-compute halo exchange on edge-cut partitions (DistDGL's HALO vertices, full-graph).
+
+    Example:
+        >>> EXCHANGES["halo"]().forward_kind
+        'halo_fwd'
+    """
+
+    name = "halo"
+    forward_kind = "halo_fwd"
+    backward_kind = "halo_bwd"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Exchange.Config):
+        pass
+
+    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
+               input_widths: list[int]) -> ExchangeLayout:
+        shards, plans = build_shards(graph, node_part, num_parts, model, input_widths)
+        comm = comm_rows_from_parts(graph, node_part, num_parts)   # (P, P) rows p sends q per layer
+        return ExchangeLayout(shards=shards, predicted=shards[0].predicted,
+                              root_rows=[int(x) for x in comm.sum(axis=1)],
+                              backward_rows=[int(x) for x in comm.sum(axis=0)],   # a rank returns its halo's grads
+                              halo_sizes=[p.num_halo for p in plans])
+
+    def attach(self, ctx, shard: RankShard) -> "_HaloRank":
+        return _HaloRank(self, ctx, shard)
+
+
+class _HaloRank(RankExchange):
+    def __init__(self, stage: OwnerComputeHalo, ctx, shard: RankShard):
+        super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
+        plan = shard.plan
+        shape = (plan.num_inner, plan.num_inner + plan.num_halo)
+        a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape)
+        self.a, self.a_t = a.to(ctx.device), a_t.to(ctx.device)
+        self.plan = _plan_to(plan, ctx.device)
+
+    def _aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        return SpMM.apply(self.a, self.a_t, self.plan.exchange(h, self.comm, layer))   # (num_inner, F_layer)
+
+
+class FullGraphProgram(Program):
+    """Full-graph training with any registered exchange, SPMD over the ranks (see the module docstring).
 
     ``graph``/``node_part`` (runtime objects) replace loading and partitioning.
     """
 
-    def __init__(self, config: TrainConfig, *, graph: Optional[Graph] = None,
-                 node_part: Optional[torch.Tensor] = None):
+    name = "full_graph"
+
+    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config)
+        exchange, staleness = config.method("exchange"), getattr(config.exchange, "staleness", "none")
+        # run lists name the composition: full_graph (halo), block_row, and the staleness policy if any
+        self.name = ("full_graph" if exchange == "halo" else exchange) + ("" if staleness == "none" else f"-{staleness}")
         self._graph = graph
         self._node_part = node_part
         self.predicted: dict = {}
+        self.layout_info: Optional[ExchangeLayout] = None
+        self._widths: list[int] = []
 
     def world_size_for(self, requested: Optional[int]) -> int:
         if self.config.num_parts is not None:
@@ -199,9 +205,9 @@ class PartitionedProgram(Program):
             return int(self._node_part.max()) + 1
         return int(requested or 1)
 
-    def input_widths(self, graph: Graph) -> list[int]:
-        c = self.config
-        return [graph.num_features] + [c.hidden] * (c.num_layers - 1)
+    def exchange(self) -> Exchange:
+        cfg = self.config
+        return EXCHANGES.build(cfg.method("exchange"), cfg.exchange)
 
     def _load_and_partition(self, world_size: int) -> tuple[Graph, torch.Tensor, Any]:
         """``(graph, node_part, partition result or None)``, validated before any rank starts."""
@@ -213,63 +219,93 @@ class PartitionedProgram(Program):
         errs.raise_if_any()
         if self._node_part is not None:
             return graph, torch.as_tensor(self._node_part, dtype=torch.int64), None
-        node_part, result = partition_nodes(graph, world_size, cfg.partition, cfg.seed)
+        node_part, result = partition_nodes(graph, world_size, cfg.method("partition"), cfg.partition)
         return graph, node_part, result
 
-
-class FullGraphProgram(PartitionedProgram):
-    """Halo-exchange full-graph training, SPMD over the ranks (see the module docstring)."""
-
-    name = "full_graph"
-
-    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[RankShard]:
+    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
         graph, node_part, result = self._load_and_partition(world_size)
-        widths = self.input_widths(graph)
-        shards, plans = build_shards(graph, node_part, world_size, cfg.model, widths)
-        self.predicted = shards[0].predicted
-        emit(_partition_event(graph, node_part, world_size, cfg.partition, result, [p.num_halo for p in plans],
+        widths = MODELS.build(cfg.method("model"), cfg.model).input_widths(graph.num_features)
+        layout = self.exchange().layout(graph, node_part, world_size, cfg.method("model"), widths)
+        self.predicted = layout.predicted
+        self.layout_info = dataclasses.replace(layout, shards=[])
+        self._widths = widths
+        emit(_partition_event(graph, node_part, world_size, cfg.method("partition"), result, layout.halo_sizes,
                               graph.num_features))
-        return shards
+        return layout.shards
 
-    def run_rank(self, ctx: RankContext, shard: RankShard) -> dict:
+    def run_rank(self, ctx: RankContext, shard: Any) -> dict:
         cfg = self.config
-        data, plan = shard.data, shard.plan
-        model = GNNModel(cfg.model, in_dim=data.features.shape[1], hidden=cfg.hidden, out_dim=shard.num_classes,
-                         num_layers=cfg.num_layers, seed=cfg.seed).to(ctx.device)
-        shape = (plan.num_inner, plan.num_inner + plan.num_halo)
-        a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape)
-        a, a_t = a.to(ctx.device), a_t.to(ctx.device)
-        x = data.features.to(ctx.device)
-        labels = data.labels.to(ctx.device)
-        masks = tuple(m.to(ctx.device) for m in data.masks)
-        plan = _plan_to(plan, ctx.device)
-        opt = make_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.weight_decay)
-        comm = ctx.comm
-
-        def aggregate(h: torch.Tensor, layer: int) -> torch.Tensor:
-            return SpMM.apply(a, a_t, plan.exchange(h, comm, layer))   # (num_inner, F_layer)
-
-        rec = EpochRecorder(ctx, ("halo_fwd", "halo_bwd"))
-        for epoch in range(cfg.epochs):
-            rec.start(epoch)
-            ctx.check_stop()
-            opt.zero_grad(set_to_none=False)
-            logits = model(x, aggregate)
-            loss = masked_loss(logits, labels, masks[0], shard.num_train_global)
-            loss.backward()
-            allreduce_gradients(model, comm, ctx.world_size)
-            opt.step()
-            rec.end(global_metrics(comm, ctx.world_size, loss, logits, labels, masks))
-        out = rec.finish(model)
+        model = MODELS.build(cfg.method("model"), cfg.model).build(
+            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
+        exchange = self.exchange().attach(ctx, shard)
+        exchange.setup_model(model)
+        out = FullGraphLoop(ctx, model, cfg.train, exchange=exchange, shard=shard).run()
         out["predicted"] = shard.predicted
         return out
 
     def summarize(self, rank_results: list[dict]) -> dict:
+        cfg = self.config
         predicted = self.predicted or rank_results[0].get("predicted", {})
-        return summarize_ranks(rank_results, name=self.name, predicted=predicted,
-                               extra={"model": self.config.model, "partition": self.config.partition})
+        summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
+                                  extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
+                                         "exchange": cfg.method("exchange")})
+        baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
+        moved = sum(summary["bytes_by_epoch"])
+        # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)
+        summary["bytes_per_epoch"] = int(round(moved / max(summary["epochs"], 1)))
+        summary["baseline_bytes"] = int(baseline)
+        summary["comm_reduction"] = (1.0 - moved / baseline) if baseline else 0.0
+        r0 = min(rank_results, key=lambda r: r.get("rank", 0))
+        skipped = r0.get("broadcast_skipped", [])
+        total = sum(len(layer) for epoch in skipped for layer in epoch)
+        n_skipped = sum(sum(layer) for epoch in skipped for layer in epoch)
+        ex = cfg.exchange
+        summary.update({
+            "staleness": ex.staleness,
+            "epsilon": ex.epsilon,
+            "broadcast_skipped": skipped,
+            "broadcasts_skipped": int(n_skipped),
+            "broadcast_rounds": int(total),
+            "max_age": max(r.get("max_age", 0) for r in rank_results),
+            "cache_bytes": max(r.get("cache_bytes", 0) for r in rank_results),
+        })
+        info = self.layout_info
+        if info is not None and skipped:
+            flags = [[[not s for s in layer] for layer in epoch] for epoch in skipped]
+            summary["predicted_bytes_by_epoch"] = predicted_bytes_by_epoch(
+                flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows)
+        return summary
 
+    def widths(self) -> list[int]:
+        """Input widths of the layers (needs ``prepare`` to have run)."""
+        return list(self._widths)
+
+
+class FullGraphLoop(TrainLoop):
+    """The training loop of a full-graph rank: one step per epoch through the exchange's aggregation."""
+
+    def __init__(self, ctx, model, config, *, exchange: RankExchange, shard: Any):
+        super().__init__(ctx, model, config, comm=exchange.comm, exchange_kinds=exchange.kinds)
+        self.exchange = exchange
+        self.num_train_global = shard.num_train_global
+        dev = ctx.device
+        self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
+        self.masks = tuple(m.to(dev) for m in shard.data.masks)
+
+    def on_epoch_start(self, epoch: int) -> None:
+        self.exchange.epoch = epoch
+
+    def forward(self, batch: Any) -> StepOutput:
+        logits = self.model(self.x, self.exchange.aggregate)
+        loss = masked_loss(logits, self.labels, self.masks[0], self.num_train_global)
+        return StepOutput(loss, logits, self.labels, self.masks)
+
+    def after_backward(self, batch: Any, out: StepOutput) -> None:
+        self.exchange.after_backward(self.model)
+
+    def extra_result(self) -> dict:
+        return self.exchange.result()
 
 
 def _plan_to(plan: HaloExchangePlan, device: torch.device) -> HaloExchangePlan:

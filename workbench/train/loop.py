@@ -1,5 +1,5 @@
-"""Pieces shared by the full-graph training programs: data loading, optimiser, gradient all-reduce,
-global metrics, per-epoch events and the run summary.
+"""The one training loop of every program (:class:`TrainLoop`, its hooks) and the pieces it shares:
+data loading, optimiser, gradient all-reduce, global metrics, per-epoch events and the run summary.
 
 Every figure a program reports is global: the loss is the sum of the ranks' local losses, each
 normalised by the GLOBAL number of training vertices (so it equals the single-process loss), and
@@ -11,20 +11,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import torch
 from torch import nn
 
-from workbench._validation import ErrorCollector
+from workbench._validation import Config, ErrorCollector
 from workbench.events import EpochEnd
 from workbench.graph import Graph
 
 __all__ = ["load_training_graph", "check_training_graph", "make_optimizer", "allreduce_gradients",
-           "global_metrics", "EpochRecorder", "summarize_ranks", "partition_nodes", "PARTITION_METHODS",
-           "OPTIMIZERS", "LabelData", "masked_loss"]
+           "global_metrics", "EpochRecorder", "summarize_ranks", "partition_nodes", "OPTIMIZERS", "LabelData",
+           "masked_loss", "TrainLoopConfig", "TrainLoop", "StepOutput"]
 
-PARTITION_METHODS = ("metis", "random", "block")
 OPTIMIZERS = ("adam", "sgd")
 
 
@@ -49,14 +48,15 @@ def check_training_graph(graph: Graph, owner: str) -> None:
     errs.raise_if_any()
 
 
-def partition_nodes(graph: Graph, num_parts: int, method: str, seed: int):
-    """``(node_part, PartitionResult | None)``; one part needs no partitioner."""
+def partition_nodes(graph: Graph, num_parts: int, method: str, config: Any = None):
+    """``(node_part, PartitionResult | None)`` from the ``partition`` registry's ``method`` with ``config``
+    (its ``Config``; ``None`` = defaults); one part needs no partitioner."""
     if num_parts == 1:
         return torch.zeros(graph.num_nodes, dtype=torch.int64), None
-    from workbench.partition import partition
+    from workbench.partition import PARTITIONERS
 
-    result = partition(graph, num_parts, method=method, seed=seed)
-    return torch.as_tensor(result.node_part, dtype=torch.int64), result
+    result = PARTITIONERS.build(method, config).partition(graph, num_parts)
+    return torch.as_tensor(result.owner_part, dtype=torch.int64), result
 
 
 def masked_loss(logits: torch.Tensor, labels: torch.Tensor, train: torch.Tensor, num_train_global: int) -> torch.Tensor:
@@ -216,3 +216,180 @@ class LabelData:
     @property
     def masks(self):
         return (self.train_mask, self.val_mask, self.test_mask)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The training loop
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(kw_only=True)
+class TrainLoopConfig(Config):
+    """Settings of the training loop (the ``train`` section of a run config)."""
+
+    epochs: int = 20
+    """Training epochs (full-graph: one forward, backward and update each; mini-batch: one pass over the seeds)."""
+    lr: float = 0.01
+    """Learning rate."""
+    optimizer: str = "adam"
+    """``adam`` or ``sgd``."""
+    weight_decay: float = 0.0
+    """L2 weight decay."""
+    seed: int = 0
+    """Seed of the weight initialisation (``--set seed=S`` also seeds the partitioner and the sampler)."""
+
+    def _validate(self, errs: ErrorCollector) -> None:
+        def is_int(v):
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        def is_num(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+
+        errs.check(is_int(self.epochs) and self.epochs >= 1, "epochs", "an int in [1, inf]", self.epochs)
+        errs.check(is_num(self.lr) and self.lr > 0, "lr", "a number in (0, inf]", self.lr)
+        errs.check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {list(OPTIMIZERS)}", self.optimizer)
+        errs.check(is_num(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "a number in [0, inf]",
+                   self.weight_decay)
+        errs.check(is_int(self.seed), "seed", "an int", self.seed)
+
+
+@dataclasses.dataclass(eq=False)
+class StepOutput:
+    """What :meth:`TrainLoop.forward` returns for one step.
+
+    Attributes:
+        loss: this rank's share of the global loss (``backward()`` is called on it; the ranks' shares add
+            up to the global loss, see :func:`masked_loss`).
+        logits: ``(num_rows, num_classes)`` logits of the rows the step computed (owned rows, or a batch's seeds).
+        labels: ``(num_rows,)`` their labels.
+        masks: train/val/test masks of those rows (accuracy is counted where a mask is set).
+        extra: per-step figures (sampled edges, cache hits, ...) that :meth:`TrainLoop.evaluate` or
+            :meth:`TrainLoop.on_epoch_end` aggregate per epoch.
+    """
+
+    loss: torch.Tensor
+    logits: torch.Tensor
+    labels: torch.Tensor
+    masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+class TrainLoop:
+    """The one epoch loop of every training program; programs plug in through its hooks.
+
+    ``run()`` does, for every epoch::
+
+        recorder.start(epoch); comm.set_epoch(epoch); ctx.check_stop()
+        on_epoch_start(epoch)
+        for batch in batches(epoch):          # full graph: one step (None); mini-batch: sampled batches
+            zero_grad; out = forward(batch)   # features in, the exchange / sampled blocks, the model
+            out.loss.backward()
+            after_backward(batch, out)        # e.g. SANCUS's CAGNET weight gradient
+            reduce_gradients()                # one all-reduce of the weight gradients (kind "allreduce")
+            optimizer.step()
+        metrics = evaluate(epoch, outputs)    # global loss and accuracies (one tiny all-reduce)
+        recorder.end(metrics)                 # EpochEnd + Traffic events, per-epoch results
+        on_epoch_end(epoch, metrics, outputs) # extra per-epoch events (staleness, cache hit rates, ...)
+
+    and returns the rank's result dict (``recorder.finish`` plus :meth:`extra_result`). Every rank must run
+    the same number of steps per epoch (collectives inside each step).
+
+    Args:
+        ctx: the rank's :class:`~workbench.runtime.program.RankContext`.
+        model: the rank's model replica.
+        config: the :class:`TrainLoopConfig`.
+        comm: the communicator the steps use (default ``ctx.comm``; a staleness wrapper for instance).
+        exchange_kinds: traffic kinds reported per epoch as the exchange's bytes.
+
+    Example:
+        >>> import torch
+        >>> from workbench.communicate.inprocess import InProcessGroup
+        >>> from workbench.runtime.program import RankContext
+        >>> class Linear(TrainLoop):
+        ...     def forward(self, batch):
+        ...         x, y = torch.eye(3), torch.tensor([0, 1, 1])
+        ...         logits = self.model(x)
+        ...         m = torch.ones(3, dtype=torch.bool)
+        ...         return StepOutput(torch.nn.functional.cross_entropy(logits, y), logits, y, (m, m, m))
+        >>> ctx = RankContext(rank=0, world_size=1, comm=InProcessGroup(1).communicator(0))
+        >>> loop = Linear(ctx, torch.nn.Linear(3, 2), TrainLoopConfig(epochs=3, lr=0.1))
+        >>> result = loop.run()
+        >>> len(result["losses"]), result["losses"][-1] < result["losses"][0]
+        (3, True)
+    """
+
+    def __init__(self, ctx, model: nn.Module, config: TrainLoopConfig, *, comm=None,
+                 exchange_kinds: tuple[str, ...] = ()):
+        self.ctx = ctx
+        self.model = model
+        self.config = config
+        self.comm = comm if comm is not None else ctx.comm
+        self.optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr, config.weight_decay)
+        self.recorder = EpochRecorder(ctx, tuple(exchange_kinds))
+        self.epoch = 0
+
+    # -- hooks ---------------------------------------------------------------------------------------------
+    def on_epoch_start(self, epoch: int) -> None:
+        """Before the epoch's first step (after the stop check): refresh caches, reshuffle seeds, ..."""
+
+    def batches(self, epoch: int) -> Iterable[Any]:
+        """The epoch's steps. Default: one full-graph step (``None``). Same count on every rank."""
+        return (None,)
+
+    def forward(self, batch: Any) -> StepOutput:
+        """Forward pass of one step (through the exchange or the sampled blocks)."""
+        raise NotImplementedError
+
+    def after_backward(self, batch: Any, out: StepOutput) -> None:
+        """After ``loss.backward()``, before the gradient all-reduce."""
+
+    def reduce_gradients(self) -> None:
+        """Sum the weight gradients over ranks (one flat all-reduce, kind ``allreduce``)."""
+        allreduce_gradients(self.model, self.comm, self.ctx.world_size)
+
+    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict[str, Optional[float]]:
+        """Global loss and train/val/test accuracy of the epoch (default: from the steps' outputs)."""
+        if len(outputs) == 1:
+            o = outputs[0]
+            return global_metrics(self.comm, self.ctx.world_size, o.loss, o.logits, o.labels, o.masks)
+        loss = torch.stack([o.loss.detach() for o in outputs]).mean()
+        logits = torch.cat([o.logits.detach() for o in outputs])
+        labels = torch.cat([o.labels for o in outputs])
+        masks = tuple(torch.cat([o.masks[k] for o in outputs]) for k in range(3))
+        return global_metrics(self.comm, self.ctx.world_size, loss, logits, labels, masks)
+
+    def on_epoch_end(self, epoch: int, metrics: dict, outputs: list[StepOutput]) -> None:
+        """After the epoch's ``EpochEnd`` event: emit per-epoch events of the stages."""
+
+    def extra_result(self) -> dict:
+        """Entries added to the rank's result dict."""
+        return {}
+
+    # -- body ----------------------------------------------------------------------------------------------
+    def run_epoch(self, epoch: int) -> dict:
+        self.epoch = epoch
+        self.recorder.start(epoch)
+        if self.comm is not self.ctx.comm:
+            self.comm.set_epoch(epoch)
+        self.ctx.check_stop()
+        self.on_epoch_start(epoch)
+        outputs = []
+        for batch in self.batches(epoch):
+            self.optimizer.zero_grad(set_to_none=False)
+            out = self.forward(batch)
+            out.loss.backward()
+            self.after_backward(batch, out)
+            self.reduce_gradients()
+            self.optimizer.step()
+            outputs.append(out)
+        metrics = self.evaluate(epoch, outputs)
+        self.recorder.end(metrics)
+        self.on_epoch_end(epoch, metrics, outputs)
+        return metrics
+
+    def run(self) -> dict:
+        for epoch in range(self.config.epochs):
+            self.run_epoch(epoch)
+        out = self.recorder.finish(self.model)
+        out.update(self.extra_result())
+        return out

@@ -33,13 +33,18 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Callable
 
 import torch
 from torch import nn
 
-__all__ = ["GNNModel", "MODEL_KINDS", "edge_weights", "SpMM", "sparse_aggregator"]
+from workbench._validation import ErrorCollector
+from workbench.stages import Stage, registry
+
+__all__ = ["GNNModel", "MODEL_KINDS", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
+           "sparse_aggregator"]
 
 MODEL_KINDS = ("gcn", "sage")
 
@@ -99,6 +104,26 @@ class GNNModel(nn.Module):
             h = torch.relu(z) if i < self.num_layers - 1 else z
         return h
 
+    def forward_blocks(self, x: torch.Tensor, aggregate: Callable[[torch.Tensor, int], torch.Tensor],
+                       num_dst: list[int]) -> torch.Tensor:
+        """Logits of a mini-batch's seeds on sampled blocks (DGL message-flow graphs).
+
+        Layer ``i`` reads the rows of its source vertices ``h`` (``(num_src_i, F)``) and writes its
+        destination vertices, which are the first ``num_dst[i]`` sources (DGL's layout), so a vertex's own
+        row (GraphSAGE's self term) is ``h[:num_dst[i]]``. ``aggregate(h, i)`` returns the
+        ``(num_dst[i], F)`` aggregated rows of block ``i``.
+
+        Example:
+            >>> m = GNNModel("sage", in_dim=3, hidden=4, out_dim=2, num_layers=2, seed=0)
+            >>> m.forward_blocks(torch.randn(7, 3), lambda h, i: h[: [5, 2][i]], [5, 2]).shape
+            torch.Size([2, 2])
+        """
+        h = x
+        for i in range(self.num_layers):
+            z = self.layer(i, aggregate(h, i), h[: num_dst[i]])
+            h = torch.relu(z) if i < self.num_layers - 1 else z
+        return h
+
 
 def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree: torch.Tensor,
                  src_out_degree: torch.Tensor) -> torch.Tensor:
@@ -143,3 +168,66 @@ def sparse_aggregator(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Ten
         a_t = torch.sparse_coo_tensor(torch.stack([cols, rows]), weights,
                                       (shape[1], shape[0])).coalesce().to_sparse_csr()
     return a, a_t
+
+
+# --------------------------------------------------------------------------------------------------------
+# The model stage
+# --------------------------------------------------------------------------------------------------------
+
+MODELS = registry("model")
+"""The ``model`` stage registry: ``gcn`` and ``sage`` (``--set model.method=sage``)."""
+
+
+class ModelStage(Stage):
+    """Base of the model stage: the dense part of a GNN (its weights), built once per rank.
+
+    Example:
+        >>> MODELS.build("sage", hidden=8).build(in_dim=4, out_dim=3, seed=0).input_widths
+        [4, 8]
+    """
+
+    kind = "model"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Stage.Config):
+        hidden: int = 16
+        """Hidden width."""
+        num_layers: int = 2
+        """Number of GNN layers (1 to 4)."""
+
+        def _validate(self, errs: ErrorCollector) -> None:
+            ok = isinstance(self.hidden, int) and not isinstance(self.hidden, bool)
+            errs.check(ok and self.hidden >= 1, "hidden", "an int in [1, inf]", self.hidden)
+            ok = isinstance(self.num_layers, int) and not isinstance(self.num_layers, bool)
+            errs.check(ok and 1 <= self.num_layers <= 4, "num_layers", "an int in [1, 4]", self.num_layers)
+
+    def input_widths(self, in_dim: int) -> list[int]:
+        """Width of each layer's input (the rows an exchange moves for that layer)."""
+        return [in_dim] + [self.config.hidden] * (self.config.num_layers - 1)
+
+    def build(self, *, in_dim: int, out_dim: int, seed: int) -> GNNModel:
+        """The model, initialised from ``seed`` (identical replicas on every rank)."""
+        return GNNModel(self.name, in_dim=in_dim, hidden=self.config.hidden, out_dim=out_dim,
+                        num_layers=self.config.num_layers, seed=seed)
+
+
+@MODELS.register
+class GCN(ModelStage):
+    """GCN (Kipf & Welling): ``Â = D̄^{-1/2}(A + I)D̄^{-1/2}``, one weight per layer."""
+
+    name = "gcn"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(ModelStage.Config):
+        pass
+
+
+@MODELS.register
+class GraphSAGE(ModelStage):
+    """GraphSAGE-mean: ``Z = H W_self + mean_N(H) W_neigh``."""
+
+    name = "sage"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(ModelStage.Config):
+        pass

@@ -1,0 +1,437 @@
+"""A run is a composition of stage configs: :class:`RunConfig`.
+
+Sections (each a nested, validated config)::
+
+    graph, num_parts          the data and the number of parts (= ranks)
+    partition   {method, ...} registry("partition"): metis, random, block, ... with that method's options
+    sample      {method, ...} registry("sample"):   None = full-graph training
+    cache       {method, ...} registry("cache"):    None = no feature cache
+    exchange    {method, ...} registry("exchange"): halo, block_row (+ staleness: SANCUS / SkipG)
+    model       {method, ...} registry("model"):    gcn, sage (hidden, num_layers)
+    train       epochs, lr, optimizer, weight_decay, seed (the training loop)
+
+A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(balance_train=True)``);
+``cfg.method("partition")`` names it. Settings use dotted names, on the command line
+(``--set partition.method=random``, ``--set exchange.staleness=epoch-fixed``), in the dashboard form and in
+:meth:`RunConfig.replace` / :meth:`RunConfig.with_strings`:
+
+* ``SECTION.method=NAME`` switches a section's method (fields of the same name are kept; ``none`` empties
+  an optional section); ``SECTION=NAME`` is the same;
+* ``SECTION.FIELD=VALUE`` sets a field of the chosen method;
+* a flat ``FIELD=VALUE`` (today's recipes: ``epochs``, ``hidden``, ``staleness``, ``epsilon``, ...) sets
+  the one section that has that field; ``seed`` seeds every section that has a seed (weights,
+  partitioner, sampler).
+
+Unknown names and bad values are all reported at once, with the valid names. Methods are looked up in
+the registries when the config is validated, so a stage registered later (a new sampler) is accepted
+without an edit here. ``build()`` returns the program: full-graph training when ``sample`` is None, the
+mini-batch program otherwise.
+
+Example:
+    >>> cfg = RunConfig.compose(graph="karate", partition="random", epochs=3)
+    >>> cfg.method("partition"), cfg.train.epochs, cfg.epochs
+    ('random', 3, 3)
+    >>> cfg = cfg.with_strings({"exchange.staleness": "epoch-fixed", "exchange.epsilon": "2"})
+    >>> cfg.exchange.staleness, cfg.exchange.epsilon
+    ('epoch-fixed', 2.0)
+    >>> cfg.with_strings({"partition.method": "metis", "partition.balance_train": "true"}).partition.balance_train
+    True
+    >>> cfg.replace(model="gat")
+    Traceback (most recent call last):
+    ...
+    workbench._validation.ParamError: The 'model' parameter of RunConfig must be one of ['gcn', 'sage']. Got 'gat' instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import typing
+from typing import Any, Mapping, Optional
+
+from workbench._validation import Config, ErrorCollector, ParamError, _coerce, param_error
+from workbench.stages import REGISTRIES, registry
+
+__all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "load_stage_modules", "describe_stages",
+           "as_text"]
+
+STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", "cache": "cache",
+                                  "exchange": "exchange", "model": "model"}
+"""Section field -> stage kind (its registry)."""
+OPTIONAL_SECTIONS = ("sample", "cache", "exchange")
+"""Sections that may be empty (method ``none``)."""
+NONE = "none"
+
+# Modules whose import registers stage methods; the optional ones may not exist yet.
+_STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache")
+
+
+_LOADED: set[str] = set()
+
+
+def load_stage_modules() -> None:
+    """Import the packages that register stage methods (missing optional packages are skipped; each
+    package is looked up once per process)."""
+    for name in _STAGE_MODULES:
+        if name in _LOADED:
+            continue
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if not (exc.name and name.startswith(exc.name)):
+                raise
+        _LOADED.add(name)
+    for kind in STAGE_SECTIONS.values():
+        registry(kind)
+
+
+def as_text(value: Any) -> str:
+    """A value as the ``--set`` syntax writes it (``none``, ``true``, ``10,5``)."""
+    if value is None:
+        return NONE
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(as_text(v) for v in value)
+    return str(value)
+
+
+def _default(kind: str, method: str):
+    def make():
+        load_stage_modules()
+        return registry(kind).config_class(method)()
+    return make
+
+
+def _train_config():
+    from workbench.train.loop import TrainLoopConfig
+
+    return TrainLoopConfig()
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunConfig(Config):
+    """A run: the graph, the number of parts and one config per stage (see the module docstring)."""
+
+    graph: Any = "karate"
+    """Graph spec for ``workbench.data.load_graph`` (e.g. ``karate`` or ``sbm:num_nodes=2000,seed=0``)."""
+    num_parts: Optional[int] = None
+    """Number of parts = ranks. ``None`` takes the runner's number of workers."""
+    partition: Any = dataclasses.field(default_factory=_default("partition", "metis"))
+    """How vertices are grouped into parts: a ``partition`` method and its options."""
+    sample: Any = None
+    """Neighbour sampling (mini-batch training); ``none`` = full-graph training."""
+    cache: Any = None
+    """Remote-feature cache of a mini-batch trainer; ``none`` = every remote feature is pulled."""
+    exchange: Any = dataclasses.field(default_factory=_default("exchange", "halo"))
+    """How embeddings and gradients move in full-graph training (and their staleness)."""
+    model: Any = dataclasses.field(default_factory=_default("model", "gcn"))
+    """The GNN: ``gcn`` or ``sage`` with its width and depth."""
+    train: Any = dataclasses.field(default_factory=_train_config)
+    """The training loop: epochs, learning rate, optimiser, weight decay, seed."""
+
+    # -- sections ------------------------------------------------------------------------------------------
+    @staticmethod
+    def section_names() -> list[str]:
+        """Every section: the stage sections, then ``train``."""
+        return [*STAGE_SECTIONS, "train"]
+
+    @staticmethod
+    def stage_sections() -> list[str]:
+        """The sections with a method choice (a stage registry)."""
+        return list(STAGE_SECTIONS)
+
+    def method(self, section: str) -> str:
+        """The method chosen for a stage section (``none`` for an empty optional section)."""
+        cfg = getattr(self, section)
+        if cfg is None:
+            return NONE
+        return registry(STAGE_SECTIONS[section]).name_of(cfg) or type(cfg).__qualname__
+
+    def sections(self) -> dict[str, Optional[Config]]:
+        """Section name -> its config (None when empty)."""
+        return {name: getattr(self, name) for name in self.section_names()}
+
+    @staticmethod
+    def method_choices(section: str) -> list[str]:
+        """Registered methods of a stage section (``none`` first where the section may be empty)."""
+        load_stage_modules()
+        names = sorted(registry(STAGE_SECTIONS[section]))
+        return [NONE, *names] if section in OPTIONAL_SECTIONS else names
+
+    # -- validation ----------------------------------------------------------------------------------------
+    def _validate(self, errs: ErrorCollector) -> None:
+        from workbench.graph import Graph
+
+        errs.check(isinstance(self.graph, (str, Graph)) and bool(self.graph), "graph", "a non-empty graph spec",
+                   self.graph)
+        n = self.num_parts
+        errs.check(n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1), "num_parts",
+                   "None or an int in [1, inf]", n)
+        load_stage_modules()
+        for section, kind in STAGE_SECTIONS.items():
+            cfg = getattr(self, section)
+            if cfg is None and section in OPTIONAL_SECTIONS:
+                continue
+            if cfg is None or registry(kind).name_of(cfg) is None:
+                errs.check(False, section, f"the Config of a registered {kind} method: one of "
+                           f"{self.method_choices(section)}", type(cfg).__qualname__ if cfg is not None else None)
+        from workbench.train.loop import TrainLoopConfig
+
+        errs.check(isinstance(self.train, TrainLoopConfig), "train", "a TrainLoopConfig", type(self.train).__name__)
+        if self.sample is None:
+            errs.check(self.cache is None, "cache", "none for full-graph training (sample=none): a cache serves "
+                       "the remote features of sampled mini-batches", self.method("cache") if self.cache else NONE)
+            errs.check(self.exchange is not None, "exchange",
+                       f"an exchange method for full-graph training (sample=none): one of "
+                       f"{self.method_choices('exchange')[1:]}", NONE)
+
+    # -- names ---------------------------------------------------------------------------------------------
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Every name a setting may use without a section: the top-level fields, the sections, and the
+        flat field names of every registered method (``epochs``, ``hidden``, ``staleness``, ...)."""
+        load_stage_modules()
+        from workbench.train.loop import TrainLoopConfig
+
+        names = [f.name for f in dataclasses.fields(cls)]
+        for kind in STAGE_SECTIONS.values():
+            for stage in registry(kind).values():
+                names += stage.Config.field_names()
+        names += TrainLoopConfig.field_names()
+        return list(dict.fromkeys(names))
+
+    def settable_names(self) -> list[str]:
+        """The dotted names of this config (``graph``, ``partition.method``, ``partition.seed``, ...)."""
+        return _settable(self.sections())
+
+    def to_strings(self) -> dict[str, str]:
+        """``{dotted name: text}`` of every setting (what ``with_strings`` reads back)."""
+        out = {"graph": as_text(self.graph), "num_parts": as_text(self.num_parts)}
+        for section, cfg in self.sections().items():
+            if section in STAGE_SECTIONS:
+                out[f"{section}.method"] = self.method(section)
+            if cfg is not None:
+                out.update({f"{section}.{f}": as_text(getattr(cfg, f)) for f in type(cfg).field_names()})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"graph": self.graph if isinstance(self.graph, str) else getattr(self.graph, "name", ""),
+                               "num_parts": self.num_parts}
+        for section, cfg in self.sections().items():
+            if cfg is None:
+                out[section] = None
+                continue
+            d = cfg.to_dict()
+            out[section] = {"method": self.method(section), **d} if section in STAGE_SECTIONS else d
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        """Flat read access to a section's field: ``cfg.epochs`` is ``cfg.train.epochs``."""
+        if name.startswith("_") or "train" not in self.__dict__:
+            raise AttributeError(name)
+        for section in self.section_names():
+            cfg = self.__dict__.get(section)
+            if cfg is not None and name in type(cfg).field_names():
+                return getattr(cfg, name)
+        raise AttributeError(f"{type(self).__name__} has no attribute or section field {name!r}")
+
+    # -- settings ------------------------------------------------------------------------------------------
+    @classmethod
+    def compose(cls, **settings: Any) -> "RunConfig":
+        """A config from defaults and ``settings`` (sections, methods, dotted or flat names)."""
+        return cls().replace(**settings)
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        """A copy with ``changes`` applied (values as Python objects); all errors reported at once."""
+        return self._apply(changes, strings=False)
+
+    def with_strings(self, settings: Mapping[str, str]) -> "RunConfig":
+        """A copy with ``NAME=VALUE`` strings applied (``--set`` or the form), converted to each field's type."""
+        return self._apply(dict(settings), strings=True)
+
+    def _apply(self, settings: Mapping[str, Any], *, strings: bool) -> "RunConfig":
+        load_stage_modules()
+        errs = ErrorCollector(type(self).__name__)
+        top: dict[str, Any] = {}
+        methods: dict[str, tuple[str, Any]] = {}          # section -> (name used, method or Config or None)
+        fields: dict[str, dict[str, Any]] = {}             # section -> {field: value}
+        flat: list[tuple[str, Any]] = []
+        for name, value in settings.items():
+            section, dot, field = name.partition(".")
+            if dot:
+                if section not in self.section_names():
+                    self._unknown(errs, name)
+                elif field == "method" and section in STAGE_SECTIONS:
+                    methods[section] = (name, value)
+                else:
+                    fields.setdefault(section, {})[field] = value
+            elif name in ("graph", "num_parts"):
+                top[name] = value
+            elif name in STAGE_SECTIONS:
+                methods[name] = (name, value)
+            elif name == "train" and isinstance(value, Config):
+                top["train"] = value
+            else:
+                flat.append((name, value))
+        new = {s: getattr(self, s) for s in self.section_names()}
+        if "train" in top:
+            new["train"] = top.pop("train")
+        for section, (used, value) in methods.items():
+            new[section] = self._switch(errs, section, used, new[section], value)
+        for name, value in flat:
+            for section in self._sections_with(name, new, errs):
+                fields.setdefault(section, {}).setdefault(name, value)
+        for section, changes in fields.items():
+            new[section] = self._set_fields(errs, section, new[section], changes, strings)
+        if strings:
+            top = self._coerce_top(errs, top)
+        errs.raise_if_any()
+        return dataclasses.replace(self, **top, **new)
+
+    def _switch(self, errs: ErrorCollector, section: str, used: str, current: Any, value: Any) -> Any:
+        if isinstance(value, Config) or (value is None and section in OPTIONAL_SECTIONS):
+            return value
+        choices = self.method_choices(section)
+        name = str(value)
+        if name not in choices:
+            hint = difflib.get_close_matches(name, choices, n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            errs.add(param_error(used, type(self).__name__, f"one of {choices}{extra}", value))
+            return current
+        if name == NONE:
+            return None
+        if current is not None and self.method_of(section, current) == name:
+            return current
+        new_cls = registry(STAGE_SECTIONS[section]).config_class(name)
+        kept = {f: getattr(current, f) for f in new_cls.field_names()
+                if current is not None and f in type(current).field_names()}
+        try:
+            return new_cls(**kept)
+        except ParamError as exc:
+            errs.errors.extend(exc.errors)
+            return current
+
+    @staticmethod
+    def method_of(section: str, cfg: Any) -> Optional[str]:
+        return None if cfg is None else registry(STAGE_SECTIONS[section]).name_of(cfg)
+
+    def _sections_with(self, name: str, new: dict, errs: ErrorCollector) -> list[str]:
+        """The sections a flat name sets (every seeded section for ``seed``)."""
+        have = [s for s, cfg in new.items() if cfg is not None and name in type(cfg).field_names()]
+        if name == "seed" or len(have) == 1:
+            if have:
+                return have
+        elif len(have) > 1:
+            errs.add(f"{type(self).__name__}: {name!r} is a field of several sections; set one of "
+                     f"{', '.join(f'{s}.{name}' for s in have)}.")
+            return []
+        self._unknown(errs, name, new)
+        return []
+
+    def _unknown(self, errs: ErrorCollector, name: str, new: Optional[dict] = None) -> None:
+        field = name.rpartition(".")[2]
+        elsewhere = [f"{section}.method={method}" for section, kind in STAGE_SECTIONS.items()
+                     for method, stage in sorted(registry(kind).items()) if field in stage.Config.field_names()]
+        valid = _settable(self.sections() if new is None else new)
+        hint = difflib.get_close_matches(name, valid, n=1) or difflib.get_close_matches(
+            name, [v.rpartition(".")[2] for v in valid], n=1)
+        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+        where = f" It is an option of {', '.join(elsewhere)}: choose that method first." if elsewhere else ""
+        errs.add(f"{type(self).__name__} has no option {name!r}{extra}.{where} Valid options: {', '.join(valid)}.")
+
+    def _set_fields(self, errs: ErrorCollector, section: str, cfg: Any, changes: dict, strings: bool) -> Any:
+        if cfg is None:
+            errs.add(param_error(f"{section}.method", type(self).__name__,
+                                 f"set (one of {self.method_choices(section)[1:]}) before {section} options "
+                                 f"({', '.join(sorted(changes))})", NONE))
+            return cfg
+        cls = type(cfg)
+        valid = cls.field_names()
+        unknown = [f for f in changes if f not in valid]
+        for f in unknown:
+            self._unknown(errs, f"{section}.{f}")
+        changes = {f: v for f, v in changes.items() if f in valid}
+        if strings:
+            hints = typing.get_type_hints(cls)
+            coerced = {}
+            for f, text in changes.items():
+                try:
+                    coerced[f] = _coerce(str(text), hints[f])
+                except (TypeError, ValueError):
+                    errs.add(param_error(f"{section}.{f}", cls.__qualname__,
+                                         f"of type {getattr(hints[f], '__name__', hints[f])}", text))
+            changes = coerced
+        if not changes:
+            return cfg
+        try:
+            return dataclasses.replace(cfg, **changes)
+        except ParamError as exc:
+            errs.errors.extend(exc.errors)
+            return cfg
+
+    def _coerce_top(self, errs: ErrorCollector, top: dict) -> dict:
+        out = dict(top)
+        if "num_parts" in top:
+            try:
+                out["num_parts"] = _coerce(str(top["num_parts"]), Optional[int])
+            except (TypeError, ValueError):
+                errs.check(False, "num_parts", "None or an int in [1, inf]", top["num_parts"])
+        return out
+
+    # -- build ---------------------------------------------------------------------------------------------
+    def build(self, *, graph: Any = None, node_part: Any = None):
+        """The program: :class:`~workbench.train.full_graph.FullGraphProgram` when ``sample`` is None, else
+        the mini-batch program (``workbench.train.minibatch.MiniBatchProgram``)."""
+        if self.sample is None:
+            from workbench.train.full_graph import FullGraphProgram
+
+            return FullGraphProgram(self, graph=graph, node_part=node_part)
+        try:
+            from workbench.train.minibatch import MiniBatchProgram
+        except ModuleNotFoundError as exc:
+            raise ParamError([param_error("sample", type(self).__name__,
+                                          "none (no mini-batch program is installed)", self.method("sample"))]) from exc
+        return MiniBatchProgram(self, graph=graph, node_part=node_part)
+
+
+def _settable(new: dict) -> list[str]:
+    out = ["graph", "num_parts"]
+    for section, cfg in new.items():
+        if section in STAGE_SECTIONS:
+            out.append(f"{section}.method")
+        if cfg is not None:
+            out += [f"{section}.{f}" for f in type(cfg).field_names()]
+    return out
+
+
+def describe_stages(short: bool = False) -> str:
+    """The registered methods of every stage kind with their options (``workbench stages``, ``--help``);
+    ``short``: one line per stage kind, the method names only."""
+    load_stage_modules()
+    from workbench.train.loop import TrainLoopConfig
+
+    if short:
+        return "\n".join(f"  {section}.method: {' | '.join(RunConfig.method_choices(section)) or '(none registered)'}"
+                         for section in STAGE_SECTIONS)
+    lines = []
+    for section, kind in STAGE_SECTIONS.items():
+        reg = REGISTRIES.get(kind) or registry(kind)
+        names = sorted(reg)
+        none = " (or none)" if section in OPTIONAL_SECTIONS else ""
+        lines.append(f"{section}.method: {', '.join(names) if names else '(none registered)'}{none}")
+        for name in names:
+            cfg = reg[name].Config
+            docs = cfg.field_docs()
+            default = cfg()
+            opts = [f"{section}.{f}={as_text(getattr(default, f))}" for f in cfg.field_names()]
+            lines.append(f"  {name}: {' '.join(opts) if opts else '(no options)'}")
+            for f in cfg.field_names():
+                if docs.get(f):
+                    lines.append(f"      {f}: {docs[f]}")
+    docs = TrainLoopConfig.field_docs()
+    lines.append("train: " + " ".join(f"train.{f}={as_text(getattr(TrainLoopConfig(), f))}"
+                                      for f in TrainLoopConfig.field_names()))
+    lines += [f"      {f}: {docs[f]}" for f in TrainLoopConfig.field_names() if docs.get(f)]
+    return "\n".join(lines)

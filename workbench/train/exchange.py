@@ -1,0 +1,163 @@
+"""The exchange stage: how a full-graph rank gets the neighbour rows of every layer, and their gradients back.
+
+An exchange method is one :class:`Exchange` subclass registered in :data:`EXCHANGES`
+(``registry("exchange")``): ``halo`` (owner-compute point-to-point halo exchange,
+:class:`workbench.train.full_graph.OwnerComputeHalo`) and ``block_row`` (CAGNET 1-D broadcasts,
+:class:`workbench.train.block_row.BlockRowBroadcast`). It has two verbs:
+
+* :meth:`Exchange.layout` on the client: cut the partitioned graph into one payload per rank, with the
+  bytes one exact epoch moves (``predicted``) and what one root's piece costs (``root_rows``);
+* :meth:`Exchange.attach` on a rank: a :class:`RankExchange` whose ``aggregate(h, layer)`` returns
+  ``Â H`` for the owned rows (autograd sends the gradients back), used as the model's aggregation.
+
+Staleness is a policy of *every* exchange (``staleness``, ``epsilon``, ... in :class:`Exchange.Config`;
+:mod:`workbench.train.staleness`): the exchange sends through the policy's communicator wrapper and
+calls the policy right before each layer, so a new exchange method gets SANCUS's bounds for free.
+
+Example:
+    >>> sorted(EXCHANGES)
+    ['block_row', 'halo']
+    >>> EXCHANGES.build("halo", staleness="epoch-fixed", epsilon=1).config.epsilon
+    1.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Optional
+
+import torch
+
+from workbench._validation import ErrorCollector
+from workbench.graph import Graph
+from workbench.stages import Stage, registry
+from workbench.train.staleness import GAP_NORMS, SKIP_TARGETS, STALENESS_RULES, StalenessPolicy
+
+__all__ = ["EXCHANGES", "Exchange", "ExchangeLayout", "RankExchange"]
+
+EXCHANGES = registry("exchange")
+"""The ``exchange`` stage registry."""
+
+
+@dataclasses.dataclass(eq=False)
+class ExchangeLayout:
+    """What :meth:`Exchange.layout` returns.
+
+    Attributes:
+        shards: one picklable payload per rank (with ``data``: its rows' features/labels/masks,
+            ``num_train_global``, ``num_classes``).
+        predicted: bytes of one exact epoch per traffic kind, and ``total``.
+        root_rows: ``(world_size,)`` rows x links of one root's forward piece per unit width.
+        backward_rows: the same for its backward piece.
+        halo_sizes: rows each rank receives per layer (the partition event's halo sizes).
+    """
+
+    shards: list
+    predicted: dict
+    root_rows: list[int]
+    backward_rows: list[int]
+    halo_sizes: list[int]
+
+
+class Exchange(Stage):
+    """Base of an exchange method (see the module docstring)."""
+
+    kind = "exchange"
+    forward_kind: ClassVar[str] = ""
+    """Traffic kind of the forward pieces (embedding rows)."""
+    backward_kind: ClassVar[str] = ""
+    """Traffic kind of the backward pieces (their gradients)."""
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Stage.Config):
+        staleness: str = "none"
+        """``none`` (exact), ``epoch-fixed`` (ε_E), ``epoch-adaptive`` (ε_A) or ``variation-gap`` (ε_H)."""
+        epsilon: float = 1.0
+        """Staleness bound: epochs for epoch-fixed/adaptive (a whole number), the relative gap for variation-gap."""
+        pin_static_input: bool = False
+        """Send the input features X once and never again (they never change; decision D5)."""
+        gap_norm: str = "relative"
+        """Variation gap: ``relative`` Frobenius norm ‖H−H̃‖/‖H̃‖ or ``mean_abs`` mean |H−H̃| (decision D6)."""
+        max_skip: Optional[int] = None
+        """variation-gap only: send at the latest after this many skipped epochs (None = no cap)."""
+        stagger: bool = True
+        """epoch-adaptive only: stagger the roots' first bounds (decision D8)."""
+        skip: str = "embeddings"
+        """What stale copies replace: ``embeddings`` (SANCUS: forward rows) or ``gradients`` (the SkipG
+        baseline: backward rows, with the epoch-fixed bound; decision D9)."""
+
+        def _validate(self, errs: ErrorCollector) -> None:
+            policies = ["none", *STALENESS_RULES]
+            errs.check(self.staleness in policies, "staleness", f"one of {policies}", self.staleness)
+            eps = self.epsilon
+            is_num = isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps == eps
+            if getattr(STALENESS_RULES.get(self.staleness), "whole_epochs", False):
+                errs.check(is_num and eps >= 0 and float(eps).is_integer(), "epsilon",
+                           f"a whole number of epochs >= 0 for staleness={self.staleness!r}", eps)
+            else:
+                errs.check(is_num and eps >= 0, "epsilon", "a number in [0, inf]", eps)
+            if is_num:
+                self.epsilon = float(eps)
+            errs.check(isinstance(self.pin_static_input, bool), "pin_static_input", "a bool", self.pin_static_input)
+            errs.check(self.gap_norm in GAP_NORMS, "gap_norm", f"one of {list(GAP_NORMS)}", self.gap_norm)
+            errs.check(self.max_skip is None or (isinstance(self.max_skip, int) and not isinstance(self.max_skip, bool)
+                                                 and self.max_skip >= 0),
+                       "max_skip", "None or an int in [0, inf]", self.max_skip)
+            errs.check(isinstance(self.stagger, bool), "stagger", "a bool", self.stagger)
+            errs.check(self.skip in SKIP_TARGETS, "skip", f"one of {list(SKIP_TARGETS)}", self.skip)
+            if self.skip == "gradients":  # D9: SkipG is defined here with the epoch bound only
+                errs.check(self.staleness in ("none", "epoch-fixed"), "staleness",
+                           "'none' or 'epoch-fixed' with skip='gradients' (SkipG bounds gradient age in epochs)",
+                           self.staleness)
+
+    # -- client side ---------------------------------------------------------------------------------------
+    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
+               input_widths: list[int]) -> ExchangeLayout:
+        """Cut the partitioned graph into per-rank payloads (vectorised)."""
+        raise NotImplementedError
+
+    # -- rank side -----------------------------------------------------------------------------------------
+    def policy(self) -> StalenessPolicy:
+        return StalenessPolicy(self.config, self.forward_kind, self.backward_kind)
+
+    def attach(self, ctx, shard: Any) -> "RankExchange":
+        """The rank's exchange for ``shard`` (tensors moved to ``ctx.device``)."""
+        raise NotImplementedError
+
+
+class RankExchange:
+    """One rank's exchange: ``aggregate(h, layer)`` (the model's aggregation) plus training-loop hooks.
+
+    Attributes:
+        comm: the communicator the exchange (and the loop) uses: the rank's, or the staleness wrapper.
+        policy: the :class:`StalenessPolicy` consulted before every layer.
+        kinds: the traffic kinds reported as the exchange's bytes.
+    """
+
+    def __init__(self, ctx, policy: StalenessPolicy, kinds: tuple[str, ...]):
+        self.ctx = ctx
+        self.policy = policy
+        self.comm = policy.wrap(ctx.comm)
+        self.kinds = kinds
+        self.epoch = 0
+
+    def aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        """``(num_owned, F)`` = ``Â H`` of the owned rows; the policy agrees this layer's flags first."""
+        self.before_layer(h, layer)
+        self.policy.before_layer(self.comm, self.ctx, layer, self.epoch, h)
+        return self._aggregate(h, layer)
+
+    def before_layer(self, h: torch.Tensor, layer: int) -> None:
+        """Called before the policy, e.g. to keep a layer's input for a weight-gradient form."""
+
+    def _aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def setup_model(self, model) -> None:
+        """Called once after the model is built."""
+
+    def after_backward(self, model) -> None:
+        """Called after ``loss.backward()``, before the gradient all-reduce."""
+
+    def result(self) -> dict:
+        return self.policy.result(self.comm)
