@@ -61,6 +61,8 @@ STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", 
 """Section field -> stage kind (its registry)."""
 OPTIONAL_SECTIONS = ("sample", "cache", "exchange")
 """Sections that may be empty (method ``none``)."""
+METHOD_ALIASES = {"cache": "policy"}
+"""Other names of ``SECTION.method`` (``--set cache.policy=degree``, the name caching papers use)."""
 NONE = "none"
 
 # Modules whose import registers stage methods; the optional ones may not exist yet.
@@ -263,7 +265,7 @@ class RunConfig(Config):
             if dot:
                 if section not in self.section_names():
                     self._unknown(errs, name)
-                elif field == "method" and section in STAGE_SECTIONS:
+                elif section in STAGE_SECTIONS and field in ("method", METHOD_ALIASES.get(section)):
                     methods[section] = (name, value)
                 else:
                     fields.setdefault(section, {})[field] = value

@@ -246,8 +246,20 @@ class Sampler(Stage):
         """Seeds per mini-batch and trainer."""
         seed: int = 0
         """Seed of every random draw (neighbours and the per-epoch shuffle of the seeds)."""
+        split: str = "own"
+        """How training vertices go to trainers: ``own`` (each trainer its part's, DistDGL's locality rule) or
+        ``even`` (DGL's ``node_split(force_even=True)``)."""
+        trainers: Optional[int] = None
+        """Trainers whose split is simulated: None = one per rank. A 1-rank run with ``trainers=P`` trains on the
+        union of the P trainers' batches every step: the single-process reference of a P-rank run."""
 
         def _validate(self, errs: ErrorCollector) -> None:
+            from workbench.sample.split import SPLIT_MODES
+
+            errs.check(self.split in SPLIT_MODES, "split", f"one of {list(SPLIT_MODES)}", self.split)
+            t = self.trainers
+            errs.check(t is None or (isinstance(t, int) and not isinstance(t, bool) and t >= 1), "trainers",
+                       "None or an int >= 1", t)
             f = self.fanouts
             ok = (isinstance(f, (tuple, list)) and len(f) >= 1
                   and all(isinstance(x, int) and not isinstance(x, bool) and (x == -1 or x >= 1) for x in f))

@@ -1,0 +1,384 @@
+"""Mini-batch training on sampled blocks: DistDGL's trainer through all five stages (seed 000 §2).
+
+Every rank is one trainer holding one part (owner-compute, 1-hop structure of its own vertices). Per
+step of an epoch, every trainer
+
+1. takes its next batch of seeds (the **sample** stage's split: the training vertices of its own part,
+   shuffled per epoch; every trainer runs the same number of steps);
+2. samples the blocks **owner-routed**: each frontier vertex is sampled by the rank that owns it
+   (kinds ``sample_req``/``sample_resp``), with the sampler's counter-based keys, so the sampled edges
+   do not depend on which rank asks;
+3. pulls the input vertices' feature rows (**cache** stage over a DistDGL-style KVStore: hits served
+   locally, misses fetched from their owners, kinds ``feature_req``/``feature``);
+4. runs the **model** on the blocks, and the loss of its seeds divided by the GLOBAL batch size of the
+   step (the sum of every trainer's seeds), so the all-reduced gradient (kind ``allreduce``) is the
+   gradient of the mean loss of the union of the trainers' batches — the synchronous SGD of DistDGL.
+
+Decisions (digest 000 §2.11 leaves them open):
+
+* **Evaluation samples.** After every epoch each trainer computes its own part's validation and test
+  vertices with the same sampler and fan-outs (as DGL's distributed examples do between epochs), under
+  the traffic phase ``eval_`` (kinds ``eval_sample_req``, ``eval_feature``, ...), pulling features through
+  the plain KVStore, not the cache, so cache figures describe training alone. Every evaluation batch uses
+  one key, so a vertex's evaluation sample does not depend on how vertices were batched. Training
+  accuracy is counted on the epoch's seed batches as they were trained.
+* **Fan-out order** is DGL's: ``fanouts[i]`` belongs to block ``i`` counted from the input layer, so the
+  last entry applies at the seeds.
+* **Models on blocks.** GraphSAGE-mean averages the sampled in-neighbours (DGL ``SAGEConv('mean')``);
+  GCN averages the sampled in-neighbours and the vertex itself, ``D̄_b^{-1}(A_b + I)`` (DGL
+  ``SAGEConv('gcn')``). Both depend only on a vertex's own sample, never on which other seeds share its
+  batch (the symmetric ``D̄^{-1/2}`` form with block out-degrees would), so results do not depend on how
+  seeds are split over trainers.
+* **Single-process reference.** With ``sample.trainers=P`` a 1-rank run splits the training vertices
+  over P simulated trainers exactly as a P-rank run does and trains every step on the union of their
+  batches. Draws are keyed by (seed, epoch, step, layer, vertex) and never by rank, and each trainer's
+  loss is divided by the global batch size, so that run reproduces the P-rank run's losses and weights
+  up to float summation order (tested).
+
+Example:
+    >>> from workbench.compose import RunConfig
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, sample="neighbor", fanouts=(5, 5), batch_size=8,
+    ...                         epochs=2)
+    >>> type(cfg.build()).__name__
+    'MiniBatchProgram'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Any, Callable, Optional
+
+import torch
+
+from workbench._validation import ErrorCollector
+from workbench.events import CacheStats, Event, SampleStats
+from workbench.graph import Graph
+from workbench.runtime.program import Program, RankContext
+from workbench.stages import registry
+from workbench.train.loop import (StepOutput, TrainLoop, global_metrics, load_training_graph, partition_nodes,
+                                  summarize_ranks)
+from workbench.train.models import MODELS, GNNModel
+
+__all__ = ["MiniBatchProgram", "MiniBatchShard", "MiniBatchLoop", "BlockAggregator", "block_forward", "block_aggregators"]
+
+EVAL_STEP = -2
+"""The step of every evaluation batch's sampling key (training steps are 0, 1, ...; -1 keys the shuffle)."""
+
+
+# --------------------------------------------------------------------------------------------------------
+# Models on blocks
+# --------------------------------------------------------------------------------------------------------
+
+
+def block_aggregators(kind: str, blocks: list, device: torch.device) -> list[BlockAggregator]:
+    """One :class:`BlockAggregator` per block: how each sampled layer averages its sources.
+
+    ``sage``: ``A_b[d, s] = 1 / deg_b(d)``, the mean over the sampled in-neighbours; ``gcn``: the mean over
+    the sampled in-neighbours and ``d`` itself (``d`` is source row ``d``: destinations come first).
+
+    Example:
+        >>> import torch
+        >>> from workbench.sample import Block
+        >>> b = Block(src_gid=torch.tensor([7, 3, 5]), num_dst=1, edge_src=torch.tensor([1, 2]),
+        ...           edge_dst=torch.tensor([0, 0]))
+        >>> agg = block_aggregators("gcn", [b], torch.device("cpu"))[0]
+        >>> agg(torch.tensor([[3.0], [6.0], [9.0]])).tolist(), agg.num_dst
+        ([[6.0]], 1)
+    """
+    out = []
+    for b in blocks:
+        src, dst, nd = b.edge_src, b.edge_dst, b.num_dst
+        if kind == "gcn":
+            loop = torch.arange(nd)
+            src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
+        deg_in = torch.bincount(dst, minlength=nd).to(torch.float32).clamp_min(1.0)
+        out.append(BlockAggregator(src.to(device), dst.to(device), (1.0 / deg_in[dst]).unsqueeze(1).to(device), nd))
+    return out
+
+
+@dataclasses.dataclass(eq=False)
+class BlockAggregator:
+    """``T = A_b H`` for one block as a gather and a scatter-add over its edges (autograd gives the
+    transposed pattern for the backward pass; no sparse matrix to build per step)."""
+
+    src: torch.Tensor
+    dst: torch.Tensor
+    weight: torch.Tensor
+    """``(num_edges, 1)`` edge weights."""
+    num_dst: int
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        msg = h.index_select(0, self.src) * self.weight
+        return h.new_zeros((self.num_dst, h.shape[1])).index_add_(0, self.dst, msg)
+
+
+def block_forward(model: GNNModel, aggregators: list[BlockAggregator], x: torch.Tensor) -> torch.Tensor:
+    """Logits of the seeds: layer ``i`` maps block ``i``'s source rows to its destination rows."""
+    h = x
+    for i, agg in enumerate(aggregators):
+        z = model.layer(i, agg(h), h[:agg.num_dst])
+        h = torch.relu(z) if i < model.num_layers - 1 else z
+    return h
+
+
+# --------------------------------------------------------------------------------------------------------
+# Per-rank payload
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False)
+class MiniBatchShard:
+    """What one trainer holds: its part's sampling rows and feature rows, and the global small vectors.
+
+    Attributes:
+        rows: the CSR rows (in-neighbours) of the vertices the part owns (owner-routed sampling).
+        node_part: ``(N,)`` owner of every vertex (the partition book).
+        owned_gid: ``(n_p,)`` global ids of the owned vertices, ascending.
+        features: ``(n_p, F)`` their feature rows (the rank's KVStore shard).
+        labels: ``(N,)`` every label (small; DistDGL keeps them in the KVStore too).
+        degrees: ``(N,)`` out-degrees (what a degree cache ranks by: how often a vertex is sampled).
+        train_split, eval_split: :class:`~workbench.sample.SeedSplit` of the training / evaluation vertices.
+        eval_is_val: ``(N,)`` bool, whether an evaluation vertex is a validation (else test) vertex.
+        num_classes: classes of the whole graph.
+        trainers: the trainers of the split this rank runs (``[rank]``; every trainer in the
+            single-process reference of a P-trainer run).
+    """
+
+    rows: Any
+    node_part: torch.Tensor
+    owned_gid: torch.Tensor
+    features: torch.Tensor
+    labels: torch.Tensor
+    degrees: torch.Tensor
+    train_split: Any
+    eval_split: Any
+    eval_is_val: torch.Tensor
+    num_classes: int
+    trainers: list
+
+
+class MiniBatchProgram(Program):
+    """Mini-batch training with a sampler, a feature cache and a model (see the module docstring)."""
+
+    name = "minibatch"
+
+    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
+        super().__init__(config)
+        self._graph = graph
+        self._node_part = node_part
+        self.name = "minibatch" + ("" if config.cache is None else f"-{config.method('cache')}")
+
+    def world_size_for(self, requested: Optional[int]) -> int:
+        if self.config.num_parts is not None:
+            return int(self.config.num_parts)
+        if self._node_part is not None:
+            return int(self._node_part.max()) + 1
+        return int(requested or 1)
+
+    # -- client side ---------------------------------------------------------------------------------------
+    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
+        from workbench.sample import owned_rows, split_seeds
+        from workbench.train.full_graph import _partition_event
+        from workbench.train.halo import build_halo_plans, local_index
+
+        cfg = self.config
+        graph = load_training_graph(self._graph if self._graph is not None else cfg.graph, type(self).__name__)
+        errs = ErrorCollector(type(cfg).__name__)
+        errs.check(1 <= world_size <= graph.num_nodes, "num_parts", f"an int in [1, num_nodes={graph.num_nodes}]",
+                   world_size)
+        errs.check(len(cfg.sample.fanouts) == cfg.model.num_layers, "sample.fanouts",
+                   f"one fan-out per model layer (model.num_layers={cfg.model.num_layers})", cfg.sample.fanouts)
+        k = cfg.sample.trainers or world_size
+        errs.check(k == world_size or world_size == 1, "sample.trainers",
+                   f"None, the number of ranks ({world_size}), or any count on one rank", cfg.sample.trainers)
+        errs.check(k <= graph.num_nodes, "sample.trainers", f"an int in [1, num_nodes={graph.num_nodes}]", k)
+        errs.raise_if_any()
+        if self._node_part is not None:
+            node_part, result = torch.as_tensor(self._node_part, dtype=torch.int64), None
+        else:
+            node_part, result = partition_nodes(graph, world_size, cfg.method("partition"), cfg.partition)
+        # the trainers' split: by the ranks' parts, or (single-process reference) by a k-way partition
+        split_part = node_part if k == world_size else partition_nodes(graph, k, cfg.method("partition"),
+                                                                       cfg.partition)[0]
+        labels = graph.labels.to(torch.int64)
+        valid = labels >= 0
+
+        def ids(mask):
+            m = (mask if mask is not None else torch.zeros(graph.num_nodes, dtype=torch.bool)) & valid
+            return torch.nonzero(m).flatten()
+
+        train_split = split_seeds(ids(graph.train_mask), split_part, k, mode=cfg.sample.split)
+        val, test = ids(graph.val_mask), ids(graph.test_mask)
+        eval_split = split_seeds(torch.cat([val, test]), split_part, k, mode="own")
+        eval_is_val = torch.zeros(graph.num_nodes, dtype=torch.bool)
+        eval_is_val[val] = True
+        row_of_gid = local_index(node_part, world_size)
+        degrees = graph.out_degrees()
+        shards = []
+        for r in range(world_size):
+            owned = torch.nonzero(node_part == r).flatten()
+            shards.append(MiniBatchShard(rows=owned_rows(graph, node_part, r, row_of_gid), node_part=node_part,
+                                         owned_gid=owned, features=graph.features[owned].clone(), labels=labels,
+                                         degrees=degrees, train_split=train_split, eval_split=eval_split,
+                                         eval_is_val=eval_is_val, num_classes=graph.num_classes,
+                                         trainers=[r] if k == world_size else list(range(k))))
+        plans = build_halo_plans(graph, node_part, world_size)
+        emit(_partition_event(graph, node_part, world_size, cfg.method("partition"), result,
+                              [p.num_halo for p in plans], graph.num_features))
+        return shards
+
+    # -- rank side -----------------------------------------------------------------------------------------
+    def run_rank(self, ctx: RankContext, shard: MiniBatchShard) -> dict:
+        cfg = self.config
+        model = MODELS.build(cfg.method("model"), cfg.model).build(
+            in_dim=shard.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
+        return MiniBatchLoop(ctx, model, cfg, shard).run()
+
+    def summarize(self, rank_results: list[dict]) -> dict:
+        cfg = self.config
+        summary = summarize_ranks(rank_results, name=self.name, predicted={},
+                                  extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
+                                         "sample": cfg.method("sample"), "cache": cfg.method("cache"),
+                                         "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size})
+        epochs = summary["epochs"]
+
+        def per_epoch(key):
+            return [int(sum(r["minibatch"][key][e] for r in rank_results)) for e in range(epochs)]
+
+        for key in ("steps", "sampled_edges", "input_nodes", "remote_feature_rows", "cache_hits", "feature_bytes",
+                    "sample_bytes"):
+            summary[key] = per_epoch(key)
+        summary["steps"] = [s // max(len(rank_results), 1) for s in summary["steps"]]
+        summary["cache_hit_rate"] = [h / r if r else 0.0 for h, r in
+                                     zip(summary["cache_hits"], summary["remote_feature_rows"])]
+        summary["cache_fill_bytes"] = int(sum(r["minibatch"]["fill_bytes"] for r in rank_results))
+        return summary
+
+
+class MiniBatchLoop(TrainLoop):
+    """The training loop's hooks for sampled mini-batches (one trainer)."""
+
+    def __init__(self, ctx: RankContext, model: GNNModel, cfg: Any, shard: MiniBatchShard):
+        super().__init__(ctx, model, cfg.train)
+        from workbench.cache import FeatureStore
+        from workbench.sample import OwnerRoutedSource
+
+        self.cfg, self.shard = cfg, shard
+        self.sampler = registry("sample").build(cfg.method("sample"), cfg.sample)
+        self.source = OwnerRoutedSource(shard.rows, shard.node_part, ctx.comm)
+        self.store = FeatureStore(shard.owned_gid, shard.features, shard.node_part, ctx.comm)
+        self.cache = None
+        if cfg.cache is not None:
+            ctx.comm.set_epoch(0)
+            self.cache = registry("cache").build(cfg.method("cache"), cfg.cache).wrap(self.store,
+                                                                                   degrees=shard.degrees)
+        self.features = self.cache if self.cache is not None else self.store
+        self.kind = cfg.method("model")
+        self.labels = shard.labels.to(ctx.device)
+        self.batch_size = cfg.sample.batch_size
+        self.global_sizes: list[int] = []
+        self.stats: dict[str, list] = defaultdict(list)
+        self.fill_bytes = self.cache.fill_bytes if self.cache is not None else 0
+
+    # -- batches -------------------------------------------------------------------------------------------
+    def _split_batches(self, split, epoch: int) -> tuple[list[torch.Tensor], list[int]]:
+        """This rank's batch of every step (the union over its trainers) and, per step, the global number of
+        seeds (every trainer's batches: known to all from the split, no collective)."""
+        seed = self.cfg.sample.seed
+        per_trainer = [split.batches(t, epoch=epoch, batch_size=self.batch_size, seed=seed)
+                       for t in range(split.num_trainers)]
+        steps = split.num_steps(self.batch_size)
+        mine = [torch.cat([per_trainer[t][s] for t in self.shard.trainers]) for s in range(steps)]
+        sizes = [sum(int(b[s].numel()) for b in per_trainer) for s in range(steps)]
+        return mine, sizes
+
+    def on_epoch_start(self, epoch: int) -> None:
+        self._acc = defaultdict(int)
+        self._sample_s = 0.0
+
+    def batches(self, epoch: int):
+        mine, self.global_sizes = self._split_batches(self.shard.train_split, epoch)
+        return list(enumerate(mine))
+
+    def _sample_and_pull(self, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
+        mb = self.sampler.sample(seeds, self.source, epoch=epoch, step=step)
+        x = features.pull(mb.input_gid).to(self.ctx.device)
+        return mb, x
+
+    def forward(self, batch: tuple[int, torch.Tensor]) -> StepOutput:
+        step, seeds = batch
+        mb, x = self._sample_and_pull(seeds, self.epoch, step, self.features)
+        logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device), x)
+        labels = self.labels[seeds.to(self.ctx.device)]
+        total = max(self.global_sizes[step], 1)
+        loss = torch.nn.functional.cross_entropy(logits, labels, reduction="sum") / total \
+            if seeds.numel() else logits.sum() * 0.0
+        acc = self._acc
+        acc["steps"] += 1
+        acc["sampled_edges"] += mb.num_sampled_edges
+        acc["input_nodes"] += mb.num_input_nodes
+        acc["remote_input_nodes"] += int((self.shard.node_part[mb.input_gid] != self.ctx.rank).sum())
+        acc["seeds"] += int(seeds.numel())
+        self._sample_s += mb.elapsed_s
+        yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)
+        return StepOutput(loss, logits.detach(), labels, (yes, ~yes, ~yes))
+
+    # -- evaluation ----------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def _evaluate_sampled(self, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        comm = self.ctx.comm
+        batches, _ = self._split_batches(self.shard.eval_split, epoch)
+        logits, labels, gids = [], [], []
+        with comm.phase("eval_"):
+            for seeds in batches:  # one key for all evaluation batches: a vertex's sample ignores its batch
+                mb, x = self._sample_and_pull(seeds, epoch, EVAL_STEP, self.store)
+                logits.append(block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device), x))
+                labels.append(self.labels[seeds.to(self.ctx.device)])
+                gids.append(seeds)
+        if not logits:
+            z = torch.zeros(0, dtype=torch.int64)
+            return torch.zeros(0, self.shard.num_classes), z, z
+        return torch.cat(logits), torch.cat(labels), torch.cat(gids)
+
+    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
+        by_kind = self.ctx.comm.counter.bytes_by_kind(epoch)   # the training steps' traffic (before eval_)
+        self._sample_bytes = by_kind.get("sample_req", 0) + by_kind.get("sample_resp", 0)
+        self._feature_bytes = by_kind.get("feature_req", 0) + by_kind.get("feature", 0)
+        e_logits, e_labels, e_gids = self._evaluate_sampled(epoch)
+        is_val = self.shard.eval_is_val[e_gids].to(e_logits.device)
+        train_logits = torch.cat([o.logits for o in outputs]) if outputs else e_logits[:0]
+        train_labels = torch.cat([o.labels for o in outputs]) if outputs else e_labels[:0]
+        n_t, n_e = train_labels.numel(), e_labels.numel()
+        dev = e_logits.device
+        t_mask = torch.cat([torch.ones(n_t, dtype=torch.bool, device=dev), torch.zeros(n_e, dtype=torch.bool, device=dev)])
+        v_mask = torch.cat([torch.zeros(n_t, dtype=torch.bool, device=dev), is_val])
+        s_mask = torch.cat([torch.zeros(n_t, dtype=torch.bool, device=dev), ~is_val])
+        # the epoch's loss: the mean over steps of the global step loss (each rank adds its share)
+        loss = torch.stack([o.loss.detach() for o in outputs]).mean() if outputs else torch.zeros(())
+        return global_metrics(self.comm, self.ctx.world_size, loss, torch.cat([train_logits, e_logits]),
+                              torch.cat([train_labels, e_labels]), (t_mask, v_mask, s_mask))
+
+    def on_epoch_end(self, epoch: int, metrics: dict, outputs: list[StepOutput]) -> None:
+        ctx, acc = self.ctx, self._acc
+        sample_bytes, feature_bytes = self._sample_bytes, self._feature_bytes
+        ctx.log(SampleStats(rank=ctx.rank, epoch=epoch, steps=acc["steps"], seeds=acc["seeds"],
+                            sampled_edges=acc["sampled_edges"], input_nodes=acc["input_nodes"],
+                            remote_input_nodes=acc["remote_input_nodes"], sample_bytes=sample_bytes,
+                            feature_bytes=feature_bytes, sample_s=self._sample_s))
+        hits = 0
+        if self.cache is not None:
+            ev = self.cache.epoch_stats(epoch)
+            hits = ev.hits
+            ctx.log(ev)
+        s = self.stats
+        s["steps"].append(acc["steps"])
+        s["sampled_edges"].append(acc["sampled_edges"])
+        s["input_nodes"].append(acc["input_nodes"])
+        s["remote_feature_rows"].append(acc["remote_input_nodes"])
+        s["cache_hits"].append(hits)
+        s["feature_bytes"].append(feature_bytes)
+        s["sample_bytes"].append(sample_bytes)
+
+    def extra_result(self) -> dict:
+        return {"minibatch": {**self.stats, "fill_bytes": self.fill_bytes}}
