@@ -19,7 +19,7 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 Faithful: owner-compute with 1-hop structure per part, sampling at the owner, the balanced split, one
 synchronous all-reduce per step, the global batch = the sum of the trainers' batches.
 
-Simplified: 3 layers of width 64 on a products-shaped generated graph (10,000 vertices) instead of width
+Simplified: 3 layers of width 64 on a products-shaped generated graph (5,000 vertices) instead of width
 256 on ogbn-products; thread or Dask-process trainers on one machine instead of 4-16 machines; no sparse
 embeddings, no prefetching or sampler processes; evaluation samples with the training fan-outs (decisions
 in :mod:`workbench.train.minibatch`). Batch size per trainer, learning rate and epochs are not given by the
@@ -42,7 +42,7 @@ from workbench.sample import NeighborSampler
 from workbench.train import TrainLoopConfig
 from workbench.train.models import GCN, GraphSAGE
 
-DEFAULT_GRAPH = "products-like:num_nodes=10000,seed=0"
+DEFAULT_GRAPH = "products-like:num_nodes=5000,seed=0"
 
 
 def recipe(**overrides) -> RunConfig:
@@ -54,7 +54,7 @@ def recipe(**overrides) -> RunConfig:
         cache=None,
         exchange=None,
         model=GraphSAGE.Config(hidden=64, num_layers=3),
-        train=TrainLoopConfig(epochs=10, lr=0.003, optimizer="adam", seed=0),
+        train=TrainLoopConfig(epochs=10, lr=0.01, optimizer="adam", seed=0),
     ).replace(**overrides)
 
 

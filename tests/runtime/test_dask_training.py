@@ -45,3 +45,22 @@ def test_sancus_on_dask_skips_the_same_broadcasts(dask_client):
     assert dask["broadcast_skipped"] == local["broadcast_skipped"]
     _close(dask["losses"], local["losses"])
     assert dask["bytes_by_kind"] == local["bytes_by_kind"]
+
+
+def test_distdgl_minibatch_on_dask_matches_local_and_the_single_process_reference(dask_client):
+    """Owner-routed sampling and feature pulls on Dask worker processes give the same sampled edges, losses
+    and weights as thread ranks and as one process training on the union of the trainers' batches."""
+    from recipes import distdgl
+
+    config = distdgl.degree_cache(0.2, graph="products-like:num_nodes=600,seed=1", epochs=3,
+                                  fanouts=(5, 5, 5), batch_size=16)
+    ref = _run(config.with_strings({"sample.trainers": "2"}), "single")
+    local = _run(config, "local")
+    dask = _run(config, "dask", dask_client)
+    for other in (local, dask):
+        _close(other["losses"], ref["losses"])
+        for name, checks in ref["param_checksums"].items():
+            _close(other["param_checksums"][name], checks)
+    assert dask["sampled_edges"] == local["sampled_edges"]
+    assert dask["bytes_by_kind"] == local["bytes_by_kind"]
+    assert dask["cache_hit_rate"] == local["cache_hit_rate"]

@@ -16,8 +16,9 @@ step of an epoch, every trainer
 
 Decisions (digest 000 §2.11 leaves them open):
 
-* **Evaluation samples.** After every epoch each trainer computes its own part's validation and test
-  vertices with the same sampler and fan-outs (as DGL's distributed examples do between epochs), under
+* **Evaluation samples.** After every epoch each trainer computes its own part's validation vertices,
+  and after the last epoch its test vertices too, with the same sampler and fan-outs (as DGL's
+  distributed examples do between epochs; test accuracy of earlier epochs is None), under
   the traffic phase ``eval_`` (kinds ``eval_sample_req``, ``eval_feature``, ...), pulling features through
   the plain KVStore, not the cache, so cache figures describe training alone. Every evaluation batch uses
   one key, so a vertex's evaluation sample does not depend on how vertices were batched. Training
@@ -138,8 +139,8 @@ class MiniBatchShard:
         features: ``(n_p, F)`` their feature rows (the rank's KVStore shard).
         labels: ``(N,)`` every label (small; DistDGL keeps them in the KVStore too).
         degrees: ``(N,)`` out-degrees (what a degree cache ranks by: how often a vertex is sampled).
-        train_split, eval_split: :class:`~workbench.sample.SeedSplit` of the training / evaluation vertices.
-        eval_is_val: ``(N,)`` bool, whether an evaluation vertex is a validation (else test) vertex.
+        train_split, val_split, test_split: :class:`~workbench.sample.SeedSplit` of the training,
+            validation and test vertices.
         num_classes: classes of the whole graph.
         trainers: the trainers of the split this rank runs (``[rank]``; every trainer in the
             single-process reference of a P-trainer run).
@@ -152,8 +153,8 @@ class MiniBatchShard:
     labels: torch.Tensor
     degrees: torch.Tensor
     train_split: Any
-    eval_split: Any
-    eval_is_val: torch.Tensor
+    val_split: Any
+    test_split: Any
     num_classes: int
     trainers: list
 
@@ -210,9 +211,7 @@ class MiniBatchProgram(Program):
 
         train_split = split_seeds(ids(graph.train_mask), split_part, k, mode=cfg.sample.split)
         val, test = ids(graph.val_mask), ids(graph.test_mask)
-        eval_split = split_seeds(torch.cat([val, test]), split_part, k, mode="own")
-        eval_is_val = torch.zeros(graph.num_nodes, dtype=torch.bool)
-        eval_is_val[val] = True
+        val_split, test_split = (split_seeds(v, split_part, k, mode="own") for v in (val, test))
         row_of_gid = local_index(node_part, world_size)
         degrees = graph.out_degrees()
         shards = []
@@ -220,8 +219,8 @@ class MiniBatchProgram(Program):
             owned = torch.nonzero(node_part == r).flatten()
             shards.append(MiniBatchShard(rows=owned_rows(graph, node_part, r, row_of_gid), node_part=node_part,
                                          owned_gid=owned, features=graph.features[owned].clone(), labels=labels,
-                                         degrees=degrees, train_split=train_split, eval_split=eval_split,
-                                         eval_is_val=eval_is_val, num_classes=graph.num_classes,
+                                         degrees=degrees, train_split=train_split, val_split=val_split,
+                                         test_split=test_split, num_classes=graph.num_classes,
                                          trainers=[r] if k == world_size else list(range(k))))
         plans = build_halo_plans(graph, node_part, world_size)
         emit(_partition_event(graph, node_part, world_size, cfg.method("partition"), result,
@@ -326,38 +325,35 @@ class MiniBatchLoop(TrainLoop):
 
     # -- evaluation ----------------------------------------------------------------------------------------
     @torch.no_grad()
-    def _evaluate_sampled(self, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        comm = self.ctx.comm
-        batches, _ = self._split_batches(self.shard.eval_split, epoch)
-        logits, labels, gids = [], [], []
-        with comm.phase("eval_"):
+    def _evaluate_sampled(self, split, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits and labels of this rank's vertices of ``split`` (traffic kinds ``eval_*``)."""
+        batches, _ = self._split_batches(split, epoch)
+        logits, labels = [], []
+        with self.ctx.comm.phase("eval_"):
             for seeds in batches:  # one key for all evaluation batches: a vertex's sample ignores its batch
                 mb, x = self._sample_and_pull(seeds, epoch, EVAL_STEP, self.store)
                 logits.append(block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device), x))
                 labels.append(self.labels[seeds.to(self.ctx.device)])
-                gids.append(seeds)
         if not logits:
-            z = torch.zeros(0, dtype=torch.int64)
-            return torch.zeros(0, self.shard.num_classes), z, z
-        return torch.cat(logits), torch.cat(labels), torch.cat(gids)
+            return torch.zeros(0, self.shard.num_classes, device=self.ctx.device), self.labels[:0]
+        return torch.cat(logits), torch.cat(labels)
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
         by_kind = self.ctx.comm.counter.bytes_by_kind(epoch)   # the training steps' traffic (before eval_)
         self._sample_bytes = by_kind.get("sample_req", 0) + by_kind.get("sample_resp", 0)
         self._feature_bytes = by_kind.get("feature_req", 0) + by_kind.get("feature", 0)
-        e_logits, e_labels, e_gids = self._evaluate_sampled(epoch)
-        is_val = self.shard.eval_is_val[e_gids].to(e_logits.device)
-        train_logits = torch.cat([o.logits for o in outputs]) if outputs else e_logits[:0]
-        train_labels = torch.cat([o.labels for o in outputs]) if outputs else e_labels[:0]
-        n_t, n_e = train_labels.numel(), e_labels.numel()
-        dev = e_logits.device
-        t_mask = torch.cat([torch.ones(n_t, dtype=torch.bool, device=dev), torch.zeros(n_e, dtype=torch.bool, device=dev)])
-        v_mask = torch.cat([torch.zeros(n_t, dtype=torch.bool, device=dev), is_val])
-        s_mask = torch.cat([torch.zeros(n_t, dtype=torch.bool, device=dev), ~is_val])
+        parts = [(torch.cat([o.logits for o in outputs]), torch.cat([o.labels for o in outputs]), 0)] \
+            if outputs else []
+        parts.append((*self._evaluate_sampled(self.shard.val_split, epoch), 1))
+        if epoch == self.config.epochs - 1:
+            parts.append((*self._evaluate_sampled(self.shard.test_split, epoch), 2))
+        logits = torch.cat([p[0] for p in parts])
+        labels = torch.cat([p[1] for p in parts])
+        which = torch.cat([torch.full((p[1].numel(),), p[2], device=logits.device) for p in parts])
+        masks = tuple(which == k for k in range(3))
         # the epoch's loss: the mean over steps of the global step loss (each rank adds its share)
         loss = torch.stack([o.loss.detach() for o in outputs]).mean() if outputs else torch.zeros(())
-        return global_metrics(self.comm, self.ctx.world_size, loss, torch.cat([train_logits, e_logits]),
-                              torch.cat([train_labels, e_labels]), (t_mask, v_mask, s_mask))
+        return global_metrics(self.comm, self.ctx.world_size, loss, logits, labels, masks)
 
     def on_epoch_end(self, epoch: int, metrics: dict, outputs: list[StepOutput]) -> None:
         ctx, acc = self.ctx, self._acc
