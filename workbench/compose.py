@@ -16,7 +16,7 @@ A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(b
 :meth:`RunConfig.replace` / :meth:`RunConfig.with_strings`:
 
 * ``SECTION.method=NAME`` switches a section's method (fields of the same name are kept; ``none`` empties
-  an optional section); ``SECTION=NAME`` is the same;
+  an optional section); ``SECTION=NAME`` is the same, and so is ``cache.policy=NAME``;
 * ``SECTION.FIELD=VALUE`` sets a field of the chosen method;
 * a flat ``FIELD=VALUE`` (today's recipes: ``epochs``, ``hidden``, ``staleness``, ``epsilon``, ...) sets
   the one section that has that field; ``seed`` seeds every section that has a seed (weights,
@@ -62,7 +62,7 @@ STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", 
 OPTIONAL_SECTIONS = ("sample", "cache", "exchange")
 """Sections that may be empty (method ``none``)."""
 METHOD_ALIASES = {"cache": "policy"}
-"""Other names of ``SECTION.method`` (``--set cache.policy=degree``, the name caching papers use)."""
+"""``cache.policy=degree`` is ``cache.method=degree`` (unless a cache method has a field of that name)."""
 NONE = "none"
 
 # Modules whose import registers stage methods; the optional ones may not exist yet.
@@ -132,6 +132,8 @@ class RunConfig(Config):
     """The GNN: ``gcn`` or ``sage`` with its width and depth."""
     train: Any = dataclasses.field(default_factory=_train_config)
     """The training loop: epochs, learning rate, optimiser, weight decay, seed."""
+    _methods: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    """Section -> method name chosen by name (two methods may share one ``Config`` class)."""
 
     # -- sections ------------------------------------------------------------------------------------------
     @staticmethod
@@ -149,7 +151,11 @@ class RunConfig(Config):
         cfg = getattr(self, section)
         if cfg is None:
             return NONE
-        return registry(STAGE_SECTIONS[section]).name_of(cfg) or type(cfg).__qualname__
+        reg = registry(STAGE_SECTIONS[section])
+        chosen = self._methods.get(section)
+        if chosen in reg and type(cfg) is reg[chosen].Config:
+            return chosen
+        return reg.name_of(cfg) or type(cfg).__qualname__
 
     def sections(self) -> dict[str, Optional[Config]]:
         """Section name -> its config (None when empty)."""
@@ -160,7 +166,9 @@ class RunConfig(Config):
         """Registered methods of a stage section (``none`` first where the section may be empty)."""
         load_stage_modules()
         names = sorted(registry(STAGE_SECTIONS[section]))
-        return [NONE, *names] if section in OPTIONAL_SECTIONS else names
+        if section in OPTIONAL_SECTIONS:   # "none" empties the section (a registered "none" method is that)
+            return [NONE, *(n for n in names if n != NONE)]
+        return names
 
     # -- validation ----------------------------------------------------------------------------------------
     def _validate(self, errs: ErrorCollector) -> None:
@@ -197,7 +205,7 @@ class RunConfig(Config):
         load_stage_modules()
         from workbench.train.loop import TrainLoopConfig
 
-        names = [f.name for f in dataclasses.fields(cls)]
+        names = [f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")]
         for kind in STAGE_SECTIONS.values():
             for stage in registry(kind).values():
                 names += stage.Config.field_names()
@@ -265,7 +273,7 @@ class RunConfig(Config):
             if dot:
                 if section not in self.section_names():
                     self._unknown(errs, name)
-                elif section in STAGE_SECTIONS and field in ("method", METHOD_ALIASES.get(section)):
+                elif section in STAGE_SECTIONS and (field == "method" or self._is_method_alias(section, field)):
                     methods[section] = (name, value)
                 else:
                     fields.setdefault(section, {})[field] = value
@@ -280,8 +288,12 @@ class RunConfig(Config):
         new = {s: getattr(self, s) for s in self.section_names()}
         if "train" in top:
             new["train"] = top.pop("train")
+        chosen = dict(self._methods)
         for section, (used, value) in methods.items():
-            new[section] = self._switch(errs, section, used, new[section], value)
+            new[section], name = self._switch(errs, section, used, new[section], value)
+            chosen.pop(section, None)
+            if name is not None:
+                chosen[section] = name
         for name, value in flat:
             for section in self._sections_with(name, new, errs):
                 fields.setdefault(section, {}).setdefault(name, value)
@@ -290,34 +302,38 @@ class RunConfig(Config):
         if strings:
             top = self._coerce_top(errs, top)
         errs.raise_if_any()
-        return dataclasses.replace(self, **top, **new)
+        return dataclasses.replace(self, **top, **new, _methods=chosen)
 
-    def _switch(self, errs: ErrorCollector, section: str, used: str, current: Any, value: Any) -> Any:
+    @staticmethod
+    def _is_method_alias(section: str, field: str) -> bool:
+        return METHOD_ALIASES.get(section) == field and not any(
+            field in stage.Config.field_names() for stage in registry(STAGE_SECTIONS[section]).values())
+
+    def _switch(self, errs: ErrorCollector, section: str, used: str, current: Any,
+                value: Any) -> tuple[Any, Optional[str]]:
+        """``(the section's new config, the method name chosen or None)``."""
         if isinstance(value, Config) or (value is None and section in OPTIONAL_SECTIONS):
-            return value
+            return value, None
         choices = self.method_choices(section)
         name = str(value)
+        current_name = self.method(section) if current is getattr(self, section) else None
         if name not in choices:
             hint = difflib.get_close_matches(name, choices, n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
             errs.add(param_error(used, type(self).__name__, f"one of {choices}{extra}", value))
-            return current
+            return current, current_name
         if name == NONE:
-            return None
-        if current is not None and self.method_of(section, current) == name:
-            return current
+            return None, None
+        if current is not None and current_name == name:
+            return current, name
         new_cls = registry(STAGE_SECTIONS[section]).config_class(name)
         kept = {f: getattr(current, f) for f in new_cls.field_names()
                 if current is not None and f in type(current).field_names()}
         try:
-            return new_cls(**kept)
+            return new_cls(**kept), name
         except ParamError as exc:
             errs.errors.extend(exc.errors)
-            return current
-
-    @staticmethod
-    def method_of(section: str, cfg: Any) -> Optional[str]:
-        return None if cfg is None else registry(STAGE_SECTIONS[section]).name_of(cfg)
+            return current, current_name
 
     def _sections_with(self, name: str, new: dict, errs: ErrorCollector) -> list[str]:
         """The sections a flat name sets (every seeded section for ``seed``)."""

@@ -1,0 +1,81 @@
+"""The composed run config: sections, dotted and flat names, method switches, errors all at once."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from workbench._validation import ParamError
+from workbench.compose import RunConfig
+
+
+def test_defaults_and_sections():
+    cfg = RunConfig.compose(graph="karate")
+    assert [cfg.method(s) for s in ("partition", "sample", "cache", "exchange", "model")] == \
+        ["metis", "none", "none", "halo", "gcn"]
+    assert cfg.to_dict()["partition"]["method"] == "metis" and cfg.to_dict()["sample"] is None
+    assert cfg.with_strings(cfg.to_strings()) == cfg
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+
+
+def test_dotted_and_flat_names_set_the_same_fields():
+    a = RunConfig.compose(graph="karate").with_strings({"train.epochs": "3", "model.hidden": "8",
+                                                        "exchange.staleness": "epoch-fixed"})
+    b = RunConfig.compose(graph="karate").with_strings({"epochs": "3", "hidden": "8", "staleness": "epoch-fixed"})
+    assert a == b and a.epochs == a.train.epochs == 3 and a.staleness == "epoch-fixed"
+
+
+def test_method_switch_keeps_shared_fields_and_options_reach_the_stage():
+    cfg = RunConfig.compose(graph="karate", seed=5)
+    assert cfg.partition.seed == cfg.train.seed == 5                  # the run's seed seeds every stage
+    rand = cfg.with_strings({"partition.method": "random"})
+    assert rand.method("partition") == "random" and rand.partition.seed == 5
+    metis = rand.with_strings({"partition.method": "metis", "partition.balance_train": "true"})
+    assert metis.partition.balance_train is True
+    block = cfg.replace(exchange="block_row", staleness="variation-gap", epsilon=0.1, weight_grad="cagnet")
+    assert block.method("exchange") == "block_row" and block.exchange.weight_grad == "cagnet"
+    assert block.replace(exchange="halo").exchange.staleness == "variation-gap"   # staleness kept across exchanges
+
+
+def test_partition_options_reach_the_partitioner():
+    from workbench.data import load_graph
+
+    g = load_graph("sbm:num_nodes=200,num_blocks=4,avg_degree=6,num_features=4,seed=0")
+    cfg = RunConfig.compose(graph="sbm", epochs=1).with_strings({"partition.balance_train": "true"})
+    _, node_part, result = cfg.build(graph=g)._load_and_partition(2)
+    assert result.options["balance_train"] is True and int(node_part.max()) == 1
+
+
+def test_errors_are_reported_at_once_with_the_valid_names():
+    with pytest.raises(ParamError) as info:
+        RunConfig.compose(graph="karate").with_strings(
+            {"model.method": "gat", "model.num_layers": "7", "train.lr": "-1", "exchange.staleness": "often"})
+    text = str(info.value)
+    assert "4 invalid parameters" in text
+    assert "'model.method' parameter of RunConfig must be one of ['gcn', 'sage']" in text
+    for name in ("'num_layers'", "'lr'", "'staleness'"):
+        assert name in text
+    with pytest.raises(ParamError, match=r"no option 'exchange.epsilonn' \(did you mean 'exchange.epsilon'\?\)"):
+        RunConfig.compose().with_strings({"exchange.epsilonn": "1"})
+    with pytest.raises(ParamError, match=r"option of partition.method=metis"):
+        RunConfig.compose(partition="random").with_strings({"balance_train": "true"})
+
+
+def test_optional_sections():
+    cfg = RunConfig.compose(graph="karate")
+    with pytest.raises(ParamError, match="'sample.method' parameter .* before sample options"):
+        cfg.with_strings({"sample.fanouts": "10,5"})
+    with pytest.raises(ParamError, match="'exchange' parameter of RunConfig must be an exchange method"):
+        cfg.with_strings({"exchange.method": "none"})
+    with pytest.raises(ParamError, match="'partition.method' parameter of RunConfig must be one of"):
+        cfg.with_strings({"partition.method": "none"})
+
+
+def test_flat_legacy_recipe_names_still_work():
+    from recipes import sancus
+
+    cfg = sancus.recipe().with_strings({"staleness": "variation-gap", "epsilon": "0.02", "partition": "random"})
+    assert (cfg.method("exchange"), cfg.exchange.staleness, cfg.method("partition")) == \
+        ("block_row", "variation-gap", "random")
+    assert {"epochs", "hidden", "staleness", "partition", "balance_train"} <= set(RunConfig.field_names())
