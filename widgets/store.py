@@ -24,6 +24,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import os
@@ -322,7 +324,8 @@ class RunStore:
             end = chunk.rfind(b"\n") + 1  # only whole lines: a writer may be half-way through one
             self._log_pos += end
             if end:
-                self._push_dicts(_parse_lines(chunk[:end]))
+                with _no_gc():   # 10^5 new dicts would trigger many full collections, for no garbage
+                    self._push_dicts(_parse_lines(chunk[:end]))
         return self.num_events - before
 
     # -- reading ------------------------------------------------------------------------------------------
@@ -407,6 +410,17 @@ class RunStore:
     def __repr__(self) -> str:
         return (f"RunStore(run_id={self.run_id!r}, status={self.status!r}, events={self.num_events}, "
                 f"epochs_done={self.epochs_done})")
+
+
+@contextlib.contextmanager
+def _no_gc():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _parse_lines(chunk: bytes) -> list:

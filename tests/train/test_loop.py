@@ -66,8 +66,10 @@ def test_progress_events_of_a_real_run(tmp_path):
     stages = [e.stage for e in progress]
     assert stages.index("graph") < stages.index("partition") < stages.index("epochs") < stages.index("evaluation")
     assert [(e.done, e.total) for e in progress if e.stage == "partition"] == [(0, 1), (1, 1)]
-    epochs = sorted((e.rank, e.done, e.total) for e in progress if e.stage == "epochs")
-    assert epochs == [(r, d, 3) for r in (0, 1) for d in (1, 2, 3)]
+    for rank in (0, 1):   # the first and last epochs always report, the others at most every 0.5 s
+        done = [e.done for e in progress if e.stage == "epochs" and e.rank == rank]
+        assert done[0] == 1 and done[-1] == 3 and done == sorted(done)
+    assert {e.total for e in progress if e.stage == "epochs"} == {3}
     assert sorted(e.rank for e in progress if e.stage == "evaluation") == [0, 1]
     assert all(e.rank is None for e in progress if e.stage in ("graph", "partition"))
 

@@ -33,6 +33,8 @@ TRAFFIC_DETAILS = ("auto", "epoch")
 TRAFFIC_DETAIL_EPOCHS = 100
 #: ... later epochs per link summed over windows of this many epochs (100, 200), 200, 300), ...)
 TRAFFIC_WINDOW_EPOCHS = 100
+#: least seconds between two epoch ``Progress`` events of a rank (the first and last epochs always report)
+PROGRESS_INTERVAL_S = 0.5
 
 
 def load_training_graph(spec: Any, owner: str) -> Graph:
@@ -116,6 +118,10 @@ def global_metrics(comm, world_size: int, loss: torch.Tensor, logits: torch.Tens
 class EpochRecorder:
     """Times an epoch, emits ``EpochEnd``, the epoch's ``Traffic`` and ``Progress`` events, keeps the rank's results.
 
+    Epoch progress (stage ``epochs``, ``done = epoch + 1``) is reported at most every
+    :data:`PROGRESS_INTERVAL_S` seconds per rank (always for the first and the last epoch), so fast epochs
+    do not flood the run log; ``finish`` reports stage ``evaluation`` with the final accuracies.
+
     Per-link traffic detail in the run log (``traffic_detail``): ``epoch`` logs one :class:`Traffic`
     event per (epoch, src, dst, kind, layer); ``auto`` (default) does so for the first
     :data:`TRAFFIC_DETAIL_EPOCHS` epochs, then sums each link over windows of :data:`TRAFFIC_WINDOW_EPOCHS`
@@ -159,6 +165,7 @@ class EpochRecorder:
         self._window_start: Optional[int] = None
         self._window_end = 0
         self._last_metrics: dict = {}
+        self._progress_at = 0.0
         self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
                                        "epoch_wall_s": [], "compute_s": [], "comm_s": [],
                                        "bytes_by_kind": defaultdict(int), "exchange_bytes_by_epoch": [],
@@ -182,7 +189,10 @@ class EpochRecorder:
                          compute_s=max(wall - comm_s, 0.0), comm_s=comm_s, wall_s=wall,
                          bytes_by_kind=by_kind, messages=messages))
         self._log_traffic(counter.drain(ctx.run_id))
-        ctx.log(Progress(stage="epochs", rank=ctx.rank, done=self.epoch + 1, total=self.total))
+        now = time.monotonic()
+        if self.epoch == 0 or self.epoch + 1 >= self.total or now - self._progress_at >= PROGRESS_INTERVAL_S:
+            self._progress_at = now
+            ctx.log(Progress(stage="epochs", rank=ctx.rank, done=self.epoch + 1, total=self.total))
         self._last_metrics = metrics
         res["losses"].append(metrics["loss"])
         for k in ("train_acc", "val_acc", "test_acc"):
