@@ -17,7 +17,7 @@ from widgets.synthetic import fabricate_run
 from widgets.traffic import TrafficView
 from widgets.views import ProgressView, RunView
 from workbench.communicate.netmodel import modelled_seconds
-from workbench.events import Progress, RunLog
+from workbench.events import Progress, RunLog, Staleness
 from workbench.runtime import launch
 from workbench.train.full_graph import FullGraphConfig
 from workbench.train.loop import TRAFFIC_DETAIL_EPOCHS, TRAFFIC_WINDOW_EPOCHS
@@ -122,6 +122,7 @@ def _x_range(element) -> tuple[float, float]:
 @pytest.mark.parametrize("last_epochs", [60, 250, 0])
 def test_staleness_follows_the_window_and_stays_small(last_epochs):
     store = RunStore(events=fabricate_run(num_parts=4, epochs=2500, num_layers=2))
+    store.push(Staleness(rank=2, layer=1, epoch=1234, state="STALE", ages=[0, 0, 0, 40]))   # one peak
     view = StalenessView(store, last_epochs=last_epochs)
     first, last = view.window()
     assert last == 2499 and first == (2500 - last_epochs if last_epochs else 0)
@@ -129,7 +130,7 @@ def test_staleness_follows_the_window_and_stays_small(last_epochs):
     assert len(ages) <= MAX_AGE_POINTS and ages["epoch"].min() == first
     # peaks survive the buckets: the largest age of the window is drawn
     window = view.plot_data().query("epoch >= @first")
-    assert ages["max_age"].max() == window["max_age"].max()
+    assert ages["max_age"].max() == window["max_age"].max() == (40 if last_epochs == 0 else 3)
     heat_cells = view._heat.element.data
     assert heat_cells["epoch"].min() == first and heat_cells["epoch"].max() == last
     for plot in (view._heat, view._ages):
