@@ -58,6 +58,7 @@ COLUMNS: dict[str, list[str]] = {
 }
 
 _TERMINAL = ("finished", "failed", "stopped")
+_DERIVED = ("elapsed_s", "cum_bytes")   # columns frame() computes
 
 
 class RunStore:
@@ -351,7 +352,10 @@ class RunStore:
                 return cached[1]
             rows = list(self._rows[kind])
             started = self.started
-        df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=COLUMNS[kind])
+        if rows:  # column by column: several times faster than a frame from a list of dicts
+            df = pd.DataFrame({c: [r.get(c) for r in rows] for c in COLUMNS[kind] if c not in _DERIVED})
+        else:
+            df = pd.DataFrame(columns=COLUMNS[kind])
         if kind == "epoch" and len(df):
             df = df.sort_values(["rank", "epoch"], kind="stable").reset_index(drop=True)
             df["elapsed_s"] = df["time"].astype(float) - (started if started is not None else 0.0)
