@@ -184,7 +184,7 @@ class BlockRowProgram(PartitionedProgram):
 
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[BlockShard]:
         cfg = self.config
-        graph, node_part, result = self._load_and_partition(world_size)
+        graph, node_part, result = self._load_and_partition(world_size, emit)
         shards = build_block_shards(graph, node_part, world_size, cfg.model, self.input_widths(graph))
         self.predicted = shards[0].predicted
         # Every rank receives every other block: its "halo" is all vertices it does not own.
@@ -228,7 +228,7 @@ class BlockRowProgram(PartitionedProgram):
         x, labels = data.features.to(dev), data.labels.to(dev)
         masks = tuple(m.to(dev) for m in data.masks)
         opt = make_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.weight_decay)
-        rec = EpochRecorder(ctx, ("bcast_fwd", "bcast_bwd"))
+        rec = EpochRecorder(ctx, ("bcast_fwd", "bcast_bwd"), cfg)
         epoch = 0
 
         def aggregate(h: torch.Tensor, layer: int) -> torch.Tensor:

@@ -29,11 +29,11 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import Config, ErrorCollector
-from workbench.events import Event, PartitionComputed
+from workbench.events import Event, PartitionComputed, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
-from workbench.train.loop import (OPTIMIZERS, PARTITION_METHODS, EpochRecorder, LabelData, allreduce_gradients,
+from workbench.train.loop import (OPTIMIZERS, PARTITION_METHODS, TRAFFIC_DETAILS, EpochRecorder, LabelData, allreduce_gradients,
                                   global_metrics, load_training_graph, make_optimizer, masked_loss, partition_nodes,
                                   summarize_ranks)
 from workbench.train.models import MODEL_KINDS, GNNModel, SpMM, edge_weights, sparse_aggregator
@@ -67,6 +67,8 @@ class TrainConfig(Config):
     """L2 weight decay."""
     seed: int = 0
     """Seed of the weight initialisation and of the partitioner."""
+    traffic_detail: str = "auto"
+    """Per-link traffic in the run log: ``epoch`` (every epoch) or ``auto`` (every epoch for the first 100, then summed per 100-epoch window; per-epoch totals by kind are always exact)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         _validate_common(self, errs)
@@ -100,6 +102,8 @@ def _validate_common(cfg: Any, errs: ErrorCollector) -> None:
     errs.check(isinstance(cfg.weight_decay, (int, float)) and cfg.weight_decay >= 0, "weight_decay",
                "a number in [0, inf]", cfg.weight_decay)
     errs.check(_is_int(cfg.seed), "seed", "an int", cfg.seed)
+    errs.check(cfg.traffic_detail in TRAFFIC_DETAILS, "traffic_detail", f"one of {list(TRAFFIC_DETAILS)}",
+               cfg.traffic_detail)
 
 
 @dataclasses.dataclass(eq=False)
@@ -203,17 +207,31 @@ class PartitionedProgram(Program):
         c = self.config
         return [graph.num_features] + [c.hidden] * (c.num_layers - 1)
 
-    def _load_and_partition(self, world_size: int) -> tuple[Graph, torch.Tensor, Any]:
-        """``(graph, node_part, partition result or None)``, validated before any rank starts."""
+    def _load_and_partition(self, world_size: int, emit: Optional[Callable[[Event], None]] = None
+                            ) -> tuple[Graph, torch.Tensor, Any]:
+        """``(graph, node_part, partition result or None)``, validated before any rank starts.
+
+        ``emit`` receives :class:`Progress` events of the steps (stages ``graph`` and ``partition``)."""
         cfg = self.config
-        graph = load_training_graph(self._graph if self._graph is not None else cfg.graph, type(self).__name__)
+        emit = emit or (lambda event: None)
+        spec = self._graph if self._graph is not None else cfg.graph
+        emit(Progress(stage="graph", done=0, total=1, message=f"loading {getattr(spec, 'name', spec)}"))
+        graph = load_training_graph(spec, type(self).__name__)
+        emit(Progress(stage="graph", done=1, total=1,
+                      message=f"{graph.num_nodes:,} vertices, {graph.num_edges:,} edges"))
         errs = ErrorCollector(type(cfg).__name__)
         errs.check(1 <= world_size <= graph.num_nodes, "num_parts", f"an int in [1, num_nodes={graph.num_nodes}]",
                    world_size)
         errs.raise_if_any()
         if self._node_part is not None:
+            emit(Progress(stage="partition", done=1, total=1, message=f"given, {world_size} parts"))
             return graph, torch.as_tensor(self._node_part, dtype=torch.int64), None
+        method = cfg.partition if world_size > 1 else "none"
+        emit(Progress(stage="partition", done=0, total=1, message=f"{method}, {world_size} parts"))
         node_part, result = partition_nodes(graph, world_size, cfg.partition, cfg.seed)
+        elapsed = getattr(result, "elapsed_s", None)
+        emit(Progress(stage="partition", done=1, total=1, message=f"{method}, {world_size} parts"
+                      + (f", {elapsed:.2f} s" if elapsed is not None else "")))
         return graph, node_part, result
 
 
@@ -224,7 +242,7 @@ class FullGraphProgram(PartitionedProgram):
 
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[RankShard]:
         cfg = self.config
-        graph, node_part, result = self._load_and_partition(world_size)
+        graph, node_part, result = self._load_and_partition(world_size, emit)
         widths = self.input_widths(graph)
         shards, plans = build_shards(graph, node_part, world_size, cfg.model, widths)
         self.predicted = shards[0].predicted
@@ -250,7 +268,7 @@ class FullGraphProgram(PartitionedProgram):
         def aggregate(h: torch.Tensor, layer: int) -> torch.Tensor:
             return SpMM.apply(a, a_t, plan.exchange(h, comm, layer))   # (num_inner, F_layer)
 
-        rec = EpochRecorder(ctx, ("halo_fwd", "halo_bwd"))
+        rec = EpochRecorder(ctx, ("halo_fwd", "halo_bwd"), cfg)
         for epoch in range(cfg.epochs):
             rec.start(epoch)
             ctx.check_stop()
