@@ -3,6 +3,11 @@
 After SANCUS (Peng et al., VLDB 2022), Fig. 14: each cell is one rank in one epoch; hovering shows the
 age in epochs of the cached blocks that rank used, and the variation gap when the run reports it.
 
+Both plots follow the chosen epoch window (``last_epochs``): their x range is the window's epochs.
+The "oldest cached block" plot draws at most :data:`MAX_AGE_POINTS` points: a longer window is cut into
+equal buckets of consecutive epochs and each bucket shows its **maximum** age (so peaks survive; the
+plot title says the bucket width).
+
 Example:
     >>> from widgets.synthetic import fabricate_run
     >>> view = StalenessView(fabricate_run(num_parts=2, epochs=4, num_layers=2), layer="0")
@@ -12,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Optional
+
 import holoviews as hv
 import pandas as pd
 import panel as pn
@@ -19,9 +26,11 @@ import param
 
 from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note
 
-__all__ = ["StalenessView", "STATE_COLORS"]
+__all__ = ["StalenessView", "STATE_COLORS", "MAX_AGE_POINTS"]
 
 STATE_COLORS = {"ACTIVE": "#2ca02c", "STALE": "#ff7f0e"}
+#: most points of the "oldest cached block" plot; longer windows show the maximum per bucket of epochs
+MAX_AGE_POINTS = 400
 
 
 class StalenessView(StoreView):
@@ -43,8 +52,9 @@ class StalenessView(StoreView):
         self._note = empty_note("No staleness events yet (a run without a staleness-aware exchange "
                                 "sends fresh blocks every epoch).")
         self._stats = pn.pane.HTML("", margin=(4, 10))
-        self._heat = LivePlot()
-        self._ages = LivePlot()
+        # unlinked: Panel links the axes of plots with the same dimension (epoch) by default
+        self._heat = LivePlot(linked_axes=False)
+        self._ages = LivePlot(linked_axes=False)
         return [pn.Row(self._layer_widget, window, self._stats), self._note, self._heat.pane, self._ages.pane]
 
     def plot_data(self) -> pd.DataFrame:
@@ -59,6 +69,27 @@ class StalenessView(StoreView):
         df["ages_text"] = [", ".join(map(str, a)) for a in df["ages"]]
         df["gap"] = df["gap"].astype(float)
         return df.sort_values(["rank", "layer", "epoch"])
+
+    def window(self, df: Optional[pd.DataFrame] = None) -> tuple[int, int]:
+        """``(first, last)`` epoch shown: the latest ``last_epochs`` epochs (all when 0); ``(0, 0)`` when empty."""
+        df = self.plot_data() if df is None else df
+        if df.empty:
+            return 0, 0
+        last, first = int(df["epoch"].max()), int(df["epoch"].min())
+        return (max(first, last - int(self.last_epochs) + 1) if self.last_epochs else first), last
+
+    def ages_data(self, df: Optional[pd.DataFrame] = None) -> tuple[pd.DataFrame, int]:
+        """``(frame, bucket)``: the oldest cached block used (``max_age``) per bucket of ``bucket`` epochs of
+        the window (``epoch`` = the bucket's first epoch), at most :data:`MAX_AGE_POINTS` rows."""
+        df = self.plot_data() if df is None else df
+        if df.empty:
+            return pd.DataFrame(columns=["epoch", "max_age"]), 1
+        first, last = self.window(df)
+        df = df[df["epoch"] >= first]
+        bucket = max(1, -(-(last - first + 1) // MAX_AGE_POINTS))   # ceil
+        start = first + (df["epoch"].to_numpy() - first) // bucket * bucket
+        ages = df.assign(epoch=start).groupby("epoch", as_index=False)["max_age"].max()
+        return ages, bucket
 
     def _update(self) -> None:
         layers = sorted(self.store.frame("staleness")["layer"].dropna().unique().tolist())
@@ -75,9 +106,10 @@ class StalenessView(StoreView):
         stale = (df["state"] != "ACTIVE").mean()
         self._stats.object = (f"<span style='color:#666'>stale cells: <b>{stale:.0%}</b> &nbsp;·&nbsp; "
                               f"oldest block used: <b>{int(df['max_age'].max())}</b> epochs</span>")
-        ages = df.groupby(["epoch"], as_index=False)["max_age"].max()
-        if self.last_epochs:  # the cell timeline of thousands of epochs is unreadable and slow to draw
-            df = df[df["epoch"] > df["epoch"].max() - int(self.last_epochs)]
+        ages, bucket = self.ages_data(df)
+        first, last = self.window(df)
+        xlim = (first - 0.5, last + 0.5)   # the heat map's cells are one epoch wide
+        df = df[df["epoch"] >= first]  # the cell timeline of thousands of epochs is unreadable and slow to draw
         rows = sorted(df["row"].unique(), key=lambda r: [int(t) for t in r.replace("L", " ").split() if t.isdigit()])
         heat = hv.HeatMap(df, kdims=[hv.Dimension("epoch"), hv.Dimension("row", label="rank")],
                           vdims=[hv.Dimension("active"), "state", hv.Dimension("ages_text", label="ages of cached blocks"),
@@ -85,9 +117,11 @@ class StalenessView(StoreView):
         self._heat.show(heat.opts(
             title="ACTIVE (green) / STALE (orange) per rank and epoch", cmap=[STATE_COLORS["STALE"],
                                                                               STATE_COLORS["ACTIVE"]],
-            clim=(0, 1), colorbar=False, tools=["hover"], line_color="white", line_width=1,
-            invert_yaxis=True, **{**PLOT_OPTS, "height": max(160, 40 + 26 * len(rows))}),
+            clim=(0, 1), colorbar=False, tools=["hover"], line_color="white" if last - first < 150 else None,
+            line_width=1, invert_yaxis=True, xlim=xlim, **{**PLOT_OPTS, "height": max(160, 40 + 26 * len(rows))}),
             shape=(self.layer, tuple(rows)))
+        title = ("Oldest cached block used, per epoch" if bucket == 1 else
+                 f"Oldest cached block used: maximum per {bucket} epochs")
         self._ages.show(hv.Area(ages, "epoch", hv.Dimension("max_age", label="epochs")).opts(
-            title="Oldest cached block used, per epoch", color="#ff7f0e", alpha=0.5, tools=["hover"],
-            **{**PLOT_OPTS, "height": 180}), shape="ages")
+            title=title, color="#ff7f0e", alpha=0.5, tools=["hover"], xlim=xlim,
+            **{**PLOT_OPTS, "height": 180}), shape=("ages", title))

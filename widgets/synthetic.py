@@ -69,6 +69,7 @@ def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, n
             return ev
         t += epoch_s
         ev.append(Progress(run_id=run_id, time=t, stage="epochs", done=epoch + 1, total=epochs))
+        sent = np.zeros(num_parts, dtype=np.int64)   # broadcast bytes each rank sent this epoch
         for layer in range(num_layers):
             for r in range(num_parts):
                 # SANCUS: a rank re-broadcasts when its embeddings drifted; otherwise peers reuse the cache
@@ -83,9 +84,10 @@ def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, n
                     continue
                 for q in range(num_parts):
                     if q != r:
+                        nbytes = int(comm[r, q] * hidden * 4 * byte_scale)
+                        sent[r] += nbytes
                         ev.append(Traffic(run_id=run_id, time=t, epoch=epoch, src_rank=r, dst_rank=q,
-                                          kind="broadcast", layer=layer,
-                                          bytes=int(comm[r, q] * hidden * 4 * byte_scale), messages=1))
+                                          kind="broadcast", layer=layer, bytes=nbytes, messages=1))
         for r in range(num_parts):
             grad = int(hidden * hidden * 4 * 2 * byte_scale)
             for q in range(num_parts):
@@ -94,14 +96,14 @@ def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, n
                                       kind="all_reduce", layer=-1, bytes=grad // max(num_parts - 1, 1), messages=1))
             if cache:
                 ev.extend(fabricate_cache(run_id, t, r, num_parts, epoch, num_nodes, cache, cache_ratio, rng))
-            sent_b = sum(e.bytes for e in ev if isinstance(e, Traffic) and e.epoch == epoch and e.src_rank == r
-                         and e.kind == "broadcast")
+            sent_b = int(sent[r])
+            reduce_b = grad // max(num_parts - 1, 1) * (num_parts - 1)   # what its all_reduce records sum to
             loss = 2.0 * math.exp(-0.35 * epoch) + 0.05 * r + 0.02 * float(rng.random())
             acc = min(0.95, 0.3 + 0.6 * (1 - math.exp(-0.4 * epoch)))
             ev.append(EpochEnd(run_id=run_id, time=t + 0.01 * r, rank=r, epoch=epoch, loss=round(loss, 5),
                                train_acc=round(acc + 0.02, 4), val_acc=round(acc, 4), test_acc=round(acc - 0.01, 4),
                                compute_s=round(epoch_s * 0.7, 4), comm_s=round(epoch_s * 0.3, 4), wall_s=epoch_s,
-                               bytes_by_kind={"broadcast": sent_b, "all_reduce": grad}, messages=num_parts))
+                               bytes_by_kind={"broadcast": sent_b, "all_reduce": reduce_b}, messages=num_parts))
     t += 0.05
     ev.append(RunFinished(run_id=run_id, time=t, status="finished",
                           summary={"losses": [e.loss for e in ev if isinstance(e, EpochEnd) and e.rank == 0]}))

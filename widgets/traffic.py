@@ -1,6 +1,11 @@
 """Communication volume: bytes per kind and epoch, per rank pair, measured against modelled time for a
 network preset, and the running total against a baseline run from the run log folder.
 
+Bytes per epoch and kind come from the ranks' ``EpochEnd.bytes_by_kind`` (exact for every epoch); the
+rank-pair heatmap and the modelled time from the per-link ``Traffic`` records, which a long run logs
+summed over windows of epochs (``num_epochs`` > 1, see ``traffic_detail``): totals stay exact, and the
+modelled time of a window is spread evenly over its epochs.
+
 Example:
     >>> from widgets.synthetic import fabricate_run
     >>> view = TrafficView(fabricate_run(num_parts=2, epochs=3), runs_dir=None)
@@ -15,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import holoviews as hv
+import numpy as np
 import pandas as pd
 import panel as pn
 import param
@@ -22,7 +28,7 @@ import param
 from widgets.store import RunStore, list_runs
 from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note, kind_color
 
-__all__ = ["TrafficView", "network_model"]
+__all__ = ["TrafficView", "network_model", "modelled_per_epoch"]
 
 
 def network_model() -> tuple[dict, Optional[Callable[..., Any]]]:
@@ -32,6 +38,31 @@ def network_model() -> tuple[dict, Optional[Callable[..., Any]]]:
     except Exception:
         return {}, None
     return dict(NETWORK_PRESETS), modelled_seconds
+
+
+def modelled_per_epoch(traffic: pd.DataFrame, net: Any) -> pd.Series:
+    """Modelled seconds per epoch (the slowest sender) from a traffic frame: the vectorised form of
+    ``workbench.communicate.netmodel.modelled_seconds`` (a window record spreads evenly over its epochs).
+
+    Example:
+        >>> from workbench.communicate.netmodel import NETWORK_PRESETS
+        >>> t = pd.DataFrame({"epoch": [0, 1], "src_rank": [0, 0], "bytes": [1_250_000_000, 2_500_000_000],
+        ...                   "messages": [0, 0], "num_epochs": [1, 2]})
+        >>> modelled_per_epoch(t, NETWORK_PRESETS["10GbE"]).round(3).to_dict()
+        {0: 1.0, 1: 1.0, 2: 1.0}
+    """
+    if traffic.empty:
+        return pd.Series(dtype=float)
+    n = traffic["num_epochs"].fillna(1).to_numpy(dtype=np.int64) if "num_epochs" in traffic else \
+        np.ones(len(traffic), dtype=np.int64)
+    n = np.maximum(n, 1)
+    seconds = (traffic["messages"].to_numpy(dtype=float) * net.latency_s
+               + traffic["bytes"].to_numpy(dtype=float) / net.bandwidth_Bps) / n
+    rows = np.repeat(np.arange(len(traffic)), n)
+    offsets = np.arange(len(rows)) - np.repeat(np.cumsum(n) - n, n)   # 0..n-1 within each record
+    frame = pd.DataFrame({"epoch": traffic["epoch"].to_numpy(dtype=np.int64)[rows] + offsets,
+                          "src": traffic["src_rank"].to_numpy(dtype=np.int64)[rows], "s": seconds[rows]})
+    return frame.groupby(["epoch", "src"])["s"].sum().groupby(level="epoch").max()
 
 
 class TrafficView(StoreView):
@@ -50,6 +81,7 @@ class TrafficView(StoreView):
     def __init__(self, source: Any, *, runs_dir: str | os.PathLike | None = "runs", **params: Any):
         self.runs_dir = Path(runs_dir) if runs_dir else None
         presets, self._model = network_model()
+        self._networks = presets
         self._presets = list(presets)
         params.setdefault("network", "10GbE" if "10GbE" in self._presets else (self._presets[0] if self._presets
                                                                                else None))
@@ -58,7 +90,11 @@ class TrafficView(StoreView):
 
     # -- data ---------------------------------------------------------------------------------------------
     def kind_frame(self) -> pd.DataFrame:
-        """Bytes per (epoch, kind), all ranks together."""
+        """Bytes per (epoch, kind), all ranks together: from ``EpochEnd.bytes_by_kind`` (exact per epoch),
+        or from the per-link records of a log without it."""
+        k = self.store.frame("epoch_kind")
+        if not k.empty:
+            return k.groupby(["epoch", "kind"], as_index=False)["bytes"].sum()
         t = self.store.frame("traffic")
         if t.empty:
             return pd.DataFrame(columns=["epoch", "kind", "bytes"])
@@ -85,10 +121,10 @@ class TrafficView(StoreView):
             return pd.DataFrame(columns=["epoch", "measured_s", "modelled_s"])
         out = e.groupby("epoch", as_index=False)["comm_s"].max().rename(columns={"comm_s": "measured_s"})
         out["modelled_s"] = float("nan")
-        if self._model is not None and self.network:
-            modelled = self._model(self.store.traffic_events(), self.network)  # {epoch: seconds}
-            if isinstance(modelled, dict):
-                out["modelled_s"] = [float(modelled.get(int(ep), 0.0)) for ep in out["epoch"]]
+        net = self._networks.get(self.network) if self.network else None
+        if net is not None:
+            modelled = modelled_per_epoch(self.store.frame("traffic"), net)
+            out["modelled_s"] = modelled.reindex(out["epoch"].astype(int), fill_value=0.0).to_numpy(dtype=float)
         return out
 
     def cumulative_frame(self) -> pd.DataFrame:

@@ -71,13 +71,17 @@ class RunFinished(Event):
 
 @dataclasses.dataclass(kw_only=True)
 class Progress(Event):
-    """Progress of a long step (graph generation, partitioning, epochs)."""
+    """Progress of a long step: ``graph`` (loading or generating), ``partition``, ``epochs`` (one event per
+    rank and epoch, ``done = epoch + 1``), ``evaluation``. ``total`` 0 means unknown; ``rank`` is the rank
+    reporting (``None``: the client, e.g. while preparing; logs written before it existed read as ``None``).
+    """
 
     type: ClassVar[str] = "progress"
     stage: str = ""
     done: int = 0
     total: int = 0
     message: str = ""
+    rank: Optional[int] = None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -114,7 +118,13 @@ class EpochEnd(Event):
 
 @dataclasses.dataclass(kw_only=True)
 class Traffic(Event):
-    """Bytes and messages counted at the transport, aggregated per (epoch, src, dst, kind, layer)."""
+    """Bytes and messages counted at the transport, aggregated per (epoch, src, dst, kind, layer).
+
+    A record may cover a window of epochs: ``num_epochs`` epochs from ``epoch`` on (``bytes`` and
+    ``messages`` are the window's sums). Long runs log per-link detail that way (see ``traffic_detail``
+    in :class:`workbench.train.loop.EpochRecorder`); the exact per-epoch totals by kind are in
+    :class:`EpochEnd` ``bytes_by_kind``. Logs written before the field existed read as ``num_epochs=1``.
+    """
 
     type: ClassVar[str] = "traffic"
     epoch: int = 0
@@ -124,6 +134,7 @@ class Traffic(Event):
     layer: int = -1
     bytes: int = 0
     messages: int = 0
+    num_epochs: int = 1
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -86,8 +86,8 @@ def resolve_network(preset: Union[str, NetworkModel]) -> NetworkModel:
     return NETWORK_PRESETS[preset]
 
 
-def _fields(ev: Any) -> Optional[tuple[int, int, str, int, int]]:
-    """(epoch, src, kind, bytes, messages) of a Traffic event or its dict; ``None`` for other events."""
+def _fields(ev: Any) -> Optional[tuple[int, int, str, int, int, int]]:
+    """(epoch, src, kind, bytes, messages, num_epochs) of a Traffic event or its dict; ``None`` for other events."""
     if isinstance(ev, Mapping):
         if ev.get("type", "traffic") != "traffic":
             return None
@@ -97,7 +97,7 @@ def _fields(ev: Any) -> Optional[tuple[int, int, str, int, int]]:
             return None
         get = lambda k, d=None: getattr(ev, k, d)  # noqa: E731
     return int(get("epoch", 0)), int(get("src_rank", 0)), str(get("kind", "")), int(get("bytes", 0)), \
-        int(get("messages", 0))
+        int(get("messages", 0)), max(int(get("num_epochs", 1) or 1), 1)
 
 
 def modelled_seconds(traffic_events: Iterable[Any], preset: Union[str, NetworkModel] = "10GbE", *,
@@ -106,7 +106,9 @@ def modelled_seconds(traffic_events: Iterable[Any], preset: Union[str, NetworkMo
 
     Args:
         traffic_events: :class:`~workbench.events.Traffic` events (or their dicts, e.g. from a run log);
-            other events are ignored.
+            other events are ignored. A record covering a window of epochs (``num_epochs > 1``) adds its
+            modelled time spread evenly over the window's epochs (the model is linear in bytes and
+            messages, so the window's sum is exact; a single epoch gets the window's mean).
         preset: a name from :data:`NETWORK_PRESETS` or a :class:`NetworkModel`.
         kinds: only count these traffic kinds (default: all, including ``control``).
         per_rank: return ``{epoch: {rank: seconds}}`` instead of the maximum over ranks.
@@ -124,10 +126,15 @@ def modelled_seconds(traffic_events: Iterable[Any], preset: Union[str, NetworkMo
         f = _fields(ev)
         if f is None:
             continue
-        epoch, src, kind, nbytes, messages = f
+        epoch, src, kind, nbytes, messages, num_epochs = f
         if wanted is not None and kind not in wanted:
             continue
-        per[epoch][src] += net.link_seconds(nbytes, messages)
+        seconds = net.link_seconds(nbytes, messages)
+        if num_epochs == 1:
+            per[epoch][src] += seconds
+        else:
+            for e in range(epoch, epoch + num_epochs):
+                per[e][src] += seconds / num_epochs
     if per_rank:
         return {e: dict(sorted(r.items())) for e, r in sorted(per.items())}
     return {e: max(r.values()) for e, r in sorted(per.items())}

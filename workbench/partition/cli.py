@@ -68,7 +68,14 @@ def register(subparsers: Any) -> None:
     e.set_defaults(func=_export_command)
 
 
-def _build(args: argparse.Namespace):
+def _steps(args: argparse.Namespace, total: int):
+    """A ``tqdm.auto`` bar over the command's steps on stderr (hidden when ``TQDM_DISABLE`` is set)."""
+    from workbench.data.readers import progress_bar
+
+    return progress_bar(None, total=total, desc=f"workbench {args.command}", large=True, unit="step")
+
+
+def _build(args: argparse.Namespace, bar: Any = None):
     """Validate method, options and part count, then load the graph. Returns (partitioner, graph)."""
     from workbench.partition.base import PARTITIONERS
 
@@ -82,8 +89,13 @@ def _build(args: argparse.Namespace):
     partitioner = cls(config)
     from workbench.data import load_graph
 
+    if bar is not None:
+        bar.set_postfix_str(f"loading {args.graph}")
     graph = load_graph(args.graph)
     partitioner.check(graph, args.parts)
+    if bar is not None:
+        bar.update()
+        bar.set_postfix_str(f"{method}: {args.parts} parts")
     return partitioner, graph
 
 
@@ -98,9 +110,13 @@ def _format_table(result, metrics) -> str:
 
 
 def _partition_command(args: argparse.Namespace) -> int:
-    partitioner, graph = _build(args)
-    result = partitioner.partition(graph, args.parts)
-    metrics = result.metrics(feature_width=args.feature_width)
+    with _steps(args, 3) as bar:   # load, partition, metrics
+        partitioner, graph = _build(args, bar)
+        result = partitioner.partition(graph, args.parts)
+        bar.update()
+        bar.set_postfix_str("metrics")
+        metrics = result.metrics(feature_width=args.feature_width)
+        bar.update()
     if args.out:
         result.save(args.out)
     if args.json:
@@ -117,9 +133,13 @@ def _partition_command(args: argparse.Namespace) -> int:
 def _export_command(args: argparse.Namespace) -> int:
     from workbench.partition.distdgl import export_distdgl
 
-    partitioner, graph = _build(args)
-    result = partitioner.partition(graph, args.parts)
-    config = export_distdgl(graph, result, args.out, graph_name=args.graph_name)
+    with _steps(args, 3) as bar:   # load, partition, write
+        partitioner, graph = _build(args, bar)
+        result = partitioner.partition(graph, args.parts)
+        bar.update()
+        bar.set_postfix_str(f"writing {args.out}")
+        config = export_distdgl(graph, result, args.out, graph_name=args.graph_name)
+        bar.update()
     m = result.metrics()
     print(f"wrote {config} ({result.num_parts} parts, edge_cut={m.edge_cut}, "
           f"replication_factor={m.replication_factor:.3f})", file=sys.stdout)

@@ -11,6 +11,10 @@ Examples::
     workbench stages                        # every registered stage method and its options
     workbench runs runs/
 
+While a run goes, ``workbench run`` shows a ``tqdm`` bar per step (graph, partition, epochs at the
+slowest rank, evaluation), driven by the run's ``Progress`` events (hidden when ``TQDM_DISABLE=1``), and
+prints one line per epoch.
+
 A run is a composition of stages (partition, sample, cache, exchange, model, train). Options are set
 with ``--set STAGE.FIELD=VALUE`` (``--set partition.method=random`` switches a stage's method; a flat
 ``--set epochs=5`` sets the one stage with that field; ``--graph``, ``--epochs`` and ``--seed`` are
@@ -26,13 +30,13 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from workbench._validation import parse_settings
-from workbench.events import EpochEnd, Event, RunFinished, iter_run_log
+from workbench.events import EpochEnd, Event, Progress, RunFinished, iter_run_log
 from workbench.runtime.errors import RunError
 
-__all__ = ["register", "run_command", "runs_command", "stages_command"]
+__all__ = ["register", "run_command", "runs_command", "stages_command", "ProgressBars"]
 
 
 def register(subparsers) -> None:
@@ -113,8 +117,65 @@ class _EpochPrinter:
         of = f"/{self.total}" if self.total else ""
         accs = "".join(f"  {name} {v:.3f}" for name, v in (("train", first.train_acc), ("val", first.val_acc),
                                                              ("test", first.test_acc)) if v is not None)
-        print(f"epoch {event.epoch + 1}{of}  loss {first.loss:.4f}{accs}  sent {_fmt_bytes(sent)}  "
-              f"{wall * 1000:.1f} ms", file=self.stream, flush=True)
+        _write(f"epoch {event.epoch + 1}{of}  loss {first.loss:.4f}{accs}  sent {_fmt_bytes(sent)}  "
+               f"{wall * 1000:.1f} ms", self.stream)
+
+
+def _write(line: str, stream) -> None:
+    """Print ``line`` above any progress bar on the terminal."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(line, file=stream)
+    stream.flush()
+
+
+class ProgressBars:
+    """``tqdm.auto`` bars (terminal or notebook) driven by a run's :class:`Progress` events.
+
+    One bar per stage, closed when the stage is complete; a stage reported per rank (``epochs``) shows
+    its slowest rank and completes when all ``world_size`` ranks have. Listeners are called one event
+    at a time (under the run handle's lock). Hidden when ``TQDM_DISABLE`` is set or ``enabled`` is false.
+    """
+
+    def __init__(self, world_size: int = 1, enabled: Optional[bool] = None):
+        self.world_size = world_size
+        self.enabled = enabled
+        self.bars: dict[str, Any] = {}
+        self._ranks: dict[str, dict[int, int]] = {}
+        self._closed: set[str] = set()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunFinished):
+            self.close()
+        if not isinstance(event, Progress) or event.stage in self._closed:
+            return
+        bar = self.bars.get(event.stage)
+        if bar is None:
+            from workbench.data.readers import progress_bar
+
+            bar = self.bars[event.stage] = progress_bar(self.enabled, total=event.total or None, desc=event.stage,
+                                                        large=True)
+        done, complete = event.done, True
+        if event.rank is not None:
+            ranks = self._ranks.setdefault(event.stage, {})
+            ranks[event.rank] = event.done
+            done = min(ranks.values())
+            complete = len(ranks) >= self.world_size
+        if event.total and bar.total != event.total:
+            bar.total = event.total
+        if event.message:
+            bar.set_postfix_str(event.message, refresh=False)
+        if done != bar.n:
+            bar.update(done - bar.n)
+        if complete and event.total and done >= event.total:
+            bar.close()
+            del self.bars[event.stage]
+            self._closed.add(event.stage)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
 
 
 def _fmt_bytes(n: float) -> str:
@@ -170,15 +231,20 @@ def run_command(args: argparse.Namespace) -> int:
         print("\nstages:")
         return stages_command(argparse.Namespace(kind=None))
     program = config.build()
-    listeners = []
+    bars = ProgressBars(1 if args.runner == "single" else int(program.world_size_for(args.workers)))
+    listeners: list = [bars]
     out_stream = sys.stderr if args.json else sys.stdout
     printer: Optional[_EpochPrinter] = None
     if not args.json:
         printer = _EpochPrinter(1, getattr(config, "epochs", None), out_stream)
         listeners.append(printer)
     recipe = Path(args.recipe).stem if args.recipe.endswith(".py") else args.recipe
-    handle = launch(program, runner=args.runner, workers=args.workers, scheduler=args.scheduler, out=args.out,
-                    listeners=listeners, timeout=args.timeout, device=args.device, recipe=recipe)
+    try:
+        handle = launch(program, runner=args.runner, workers=args.workers, scheduler=args.scheduler, out=args.out,
+                        listeners=listeners, timeout=args.timeout, device=args.device, recipe=recipe)
+    except BaseException:
+        bars.close()   # a run that fails while preparing leaves no bar behind
+        raise
     if printer is not None:
         printer.world_size = handle.world_size
         where = f", log {handle.log_dir}" if handle.log_dir else ""
@@ -187,6 +253,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         summary = _wait(handle)
     except RunError as err:
+        bars.close()
         print(f"workbench run: error: {err.details()}", file=sys.stderr)
         return 1
     if args.json:

@@ -36,7 +36,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import ErrorCollector
-from workbench.events import Event, PartitionComputed
+from workbench.events import Event, PartitionComputed, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
@@ -46,7 +46,8 @@ from workbench.train.loop import (LabelData, StepOutput, TrainLoop, load_trainin
 from workbench.train.models import MODELS, SpMM, edge_weights, sparse_aggregator
 from workbench.train.staleness import predicted_bytes_by_epoch
 
-__all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "OwnerComputeHalo", "RankShard", "build_shards"]
+__all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "OwnerComputeHalo", "RankShard", "build_shards",
+           "load_and_partition"]
 
 
 def FullGraphConfig(**settings: Any):
@@ -57,6 +58,34 @@ def FullGraphConfig(**settings: Any):
     from workbench.compose import RunConfig
 
     return RunConfig.compose(exchange="halo", **settings)
+
+
+def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_part: Optional[torch.Tensor] = None,
+                       owner: str = "program", emit: Optional[Callable[[Event], None]] = None,
+                       num_parts: Optional[int] = None) -> tuple[Graph, torch.Tensor, Any]:
+    """Load ``cfg.graph`` (or ``graph``) and partition it into ``num_parts`` (default ``world_size``) parts with
+    ``cfg``'s partition stage (or take ``node_part``), emitting :class:`Progress` (stages ``graph`` and
+    ``partition``). Returns ``(graph, node_part, partition result or None)``; raises ``ParamError`` before
+    any rank starts."""
+    emit = emit or (lambda event: None)
+    parts = world_size if num_parts is None else num_parts
+    spec = graph if graph is not None else cfg.graph
+    emit(Progress(stage="graph", done=0, total=1, message=f"loading {getattr(spec, 'name', spec)}"))
+    graph = load_training_graph(spec, owner)
+    emit(Progress(stage="graph", done=1, total=1, message=f"{graph.num_nodes:,} vertices, {graph.num_edges:,} edges"))
+    errs = ErrorCollector(type(cfg).__name__)
+    errs.check(1 <= parts <= graph.num_nodes, "num_parts", f"an int in [1, num_nodes={graph.num_nodes}]", parts)
+    errs.raise_if_any()
+    if node_part is not None:
+        emit(Progress(stage="partition", done=1, total=1, message=f"given, {parts} parts"))
+        return graph, torch.as_tensor(node_part, dtype=torch.int64), None
+    method = cfg.method("partition") if parts > 1 else "none"
+    emit(Progress(stage="partition", done=0, total=1, message=f"{method}, {parts} parts"))
+    node_part, result = partition_nodes(graph, parts, cfg.method("partition"), cfg.partition)
+    elapsed = getattr(result, "elapsed_s", None)
+    emit(Progress(stage="partition", done=1, total=1, message=f"{method}, {parts} parts"
+                  + (f", {elapsed:.2f} s" if elapsed is not None else "")))
+    return graph, node_part, result
 
 
 @dataclasses.dataclass(eq=False)
@@ -209,22 +238,17 @@ class FullGraphProgram(Program):
         cfg = self.config
         return EXCHANGES.build(cfg.method("exchange"), cfg.exchange)
 
-    def _load_and_partition(self, world_size: int) -> tuple[Graph, torch.Tensor, Any]:
-        """``(graph, node_part, partition result or None)``, validated before any rank starts."""
-        cfg = self.config
-        graph = load_training_graph(self._graph if self._graph is not None else cfg.graph, type(self).__name__)
-        errs = ErrorCollector(type(cfg).__name__)
-        errs.check(1 <= world_size <= graph.num_nodes, "num_parts", f"an int in [1, num_nodes={graph.num_nodes}]",
-                   world_size)
-        errs.raise_if_any()
-        if self._node_part is not None:
-            return graph, torch.as_tensor(self._node_part, dtype=torch.int64), None
-        node_part, result = partition_nodes(graph, world_size, cfg.method("partition"), cfg.partition)
-        return graph, node_part, result
+    def _load_and_partition(self, world_size: int, emit: Optional[Callable[[Event], None]] = None
+                            ) -> tuple[Graph, torch.Tensor, Any]:
+        """``(graph, node_part, partition result or None)``, validated before any rank starts.
+
+        ``emit`` receives :class:`Progress` events of the steps (stages ``graph`` and ``partition``)."""
+        return load_and_partition(self.config, world_size, graph=self._graph, node_part=self._node_part,
+                                  owner=type(self).__name__, emit=emit)
 
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
-        graph, node_part, result = self._load_and_partition(world_size)
+        graph, node_part, result = self._load_and_partition(world_size, emit)
         widths = MODELS.build(cfg.method("model"), cfg.model).input_widths(graph.num_features)
         layout = self.exchange().layout(graph, node_part, world_size, cfg.method("model"), widths)
         self.predicted = layout.predicted

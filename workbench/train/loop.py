@@ -17,14 +17,23 @@ import torch
 from torch import nn
 
 from workbench._validation import Config, ErrorCollector
-from workbench.events import EpochEnd
+from workbench.events import EpochEnd, Progress, Traffic
 from workbench.graph import Graph
 
 __all__ = ["load_training_graph", "check_training_graph", "make_optimizer", "allreduce_gradients",
            "global_metrics", "EpochRecorder", "summarize_ranks", "partition_nodes", "OPTIMIZERS", "LabelData",
-           "masked_loss", "TrainLoopConfig", "TrainLoop", "StepOutput"]
+           "masked_loss", "TrainLoopConfig", "TrainLoop", "StepOutput", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
+           "TRAFFIC_WINDOW_EPOCHS"]
 
 OPTIMIZERS = ("adam", "sgd")
+#: how finely the run log keeps per-link traffic (``traffic_detail``): ``auto`` or ``epoch``
+TRAFFIC_DETAILS = ("auto", "epoch")
+#: ``traffic_detail="auto"``: epochs below this are logged per link and epoch ...
+TRAFFIC_DETAIL_EPOCHS = 100
+#: ... later epochs per link summed over windows of this many epochs (100, 200), 200, 300), ...)
+TRAFFIC_WINDOW_EPOCHS = 100
+#: least seconds between two epoch ``Progress`` events of a rank (the first and last epochs always report)
+PROGRESS_INTERVAL_S = 0.5
 
 
 def load_training_graph(spec: Any, owner: str) -> Graph:
@@ -107,11 +116,56 @@ def global_metrics(comm, world_size: int, loss: torch.Tensor, logits: torch.Tens
 
 
 class EpochRecorder:
-    """Times an epoch, emits ``EpochEnd`` and the epoch's ``Traffic`` events, keeps the rank's results."""
+    """Times an epoch, emits ``EpochEnd``, the epoch's ``Traffic`` and ``Progress`` events, keeps the rank's results.
 
-    def __init__(self, ctx, exchange_kinds: tuple[str, ...]):
+    Epoch progress (stage ``epochs``, ``done = epoch + 1``) is reported at most every
+    :data:`PROGRESS_INTERVAL_S` seconds per rank (always for the first and the last epoch), so fast epochs
+    do not flood the run log; ``finish`` reports stage ``evaluation`` with the final accuracies.
+
+    Per-link traffic detail in the run log (``traffic_detail``): ``epoch`` logs one :class:`Traffic`
+    event per (epoch, src, dst, kind, layer); ``auto`` (default) does so for the first
+    :data:`TRAFFIC_DETAIL_EPOCHS` epochs, then sums each link over windows of :data:`TRAFFIC_WINDOW_EPOCHS`
+    epochs (one event per window and link: ``epoch`` = the window's first, ``num_epochs`` = its length),
+    so a 2,000-epoch log holds about a twentieth of the traffic lines. Sums over a window equal the
+    per-epoch sums exactly, and :class:`EpochEnd` ``bytes_by_kind`` keeps the exact per-epoch totals by
+    kind either way. A run stopped or failed mid-window loses that window's per-link detail only.
+
+    Args:
+        ctx: the rank's :class:`~workbench.runtime.program.RankContext`.
+        exchange_kinds: traffic kinds of the program's exchange (summed per epoch in the result).
+        config: the program's config; ``epochs`` (progress total) and ``traffic_detail`` are read from it
+            when present.
+        epochs: total epochs (progress bars), overriding ``config.epochs``.
+        traffic_detail: ``auto`` or ``epoch``, overriding ``config.traffic_detail``.
+
+    Example:
+        >>> from workbench.communicate.inprocess import InProcessGroup
+        >>> from workbench.events import ListSink
+        >>> from workbench.runtime.program import RankContext
+        >>> sink = ListSink()
+        >>> ctx = RankContext(rank=0, world_size=1, comm=InProcessGroup(1).communicator(0), emit=sink.emit)
+        >>> rec = EpochRecorder(ctx, (), epochs=250)
+        >>> for epoch in range(250):
+        ...     rec.start(epoch)
+        ...     ctx.comm.counter.add(epoch, 0, 1, "halo_fwd", 0, 8)   # 8 bytes on link 0 -> 1
+        ...     rec.end({"loss": 1.0, "train_acc": None, "val_acc": None, "test_acc": None})
+        >>> traffic = sink.of_type(Traffic)
+        >>> len(traffic), sum(t.bytes for t in traffic), [(t.epoch, t.num_epochs) for t in traffic[-2:]]
+        (102, 2000, [(100, 100), (200, 50)])
+    """
+
+    def __init__(self, ctx, exchange_kinds: tuple[str, ...], config: Any = None, *, epochs: Optional[int] = None,
+                 traffic_detail: Optional[str] = None):
         self.ctx = ctx
         self.kinds = exchange_kinds
+        self.total = int(epochs if epochs is not None else (getattr(config, "epochs", 0) or 0))
+        self.traffic_detail = traffic_detail or getattr(config, "traffic_detail", None) or "auto"
+        assert self.traffic_detail in TRAFFIC_DETAILS, self.traffic_detail
+        self._window: dict[tuple[int, int, str, int], list[int]] = defaultdict(lambda: [0, 0])
+        self._window_start: Optional[int] = None
+        self._window_end = 0
+        self._last_metrics: dict = {}
+        self._progress_at = 0.0
         self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
                                        "epoch_wall_s": [], "compute_s": [], "comm_s": [],
                                        "bytes_by_kind": defaultdict(int), "exchange_bytes_by_epoch": [],
@@ -134,8 +188,12 @@ class EpochRecorder:
                          val_acc=metrics["val_acc"], test_acc=metrics["test_acc"],
                          compute_s=max(wall - comm_s, 0.0), comm_s=comm_s, wall_s=wall,
                          bytes_by_kind=by_kind, messages=messages))
-        for ev in counter.drain(ctx.run_id):
-            ctx.log(ev)
+        self._log_traffic(counter.drain(ctx.run_id))
+        now = time.monotonic()
+        if self.epoch == 0 or self.epoch + 1 >= self.total or now - self._progress_at >= PROGRESS_INTERVAL_S:
+            self._progress_at = now
+            ctx.log(Progress(stage="epochs", rank=ctx.rank, done=self.epoch + 1, total=self.total))
+        self._last_metrics = metrics
         res["losses"].append(metrics["loss"])
         for k in ("train_acc", "val_acc", "test_acc"):
             res[k].append(metrics[k])
@@ -147,7 +205,39 @@ class EpochRecorder:
         res["exchange_kind_bytes_by_epoch"].append({k: by_kind.get(k, 0) for k in self.kinds})
         res["exchange_bytes_by_epoch"].append(sum(by_kind.get(k, 0) for k in self.kinds))
 
+    def _log_traffic(self, records: list[Traffic]) -> None:
+        """Log this epoch's per-link records, or add them to the open window (``traffic_detail``)."""
+        epoch = self.epoch
+        if self.traffic_detail == "epoch" or epoch < TRAFFIC_DETAIL_EPOCHS:
+            for ev in records:
+                self.ctx.log(ev)
+            return
+        start = TRAFFIC_DETAIL_EPOCHS + (epoch - TRAFFIC_DETAIL_EPOCHS) // TRAFFIC_WINDOW_EPOCHS * TRAFFIC_WINDOW_EPOCHS
+        if self._window_start is not None and self._window_start != start:
+            self._flush_window()
+        self._window_start = start
+        self._window_end = epoch + 1
+        for ev in records:
+            rec = self._window[(ev.src_rank, ev.dst_rank, ev.kind, ev.layer)]
+            rec[0] += ev.bytes
+            rec[1] += ev.messages
+        if self._window_end - start == TRAFFIC_WINDOW_EPOCHS or self._window_end == self.total:
+            self._flush_window()
+
+    def _flush_window(self) -> None:
+        start, n = self._window_start, self._window_end - (self._window_start or 0)
+        for (src, dst, kind, layer), (nbytes, messages) in sorted(self._window.items()):
+            self.ctx.log(Traffic(epoch=start, num_epochs=n, src_rank=src, dst_rank=dst, kind=kind, layer=layer,
+                                 bytes=nbytes, messages=messages))
+        self._window.clear()
+        self._window_start = None
+
     def finish(self, model: nn.Module) -> dict:
+        if self._window_start is not None:
+            self._flush_window()
+        m = self._last_metrics
+        accs = ", ".join(f"{k} {m[f'{k}_acc']:.3f}" for k in ("train", "val", "test") if m.get(f"{k}_acc") is not None)
+        self.ctx.log(Progress(stage="evaluation", rank=self.ctx.rank, done=1, total=1, message=accs))
         self.result["bytes_by_kind"] = dict(self.result["bytes_by_kind"])
         self.result["params"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         return self.result
@@ -237,6 +327,9 @@ class TrainLoopConfig(Config):
     """L2 weight decay."""
     seed: int = 0
     """Seed of the weight initialisation (``--set seed=S`` also seeds the partitioner and the sampler)."""
+    traffic_detail: str = "auto"
+    """Per-link traffic in the run log: ``epoch`` (every epoch) or ``auto`` (every epoch for the first 100, then
+    summed per 100-epoch window; per-epoch totals by kind are always exact)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         def is_int(v):
@@ -251,6 +344,8 @@ class TrainLoopConfig(Config):
         errs.check(is_num(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "a number in [0, inf]",
                    self.weight_decay)
         errs.check(is_int(self.seed), "seed", "an int", self.seed)
+        errs.check(self.traffic_detail in TRAFFIC_DETAILS, "traffic_detail", f"one of {list(TRAFFIC_DETAILS)}",
+                   self.traffic_detail)
 
 
 @dataclasses.dataclass(eq=False)
@@ -325,7 +420,7 @@ class TrainLoop:
         self.config = config
         self.comm = comm if comm is not None else ctx.comm
         self.optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr, config.weight_decay)
-        self.recorder = EpochRecorder(ctx, tuple(exchange_kinds))
+        self.recorder = EpochRecorder(ctx, tuple(exchange_kinds), config)
         self.epoch = 0
 
     # -- hooks ---------------------------------------------------------------------------------------------

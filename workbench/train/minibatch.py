@@ -57,8 +57,7 @@ from workbench.events import CacheStats, Event, SampleStats
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
-from workbench.train.loop import (StepOutput, TrainLoop, global_metrics, load_training_graph, partition_nodes,
-                                  summarize_ranks)
+from workbench.train.loop import StepOutput, TrainLoop, global_metrics, summarize_ranks
 from workbench.train.models import MODELS, GNNModel
 
 __all__ = ["MiniBatchProgram", "MiniBatchShard", "MiniBatchLoop", "BlockAggregator", "block_forward", "block_aggregators"]
@@ -180,28 +179,22 @@ class MiniBatchProgram(Program):
     # -- client side ---------------------------------------------------------------------------------------
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
         from workbench.sample import owned_rows, split_seeds
-        from workbench.train.full_graph import _partition_event
+        from workbench.train.full_graph import _partition_event, load_and_partition
         from workbench.train.halo import build_halo_plans, local_index
 
         cfg = self.config
-        graph = load_training_graph(self._graph if self._graph is not None else cfg.graph, type(self).__name__)
+        k = cfg.sample.trainers or world_size
         errs = ErrorCollector(type(cfg).__name__)
-        errs.check(1 <= world_size <= graph.num_nodes, "num_parts", f"an int in [1, num_nodes={graph.num_nodes}]",
-                   world_size)
         errs.check(len(cfg.sample.fanouts) == cfg.model.num_layers, "sample.fanouts",
                    f"one fan-out per model layer (model.num_layers={cfg.model.num_layers})", cfg.sample.fanouts)
-        k = cfg.sample.trainers or world_size
         errs.check(k == world_size or world_size == 1, "sample.trainers",
                    f"None, the number of ranks ({world_size}), or any count on one rank", cfg.sample.trainers)
-        errs.check(k <= graph.num_nodes, "sample.trainers", f"an int in [1, num_nodes={graph.num_nodes}]", k)
         errs.raise_if_any()
-        if self._node_part is not None:
-            node_part, result = torch.as_tensor(self._node_part, dtype=torch.int64), None
-        else:
-            node_part, result = partition_nodes(graph, world_size, cfg.method("partition"), cfg.partition)
+        graph, node_part, result = load_and_partition(cfg, world_size, graph=self._graph, node_part=self._node_part,
+                                                      owner=type(self).__name__, emit=emit)
         # the trainers' split: by the ranks' parts, or (single-process reference) by a k-way partition
-        split_part = node_part if k == world_size else partition_nodes(graph, k, cfg.method("partition"),
-                                                                       cfg.partition)[0]
+        split_part = node_part if k == world_size else load_and_partition(cfg, world_size, graph=graph,
+                                                                          num_parts=k)[1]
         labels = graph.labels.to(torch.int64)
         valid = labels >= 0
 
