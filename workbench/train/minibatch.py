@@ -115,11 +115,7 @@ class BlockAggregator:
 
 def block_forward(model: GNNModel, aggregators: list[BlockAggregator], x: torch.Tensor) -> torch.Tensor:
     """Logits of the seeds: layer ``i`` maps block ``i``'s source rows to its destination rows."""
-    h = x
-    for i, agg in enumerate(aggregators):
-        z = model.layer(i, agg(h), h[:agg.num_dst])
-        h = torch.relu(z) if i < model.num_layers - 1 else z
-    return h
+    return model.forward_blocks(x, lambda h, i: aggregators[i](h), [a.num_dst for a in aggregators])
 
 
 # --------------------------------------------------------------------------------------------------------
