@@ -208,3 +208,66 @@ def test_only_the_open_tab_refreshes(events, render):
     view._tabs.active = 3  # opening a tab brings its view up to date
     assert view.traffic.up_to_date()
     assert view.visible_views() == [view.progress, view.traffic]
+
+
+def _epoch_cut(events, n):
+    """Index of the event after the first ``n`` EpochEnd events."""
+    from workbench.events import EpochEnd
+
+    ends = [i for i, ev in enumerate(events) if isinstance(ev, EpochEnd)]
+    return ends[n - 1] + 1
+
+
+def test_curves_refresh_streams_only_the_new_rows(render, monkeypatch):
+    """After N new EpochEnd events a refresh sends each plot exactly those N rows, and the Bokeh sources
+    then hold the same rows as the frame (no duplicated or dropped points, epochs in order per rank)."""
+    from bokeh.models import ColumnDataSource, GlyphRenderer
+
+    events = fabricate_run(num_parts=3, epochs=12, num_layers=2, run_id="fab")
+    streamed = []
+    original = ColumnDataSource.stream
+
+    def spy(self, new_data, rollover=None, **kw):
+        streamed.append(len(next(iter(new_data.values()))))
+        return original(self, new_data, rollover, **kw)
+
+    monkeypatch.setattr(ColumnDataSource, "stream", spy)
+    store = RunStore(events=events[:_epoch_cut(events, 15)])  # 5 epochs of 3 ranks
+    view = CurvesView(store)
+    root = render(view)
+    store.extend(events[_epoch_cut(events, 15):_epoch_cut(events, 22)])  # N = 7 new EpochEnd events
+    view._next_ok = 0
+    assert view.refresh()
+    assert sum(streamed) == 2 * 7  # the loss and the accuracy plot
+    assert view._loss.rows_sent == view._acc.rows_sent == 7
+    assert view._loss.rebuilds == view._acc.rebuilds == 1
+    assert not view.refresh(force=True) or sum(streamed) == 14  # nothing new: nothing sent
+    frame = view.plot_data()
+    sources = [r.data_source for r in root.select({"type": GlyphRenderer})]
+    loss_sources = [s for s in sources if "loss" in s.data]
+    assert len(sources) == 6 and len(loss_sources) == 3  # 3 ranks x 2 plots
+    by_rank = {}
+    for source in loss_sources:  # which rank: the one whose rows the source holds
+        epochs, loss = list(source.data["epoch"]), np.asarray(source.data["loss"])
+        assert epochs == list(range(len(epochs)))  # every epoch once, in order
+        rank = next(r for r, part in frame.groupby("rank")
+                    if len(part) == len(loss) and np.allclose(part["loss"], loss))
+        by_rank[rank] = len(epochs)
+    assert by_rank == frame.groupby("rank").size().to_dict()  # one source per rank, all its rows
+
+
+def test_stream_plot_rebuilds_when_a_shown_row_changes():
+    import pandas as pd
+
+    from widgets.views import StreamPlot
+
+    plot = StreamPlot(lambda name, df: hv.Curve(df, "epoch", "loss", label=str(name)))
+    plot.show({0: pd.DataFrame({"epoch": [0, 1], "loss": [1.0, 0.5]})}, shape="a")
+    late = pd.DataFrame({"epoch": [0, 1, 2], "loss": [1.0, 0.7, 0.4]})  # epoch 1 changed
+    plot.show({0: late}, shape="a")
+    assert plot.rebuilds == 2 and plot.rows_sent == 0
+    pd.testing.assert_frame_equal(plot.series[0], late)
+    plot.show({0: late, 1: late}, shape="a")  # a new series: a new figure
+    assert plot.rebuilds == 3
+    plot.show({}, shape="a", empty=lambda: hv.Curve([]))
+    assert plot.rebuilds == 4 and plot.element is not None
