@@ -271,3 +271,23 @@ def test_stream_plot_rebuilds_when_a_shown_row_changes():
     assert plot.rebuilds == 3
     plot.show({}, shape="a", empty=lambda: hv.Curve([]))
     assert plot.rebuilds == 4 and plot.element is not None
+
+
+def test_traffic_lines_stream_finished_epochs_only(render):
+    events = fabricate_run(num_parts=3, epochs=10, num_layers=2, run_id="fab")
+    body = [ev for ev in events if type(ev).__name__ != "RunFinished"]  # a run still going
+    store = RunStore(events=body[:_epoch_cut(body, 9)])  # epochs 0-2 done by every rank
+    view = TrafficView(store, runs_dir=None)
+    render(view)
+    assert len(view._times.series["measured"]) == store.epochs_done == 3
+    store.extend(body[_epoch_cut(body, 9):_epoch_cut(body, 16)])  # epochs 3, 4 done; 5 begun by one rank
+    view._next_ok = 0
+    assert view.refresh()
+    assert store.epochs_done == 5
+    assert view._times.rebuilds == 1 and view._times.rows_sent == 2 * len(view._times.series)
+    assert view._cum.rebuilds == 1 and view._cum.rows_sent == 2
+    store.extend(body[_epoch_cut(body, 16):])
+    view._next_ok = 0
+    view.refresh()
+    full = view.time_frame()
+    np.testing.assert_allclose(view._times.series["measured"]["measured_s"], full["measured_s"])
