@@ -193,7 +193,6 @@ class StreamPlot:
         self._frames: dict[Any, Any] = {}
         self._shape: Any = None
         self._empty = True
-        self._version = 0
         #: figures built, updates streamed, and rows streamed by those updates (not counting builds)
         self.rebuilds = self.updates = self.rows_sent = 0
 
@@ -233,7 +232,6 @@ class StreamPlot:
             return
         if any(len(t) for t in tails.values()):
             self._frames = {name: df.reset_index(drop=True) for name, df in series.items()}
-            self._version += 1  # a figure built from now on (a new page) draws the frames above
             self.updates += 1
             self.rows_sent += sum(len(t) for t in tails.values())
 
@@ -253,12 +251,11 @@ class StreamPlot:
     def _build(self, series: dict[Any, Any], shape: Any) -> None:
         self._frames = {name: df.reset_index(drop=True) for name, df in series.items()}
         self._shape, self._empty = shape, False
-        self._version += 1
         self.rebuilds += 1
-        # a DynamicMap, so that a page opened later draws the rows streamed since (the Pipe's value is
-        # bumped, without a redraw, by every update)
-        self._pipe = hv.streams.Pipe(data=self._version)
-        self.pane.object = hv.DynamicMap(lambda data: self._overlay(), streams=[self._pipe])
+        # a DynamicMap that draws the frames when a page asks for the figure: a page opened later draws
+        # the rows streamed since (no memo, and its kept frame is dropped on every update)
+        self._dmap = hv.DynamicMap(hv.core.spaces.Callable(self._overlay, memoize=False))
+        self.pane.object = self._dmap
 
     def _overlay(self) -> Any:
         layers = [_framewise(self.make(name, df)) for name, df in self._frames.items()]
@@ -284,7 +281,7 @@ class StreamPlot:
                     return False  # not the figure these rows extend
                 chunks.append((source, {c: tail[c].to_numpy() for c in columns}))
             updates.append((plot, chunks))
-        self._pipe.update(data=self._version + 1)
+        self._dmap.data.clear()  # the frame the DynamicMap keeps: a page opened later draws the new rows
         for plot, chunks in updates:
             _in_document(plot, partial(_stream_into, plot, chunks, ranges))
         return True

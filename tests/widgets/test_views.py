@@ -291,3 +291,24 @@ def test_traffic_lines_stream_finished_epochs_only(render):
     view.refresh()
     full = view.time_frame()
     np.testing.assert_allclose(view._times.series["measured"]["measured_s"], full["measured_s"])
+
+
+def test_stream_plot_page_opened_later_draws_the_streamed_rows(render):
+    import pandas as pd
+    from bokeh.models import GlyphRenderer
+
+    from widgets.views import StreamPlot
+
+    def frame(n):
+        return pd.DataFrame({"epoch": list(range(n)), "loss": [1.0 / (e + 1) for e in range(n)]})
+
+    plot = StreamPlot(lambda name, df: hv.Curve(df, "epoch", "loss", label=str(name)))
+    plot.show({0: frame(2)}, shape="a")
+    first = render(plot)
+    plot.show({0: frame(4)}, shape="a")
+    second = render(plot)  # opened after rows were streamed to the first
+    plot.show({0: frame(5)}, shape="a")  # streamed to both
+    assert (plot.rebuilds, plot.updates, plot.rows_sent) == (1, 2, 3)
+    for root in (first, second):
+        source, = [g.data_source for g in root.select({"type": GlyphRenderer})]
+        assert list(source.data["epoch"]) == [0, 1, 2, 3, 4]
