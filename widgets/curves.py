@@ -42,8 +42,8 @@ class CurvesView(StoreView):
         acc_widget = pn.widgets.Select.from_param(self.param.accuracy, options={v: k for k, v in ACC_COLUMNS.items()},
                                                   width=200, margin=(4, 10))
         self._note = empty_note("Waiting for the first epoch…")
-        self._loss = StreamPlot(self._make_curve("loss", "loss"), linked_axes=False)
-        self._acc = StreamPlot(self._make_curve("acc", ""), linked_axes=False)
+        self._loss = StreamPlot(self._make_curve("loss"), linked_axes=False)
+        self._acc = StreamPlot(self._make_curve(""), linked_axes=False)
         return [pn.Row(x_widget, acc_widget), self._note,
                 pn.Row(self._loss.pane, self._acc.pane, sizing_mode="stretch_width")]
 
@@ -62,7 +62,8 @@ class CurvesView(StoreView):
         cols = df[["x", y, "epoch"]]
         return {int(ranks[a]): cols.iloc[a:b].reset_index(drop=True) for a, b in bounds if b > a}
 
-    def _make_curve(self, which: str, label: str):
+    def _make_curve(self, label: str):
+        """The curve of one rank (``label``: the y axis; empty: the chosen accuracy's)."""
         def make(rank: int, data: pd.DataFrame) -> hv.Curve:
             y = data.columns[1]
             ylabel = label or ACC_COLUMNS.get(y, y)

@@ -311,8 +311,8 @@ def _stream_into(plot: Any, chunks: list, ranges: list) -> None:
         source.stream(data)
     for name, rng in zip(("x_range", "y_range"), ranges):
         handle = plot.handles.get(name)
-        if rng is not None and handle is not None and hasattr(handle, "start"):
-            handle.update(start=rng[0], end=rng[1])
+        if rng is not None and handle is not None and hasattr(handle, "reset_start"):  # a Range1d
+            handle.update(start=rng[0], end=rng[1], reset_start=rng[0], reset_end=rng[1])  # reset: all data
 
 
 def _in_document(plot: Any, fn: Callable[[], None]) -> None:
