@@ -10,11 +10,12 @@ Example:
 from __future__ import annotations
 
 import holoviews as hv
+import numpy as np
 import pandas as pd
 import panel as pn
 import param
 
-from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note, rank_color
+from widgets.views import PLOT_OPTS, StoreView, StreamPlot, empty_note, rank_color
 
 __all__ = ["CurvesView"]
 
@@ -23,7 +24,11 @@ ACC_COLUMNS = {"val_acc": "validation accuracy", "train_acc": "train accuracy", 
 
 
 class CurvesView(StoreView):
-    """Loss and accuracy of every rank, live."""
+    """Loss and accuracy of every rank, live.
+
+    Each rank's curve is a :class:`~widgets.views.StreamPlot` series: a refresh sends the browser only
+    the epochs that arrived since the last one.
+    """
 
     kinds = ("epoch",)
     title = "Training curves"
@@ -37,8 +42,8 @@ class CurvesView(StoreView):
         acc_widget = pn.widgets.Select.from_param(self.param.accuracy, options={v: k for k, v in ACC_COLUMNS.items()},
                                                   width=200, margin=(4, 10))
         self._note = empty_note("Waiting for the first epoch…")
-        self._loss = LivePlot(linked_axes=False)
-        self._acc = LivePlot(linked_axes=False)
+        self._loss = StreamPlot(self._make_curve("loss"), linked_axes=False)
+        self._acc = StreamPlot(self._make_curve(""), linked_axes=False)
         return [pn.Row(x_widget, acc_widget), self._note,
                 pn.Row(self._loss.pane, self._acc.pane, sizing_mode="stretch_width")]
 
@@ -48,22 +53,35 @@ class CurvesView(StoreView):
         df["x"] = df[self.x] / 1e6 if self.x == "cum_bytes" else df[self.x]
         return df
 
-    def _curves(self, df: pd.DataFrame, y: str, label: str, title: str) -> hv.Overlay:
-        xlabel = X_AXES[self.x]
-        curves = {}
-        for rank, part in df.groupby("rank"):
-            part = part[["x", y, "epoch"]].dropna(subset=[y])
-            c = hv.Curve(part, kdims=[hv.Dimension("x", label=xlabel)], vdims=[hv.Dimension(y, label=label), "epoch"])
-            curves[int(rank)] = c.opts(color=rank_color(rank), line_width=2, tools=["hover"])
-        if not curves:
-            return hv.Curve([], kdims=[hv.Dimension("x", label=xlabel)], vdims=[y]).opts(title=title, **PLOT_OPTS)
-        overlay = hv.NdOverlay(curves, kdims=[hv.Dimension("rank")])
-        return overlay.opts(title=title, legend_position="right", show_legend=len(curves) > 1, **PLOT_OPTS)
+    def series(self, df: pd.DataFrame, y: str) -> dict[int, pd.DataFrame]:
+        """One frame per rank (``x``, ``y``, ``epoch``, rows without ``y`` left out), in epoch order."""
+        df = df.loc[df[y].notna(), ["rank", "x", y, "epoch"]]  # sorted by rank, then epoch
+        ranks = df["rank"].to_numpy()
+        cuts = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
+        bounds = zip(np.r_[0, cuts], np.r_[cuts, len(df)])
+        cols = df[["x", y, "epoch"]]
+        return {int(ranks[a]): cols.iloc[a:b].reset_index(drop=True) for a, b in bounds if b > a}
+
+    def _make_curve(self, label: str):
+        """The curve of one rank (``label``: the y axis; empty: the chosen accuracy's)."""
+        def make(rank: int, data: pd.DataFrame) -> hv.Curve:
+            y = data.columns[1]
+            ylabel = label or ACC_COLUMNS.get(y, y)
+            c = hv.Curve(data, kdims=[hv.Dimension("x", label=X_AXES[self.x])],
+                         vdims=[hv.Dimension(y, label=ylabel), "epoch"], label=f"rank {rank}")
+            return c.opts(color=rank_color(rank), line_width=2, tools=["hover"])
+        return make
+
+    def _show(self, plot: StreamPlot, df: pd.DataFrame, y: str, label: str, title: str, shape: tuple) -> None:
+        series = self.series(df, y) if len(df) else {}
+        plot.opts = dict(title=title, legend_position="right", show_legend=len(series) > 1, **PLOT_OPTS)
+        plot.show(series, shape, empty=lambda: hv.Curve([], kdims=[hv.Dimension("x", label=X_AXES[self.x])],
+                                                        vdims=[y]).opts(title=title, **PLOT_OPTS))
 
     def _update(self) -> None:
         df = self.plot_data()
         self._note.visible = df.empty
         shape = (self.x, self.accuracy, tuple(sorted(df["rank"].unique().tolist())) if len(df) else ())
-        self._loss.show(self._curves(df, "loss", "loss", "Loss per rank"), shape)
+        self._show(self._loss, df, "loss", "loss", "Loss per rank", shape)
         label = ACC_COLUMNS[self.accuracy]
-        self._acc.show(self._curves(df, self.accuracy, label, f"{label.capitalize()} per rank"), shape)
+        self._show(self._acc, df, self.accuracy, label, f"{label.capitalize()} per rank", shape)

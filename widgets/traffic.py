@@ -26,7 +26,7 @@ import panel as pn
 import param
 
 from widgets.store import RunStore, list_runs
-from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note, kind_color
+from widgets.views import PLOT_OPTS, LivePlot, StoreView, StreamPlot, empty_note, kind_color
 
 __all__ = ["TrafficView", "network_model", "modelled_per_epoch"]
 
@@ -157,8 +157,8 @@ class TrafficView(StoreView):
         self._note = empty_note("No traffic yet.")
         self._kinds = LivePlot()
         self._pairs = LivePlot()
-        self._times = LivePlot()
-        self._cum = LivePlot()
+        self._times = StreamPlot(self._time_curve)
+        self._cum = StreamPlot(self._cum_curve)
         self._refresh_baselines()
         return [pn.Row(self._kind_widget, self._net_widget, self._base_widget, refresh), self._note,
                 pn.Row(self._kinds.pane, self._pairs.pane, sizing_mode="stretch_width"),
@@ -208,28 +208,47 @@ class TrafficView(StoreView):
                                         vdims=["bytes"]).opts(
             title=f"Bytes per rank pair ({self.kind})", cmap="Oranges", colorbar=True, tools=["hover"],
             invert_yaxis=True, **PLOT_OPTS), shape=(self.kind, len(pf)))
+        # the two line plots stream: only epochs every rank has finished (their maxima and sums are final)
+        complete = self._complete_epochs()
         tf = self.time_frame()
-        measured = hv.Curve(tf, "epoch", hv.Dimension("measured_s", label="seconds"), label="measured").opts(
-            color="#1f77b4", line_width=2, tools=["hover"])
+        tf = tf[tf["epoch"] < complete]
         title = "Communication time per epoch"
-        plot = hv.Overlay([measured])
+        series = {"measured": tf[["epoch", "measured_s"]]}
         if self._model is not None and self.network:
-            modelled = hv.Curve(tf[["epoch", "modelled_s"]].rename(columns={"modelled_s": "measured_s"}), "epoch",
-                                hv.Dimension("measured_s", label="seconds"),
-                                label=f"modelled ({self.network})").opts(color="#d62728", line_dash="dashed",
-                                                                         line_width=2, tools=["hover"])
-            plot = measured * modelled
+            series[f"modelled ({self.network})"] = tf[["epoch", "modelled_s"]]
         else:
             title += " (no network model available)"
-        self._times.show(plot.opts(title=title, legend_position="top_right", **PLOT_OPTS), shape=title + str(self.network))
+        self._times.opts = dict(title=title, legend_position="top_right", **PLOT_OPTS)
+        self._times.show(series if len(tf) else {}, shape=title + str(self.network),
+                         empty=lambda: hv.Curve([], "epoch", hv.Dimension("measured_s", label="seconds")).opts(
+                             title=title, **PLOT_OPTS))
         cf = self.cumulative_frame()
-        curves = {run: hv.Curve(part, "epoch", hv.Dimension("MB", label="MB sent (all ranks)")).opts(
-                      line_width=2, tools=["hover"], color="#1f77b4" if run.startswith("this") else "#7f7f7f",
-                      line_dash="solid" if run.startswith("this") else "dashed")
-                  for run, part in cf.groupby("run")}
-        cum = hv.NdOverlay(curves, kdims=["run"]) if curves else hv.Overlay([hv.Curve([], "epoch", "MB")])
-        self._cum.show(cum.opts(title="Bytes sent so far" + (" vs baseline" if self._baseline_store else ""),
-                                legend_position="top_left", **PLOT_OPTS), shape=tuple(curves))
+        runs = {run: part[["epoch", "MB"]] for run, part in cf.groupby("run", sort=True)}
+        runs = {run: part[part["epoch"] < complete] if run.startswith("this") else part for run, part in runs.items()}
+        runs = {run: part for run, part in runs.items() if len(part)}
+        title = "Bytes sent so far" + (" vs baseline" if self._baseline_store else "")
+        self._cum.opts = dict(title=title, legend_position="top_left", **PLOT_OPTS)
+        self._cum.show(runs, shape=(title, tuple(runs)),
+                       empty=lambda: hv.Curve([], "epoch", "MB").opts(title=title, **PLOT_OPTS))
+
+    def _complete_epochs(self) -> int:
+        """Epochs whose per-epoch aggregates are final: those every rank finished (all of them once the run
+        has ended)."""
+        return 1 << 62 if self.store.done else self.store.epochs_done
+
+    @staticmethod
+    def _time_curve(name: str, data: pd.DataFrame) -> hv.Curve:
+        measured = name == "measured"
+        return hv.Curve(data, "epoch", hv.Dimension(data.columns[1], label="seconds"), label=name).opts(
+            color="#1f77b4" if measured else "#d62728", line_dash="solid" if measured else "dashed", line_width=2,
+            tools=["hover"])
+
+    @staticmethod
+    def _cum_curve(run: str, data: pd.DataFrame) -> hv.Curve:
+        this = run.startswith("this")
+        return hv.Curve(data, "epoch", hv.Dimension("MB", label="MB sent (all ranks)"), label=run).opts(
+            line_width=2, tools=["hover"], color="#1f77b4" if this else "#7f7f7f",
+            line_dash="solid" if this else "dashed")
 
     def _version(self) -> tuple:
         base = self._baseline_store.version() if self._baseline_store is not None else ()

@@ -13,7 +13,7 @@ import pytest
 from tests.ui.conftest import ARTIFACTS, wait_until
 from widgets.app import RunRegistry
 from widgets.synthetic import SyntheticRun, fabricate_run
-from widgets.views import LivePlot
+from widgets.views import LivePlot, StreamPlot
 
 TAB_VIEWS = {"Training curves": "curves", "Partition": "partition", "Staleness": "staleness",
              "Communication": "traffic"}
@@ -44,7 +44,7 @@ def _plotted_rows(view) -> int:
 
 def _updates(view) -> int:
     """How many times a view's live plots were updated in place (not built anew)."""
-    return sum(p.updates for p in vars(view).values() if isinstance(p, LivePlot))
+    return sum(p.updates for p in vars(view).values() if isinstance(p, (LivePlot, StreamPlot)))
 
 
 def _slow_launcher(tmp_path, epochs=2000, delay=0.25):

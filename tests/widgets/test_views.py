@@ -208,3 +208,107 @@ def test_only_the_open_tab_refreshes(events, render):
     view._tabs.active = 3  # opening a tab brings its view up to date
     assert view.traffic.up_to_date()
     assert view.visible_views() == [view.progress, view.traffic]
+
+
+def _epoch_cut(events, n):
+    """Index of the event after the first ``n`` EpochEnd events."""
+    from workbench.events import EpochEnd
+
+    ends = [i for i, ev in enumerate(events) if isinstance(ev, EpochEnd)]
+    return ends[n - 1] + 1
+
+
+def test_curves_refresh_streams_only_the_new_rows(render, monkeypatch):
+    """After N new EpochEnd events a refresh sends each plot exactly those N rows, and the Bokeh sources
+    then hold the same rows as the frame (no duplicated or dropped points, epochs in order per rank)."""
+    from bokeh.models import ColumnDataSource, GlyphRenderer
+
+    events = fabricate_run(num_parts=3, epochs=12, num_layers=2, run_id="fab")
+    streamed = []
+    original = ColumnDataSource.stream
+
+    def spy(self, new_data, rollover=None, **kw):
+        streamed.append(len(next(iter(new_data.values()))))
+        return original(self, new_data, rollover, **kw)
+
+    monkeypatch.setattr(ColumnDataSource, "stream", spy)
+    store = RunStore(events=events[:_epoch_cut(events, 15)])  # 5 epochs of 3 ranks
+    view = CurvesView(store)
+    root = render(view)
+    store.extend(events[_epoch_cut(events, 15):_epoch_cut(events, 22)])  # N = 7 new EpochEnd events
+    view._next_ok = 0
+    assert view.refresh()
+    assert sum(streamed) == 2 * 7  # the loss and the accuracy plot
+    assert view._loss.rows_sent == view._acc.rows_sent == 7
+    assert view._loss.rebuilds == view._acc.rebuilds == 1
+    assert not view.refresh(force=True) or sum(streamed) == 14  # nothing new: nothing sent
+    frame = view.plot_data()
+    sources = [r.data_source for r in root.select({"type": GlyphRenderer})]
+    loss_sources = [s for s in sources if "loss" in s.data]
+    assert len(sources) == 6 and len(loss_sources) == 3  # 3 ranks x 2 plots
+    by_rank = {}
+    for source in loss_sources:  # which rank: the one whose rows the source holds
+        epochs, loss = list(source.data["epoch"]), np.asarray(source.data["loss"])
+        assert epochs == list(range(len(epochs)))  # every epoch once, in order
+        rank = next(r for r, part in frame.groupby("rank")
+                    if len(part) == len(loss) and np.allclose(part["loss"], loss))
+        by_rank[rank] = len(epochs)
+    assert by_rank == frame.groupby("rank").size().to_dict()  # one source per rank, all its rows
+
+
+def test_stream_plot_rebuilds_when_a_shown_row_changes():
+    import pandas as pd
+
+    from widgets.views import StreamPlot
+
+    plot = StreamPlot(lambda name, df: hv.Curve(df, "epoch", "loss", label=str(name)))
+    plot.show({0: pd.DataFrame({"epoch": [0, 1], "loss": [1.0, 0.5]})}, shape="a")
+    late = pd.DataFrame({"epoch": [0, 1, 2], "loss": [1.0, 0.7, 0.4]})  # epoch 1 changed
+    plot.show({0: late}, shape="a")
+    assert plot.rebuilds == 2 and plot.rows_sent == 0
+    pd.testing.assert_frame_equal(plot.series[0], late)
+    plot.show({0: late, 1: late}, shape="a")  # a new series: a new figure
+    assert plot.rebuilds == 3
+    plot.show({}, shape="a", empty=lambda: hv.Curve([]))
+    assert plot.rebuilds == 4 and plot.element is not None
+
+
+def test_traffic_lines_stream_finished_epochs_only(render):
+    events = fabricate_run(num_parts=3, epochs=10, num_layers=2, run_id="fab")
+    body = [ev for ev in events if type(ev).__name__ != "RunFinished"]  # a run still going
+    store = RunStore(events=body[:_epoch_cut(body, 9)])  # epochs 0-2 done by every rank
+    view = TrafficView(store, runs_dir=None)
+    render(view)
+    assert len(view._times.series["measured"]) == store.epochs_done == 3
+    store.extend(body[_epoch_cut(body, 9):_epoch_cut(body, 16)])  # epochs 3, 4 done; 5 begun by one rank
+    view._next_ok = 0
+    assert view.refresh()
+    assert store.epochs_done == 5
+    assert view._times.rebuilds == 1 and view._times.rows_sent == 2 * len(view._times.series)
+    assert view._cum.rebuilds == 1 and view._cum.rows_sent == 2
+    store.extend(body[_epoch_cut(body, 16):])
+    view._next_ok = 0
+    view.refresh()
+    full = view.time_frame()
+    np.testing.assert_allclose(view._times.series["measured"]["measured_s"], full["measured_s"])
+
+
+def test_stream_plot_page_opened_later_draws_the_streamed_rows(render):
+    import pandas as pd
+    from bokeh.models import GlyphRenderer
+
+    from widgets.views import StreamPlot
+
+    def frame(n):
+        return pd.DataFrame({"epoch": list(range(n)), "loss": [1.0 / (e + 1) for e in range(n)]})
+
+    plot = StreamPlot(lambda name, df: hv.Curve(df, "epoch", "loss", label=str(name)))
+    plot.show({0: frame(2)}, shape="a")
+    first = render(plot)
+    plot.show({0: frame(4)}, shape="a")
+    second = render(plot)  # opened after rows were streamed to the first
+    plot.show({0: frame(5)}, shape="a")  # streamed to both
+    assert (plot.rebuilds, plot.updates, plot.rows_sent) == (1, 2, 3)
+    for root in (first, second):
+        source, = [g.data_source for g in root.select({"type": GlyphRenderer})]
+        assert list(source.data["epoch"]) == [0, 1, 2, 3, 4]
