@@ -33,9 +33,12 @@ def _titles(view) -> list[str]:
 def test_views_on_saved_log(saved_run, render):
     view = RunView(saved_run, runs_dir=saved_run.parent)
     assert view.store.status == "finished" and view.store.epochs_done == 4
-    for v in view.views:
-        assert not v._error.visible, v._error.object
     render(view)
+    assert view.partition._last is None and not view.partition._layout.select(pn.pane.HoloViews)[0].object
+    for i in range(len(view._tabs)):  # the other tabs draw when first opened
+        view._tabs.active = i
+    for v in view.views:
+        assert v.up_to_date() and not v._error.visible, v._error.object
     assert "Loss per rank" in _titles(view.curves)
     assert any("Vertices per part" in t for t in _titles(view.partition))
     assert any("ACTIVE" in t for t in _titles(view.staleness))
@@ -160,8 +163,11 @@ def test_progress_and_dask_link(events):
 def test_views_render_at_every_stage_of_a_run(events, render):
     for n in (0, 1, 7, 20, len(events)):
         view = RunView(events[:n], runs_dir=None)
-        assert not any(v._error.visible for v in view.views), n
         render(view)
+        for i in range(len(view._tabs)):
+            view._tabs.active = i
+        assert not any(v._error.visible for v in view.views), n
+        assert all(len(tab) == 1 for tab in view._tabs[1:]), n
 
 
 def test_live_updates_and_throttle(events):
