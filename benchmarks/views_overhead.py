@@ -166,7 +166,8 @@ class PaneWatcher(threading.Thread):
         while not self.halt.wait(self.period):
             for session in list(self.registry.sessions):
                 view = getattr(session, "view", None)
-                status = getattr(getattr(view, "progress", None), "_status", None)  # private: a probe only
+                progress = getattr(view, "progress", None)  # private panes: a probe only
+                status = getattr(progress, "_counts", None) or getattr(progress, "_status", None)
                 m = self._NUMBER.search(str(getattr(status, "object", "") or ""))
                 if m and m.group(1) != last:
                     last = m.group(1)

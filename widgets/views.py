@@ -474,20 +474,38 @@ class Refresher:
 class ProgressView(StoreView):
     """Run status, progress of long steps (graph generation, partitioning, epochs), error and Dask link.
 
-    Status and progress are two small HTML panes (native ``<progress>`` bars, no animation): they change
-    four times a second while a run goes, and a Panel widget per bar would make the browser lay the page
-    out anew on every change.
+    Three small HTML panes (native ``<progress>`` bars, no animation; no Panel widget per bar, which would
+    make the browser lay the page out anew on every change): the status badge and run (changes only with
+    the run's status), the counters (epochs done, loss, MB sent: at most :attr:`min_redraw_s`, 2 Hz) and
+    the progress bars (at most every :attr:`bars_every_s`, 1 Hz). A pane's text is sent to the browser only
+    when it changed: while a run goes, the browser redraws a line or two of text a second, not the whole
+    status four times a second. The store is still polled at :data:`REFRESH_MS`; the final state of a run
+    is shown at once.
     """
 
     kinds = ("run", "progress", "epoch")
-    min_redraw_s = 0.0
+    #: least seconds between two redraws of the status line (its epoch counter)
+    min_redraw_s = 0.5
+    #: least seconds between two redraws of the progress bars
+    bars_every_s = 1.0
     title = "Progress"
 
     def _build(self) -> list:
-        self._status = pn.pane.HTML("", margin=(4, 10))
+        self._status = pn.pane.HTML("", margin=(4, 0, 4, 10), disable_math=True)
+        self._counts = pn.pane.HTML("", margin=(4, 10, 4, 0), disable_math=True)
         self._failure = pn.pane.Alert("", alert_type="danger", visible=False, margin=(4, 10))
-        self._bars = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
-        return [self._status, self._failure, self._bars]
+        self._bars = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width", disable_math=True)
+        self._bars_next = 0.0
+        self._bars_pending: Optional[str] = None  # bars not sent yet (throttled)
+        return [pn.Row(self._status, self._counts, sizing_mode="stretch_width"), self._failure, self._bars]
+
+    def refresh(self, force: bool = False) -> bool:
+        if self._bars_pending is not None and time.monotonic() >= self._bars_next:
+            force = True  # throttled bars still to show, even when no event came since
+        return super().refresh(force)
+
+    def up_to_date(self) -> bool:
+        return super().up_to_date() and self._bars_pending is None
 
     def progress_rows(self) -> list[dict]:
         """One row per long step: ``stage``, ``done``, ``total`` (0: unknown) and ``message``."""
@@ -503,6 +521,11 @@ class ProgressView(StoreView):
             rows.append({"stage": stage, "done": done, "total": total, "message": ev.message or ""})
         return rows
 
+    @staticmethod
+    def _set(pane: Any, text: str) -> None:
+        if pane.object != text:  # an unchanged pane sends nothing to the browser
+            pane.object = text
+
     def _update(self) -> None:
         s = self.store
         color = STATUS_COLORS.get(s.status, "#7f7f7f")
@@ -514,17 +537,20 @@ class ProgressView(StoreView):
             parts.append(f"recipe <code>{html.escape(s.recipe)}</code>")
         if s.world_size:
             parts.append(f"{s.world_size} ranks ({html.escape(s.runner or '?')})")
-        parts.append(f"epochs done: <b class='wb-epochs'>{s.epochs_done}</b>")
-        if h["final_loss"] is not None:
-            parts.append(f"loss {h['final_loss']:.4g}")
-        parts.append(f"{h['total_mb_sent']:.3g} MB sent")
         if s.dashboard_link:
             link = html.escape(s.dashboard_link, quote=True)
             parts.append(f"<a href='{link}' target='_blank' class='wb-dask-link'>Dask dashboard</a>")
-        self._status.object = " &nbsp;·&nbsp; ".join(parts)
-        self._failure.visible = s.status == "failed"
+        counts = [f"epochs done: <b class='wb-epochs'>{s.epochs_done}</b>"]
+        if h["final_loss"] is not None:
+            counts.append(f"loss {h['final_loss']:.4g}")
+        counts.append(f"{h['total_mb_sent']:.3g} MB sent")
+        sep = " &nbsp;·&nbsp; "
+        self._set(self._status, sep.join(parts) + sep)
+        self._set(self._counts, sep.join(counts))
+        if self._failure.visible != (s.status == "failed"):
+            self._failure.visible = s.status == "failed"
         if s.status == "failed":
-            self._failure.object = f"**Run failed.** {html.escape(str(s.error or 'no error message'))}"
+            self._set(self._failure, f"**Run failed.** {html.escape(str(s.error or 'no error message'))}")
         lines = []
         for row in self.progress_rows():
             total, msg = row["total"], f" ({html.escape(row['message'])})" if row["message"] else ""
@@ -534,7 +560,14 @@ class ProgressView(StoreView):
                          f"style='display:flex;gap:12px;align-items:center;margin:2px 0'>"
                          f"<span style='min-width:240px'>{html.escape(row['stage'])}: {row['done']}/{total or '?'}"
                          f"{msg}</span>{bar}</div>")
-        self._bars.object = "".join(lines)
+        bars = "".join(lines)
+        now = time.monotonic()
+        if bars == self._bars.object:
+            self._bars_pending = None
+        elif now >= self._bars_next or s.done:
+            self._bars.object, self._bars_pending, self._bars_next = bars, None, now + self.bars_every_s
+        else:
+            self._bars_pending = bars
 
 
 class RunView(Viewer):

@@ -318,3 +318,25 @@ def test_stream_plot_page_opened_later_draws_the_streamed_rows(render):
     for root in (first, second):
         source, = [g.data_source for g in root.select({"type": GlyphRenderer})]
         assert list(source.data["epoch"]) == [0, 1, 2, 3, 4]
+
+
+def test_progress_sends_only_changed_text_and_throttles_the_bars():
+    events = fabricate_run(num_parts=2, epochs=6)
+    store = RunStore(events=events[:len(events) // 3])
+    view = ProgressView(store)
+    sent = []
+    for pane in (view._status, view._counts, view._bars):
+        pane.param.watch(lambda e: sent.append(e.obj), "object")
+    view.refresh(force=True)  # same texts: nothing goes to the browser
+    assert sent == []
+    store.extend(events[len(events) // 3:2 * len(events) // 3])
+    view._next_ok = 0
+    assert view.refresh()
+    assert view._counts in sent and view._status not in sent  # the run's status did not change
+    assert view._bars not in sent and not view.up_to_date()  # bars: at most once a second
+    view._bars_next = 0
+    assert view.refresh() and view._bars in sent and view.up_to_date()  # shown without a new event
+    store.extend(events[2 * len(events) // 3:])
+    view._next_ok = 0
+    view.refresh()
+    assert view.up_to_date() and "<progress value='6' max='6'" in view._bars.object  # the end: at once
