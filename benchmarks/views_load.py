@@ -8,9 +8,12 @@ progress, partition, run start and end; written by ``workbench.events.RunLog``),
 * **json baseline**: reading the file and ``json.loads`` of every line (the least any reader does);
 * **per-event push**: the former reader: ``json.loads`` per line, an event object per line, pushed one by one;
 * **RunStore.from_log**: the bulk reader (one ``json.loads``, rows straight from the dicts);
-* **RunView(path)**: construction (loads the log and draws every view);
-* **first render**: the Bokeh models of the whole view (``pn.panel(view).get_root()``), as a notebook
-  cell or a served page builds them.
+* **RunView(path)**: construction (loads the log and draws the progress and the first tab, the training
+  curves; the other tabs draw their views when first opened);
+* **first render**: the Bokeh models of what a notebook cell or a served page shows at once
+  (``pn.panel(view).get_root()``);
+* **open the other tabs**: each other tab opened once, in turn (its view drawn, its Bokeh models built);
+  not part of the target, shown so that the cost moved there is visible.
 
 A tiny RunView is drawn first so that the one-off import and HoloViews warm-up are not counted. It
 prints wall seconds, CPU seconds of this process (steadier on a shared machine) and the ratio to the
@@ -105,12 +108,18 @@ def main(argv=None) -> int:
         rows.append(("first render (get_root)", w2, c2))
         rows.append(("RunView(path) + first render", w + w2, c + c2))
 
+        def open_tabs():
+            for i in range(1, len(views[-1]._tabs)):
+                views[-1]._tabs.active = i
+
+        rows.append(("open other tabs (not in target)", *timed(open_tabs, 1)[:2]))
+
     base_w, base_c = rows[0][1], rows[0][2]
     print(f"run log: {args.events} events, {size / 1e6:.1f} MB ({args.parts} ranks); best of {args.repeats}")
     print(f"{'step':<32} {'wall s':>8} {'cpu s':>8} {'x json (wall)':>14} {'x json (cpu)':>13}")
     for name, w, c in rows:
         print(f"{name:<32} {w:8.3f} {c:8.3f} {w / base_w:14.2f} {c / base_c:13.2f}")
-    total = rows[-1][1]
+    total = rows[-2][1]
     print(f"target: RunView(path) + first render under 2 s: {'met' if total < 2.0 else 'NOT met'} ({total:.2f} s)")
     return 0
 
