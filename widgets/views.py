@@ -357,6 +357,8 @@ class StoreView(Viewer):
 
     Subclasses build their panes in :meth:`_build` and fill them in :meth:`_update`. A view that raises
     while rendering shows a one-line warning instead (never a traceback), and the page keeps working.
+    ``defer=True`` draws nothing until the first :meth:`refresh` (or until the view is shown): the views
+    of a :class:`RunView`'s tabs other than the first are drawn when their tab is first opened.
     """
 
     #: event types (store frame names or ``run``/``partition``) this view depends on
