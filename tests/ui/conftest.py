@@ -85,3 +85,18 @@ def wait_until(cond, timeout=30.0, interval=0.1):
     except (OSError, TypeError):
         what = repr(cond)
     raise AssertionError(f"condition not met within {timeout} s: {what}")
+
+
+def plotted_rows(view) -> int:
+    """Rows in the Bokeh data sources of a view's visible figures: what the server sent the page."""
+    import panel as pn
+    from bokeh.models import ColumnDataSource
+
+    total = 0
+    for pane in view._layout.select(pn.pane.HoloViews):
+        if pane.object is None or not pane.visible:
+            continue
+        for plot, _ in list(pane._plots.values()):
+            for cds in plot.state.select({"type": ColumnDataSource}):
+                total += max((len(col) for col in cds.data.values()), default=0)
+    return total

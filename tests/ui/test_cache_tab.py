@@ -3,25 +3,10 @@ policy comparison covers the other runs of the registry. Screenshot: test-artifa
 
 from __future__ import annotations
 
-import panel as pn
-
-from tests.ui.conftest import ARTIFACTS, wait_until
+from tests.ui.conftest import ARTIFACTS, plotted_rows, wait_until
 from widgets.app import RunRegistry
 from widgets.store import RunStore
 from widgets.synthetic import fabricate_run
-
-
-def _plotted_rows(view) -> int:
-    from bokeh.models import ColumnDataSource
-
-    total = 0
-    for pane in view._layout.select(pn.pane.HoloViews):
-        if pane.object is None or not pane.visible:
-            continue
-        for plot, _ in list(pane._plots.values()):
-            for cds in plot.state.select({"type": ColumnDataSource}):
-                total += max((len(col) for col in cds.data.values()), default=0)
-    return total
 
 
 def _run_select(page):
@@ -63,7 +48,7 @@ def test_cache_tab_renders_its_plots(page, served, tmp_path):
     view = session.view.cache
     wait_until(lambda: page.locator(".wb-cache-policy").count() == 1)
     wait_until(lambda: _visible_canvases(page) >= 3)
-    wait_until(lambda: _plotted_rows(view) > 0)
+    wait_until(lambda: plotted_rows(view) > 0)
     cmp = view.comparison_frame()
     assert set(cmp["run_id"]) == {"cache-random", "cache-lru", "cache-degree-20", "cache-degree"}
     ARTIFACTS.mkdir(exist_ok=True)

@@ -7,10 +7,9 @@ import re
 import time
 
 import holoviews as hv
-import panel as pn
 import pytest
 
-from tests.ui.conftest import ARTIFACTS, wait_until
+from tests.ui.conftest import ARTIFACTS, plotted_rows, wait_until
 from widgets.app import RunRegistry
 from widgets.synthetic import SyntheticRun, fabricate_run
 from widgets.views import LivePlot, StreamPlot
@@ -26,20 +25,6 @@ def _epochs_shown(page) -> int:
 
 def _canvases(page) -> int:
     return page.locator("canvas").count()
-
-
-def _plotted_rows(view) -> int:
-    """Rows in the Bokeh data sources of a view's visible figures: what the server sent the page."""
-    from bokeh.models import ColumnDataSource
-
-    total = 0
-    for pane in view._layout.select(pn.pane.HoloViews):
-        if pane.object is None or not pane.visible:
-            continue
-        for plot, _ in list(pane._plots.values()):
-            for cds in plot.state.select({"type": ColumnDataSource}):
-                total += max((len(col) for col in cds.data.values()), default=0)
-    return total
 
 
 def _updates(view) -> int:
@@ -73,10 +58,10 @@ def test_live_run_grows_in_every_view(page, served, tmp_path):
         page.get_by_text(tab, exact=True).first.click()
         wait_until(lambda: _canvases(page) >= 2)
         view = getattr(session.view, attr)
-        wait_until(lambda: _plotted_rows(view) > 0)
+        wait_until(lambda: plotted_rows(view) > 0)
         if attr != "partition":  # the partition is computed once; the others grow while the run goes
-            before, patched = _plotted_rows(view), _updates(view)
-            wait_until(lambda: _plotted_rows(view) > before)
+            before, patched = plotted_rows(view), _updates(view)
+            wait_until(lambda: plotted_rows(view) > before)
             wait_until(lambda: _updates(view) > patched)  # new epochs patch the figures in place
     wait_until(lambda: _epochs_shown(page) > first_dom + 2)  # the page follows the run
     assert len(store.frame("epoch")) > first_store
