@@ -403,6 +403,7 @@ class StoreView(Viewer):
         except Exception as exc:  # a broken view degrades to a message; the app keeps going
             self._error.object = f"{self.title or type(self).__name__}: could not render ({type(exc).__name__}: {exc})"
             self._error.visible = True
+            self._last = None  # not up to date: the next refresh draws again (a transient failure heals itself)
         # adaptive throttle: a view that takes d seconds to draw redraws at most every 4 d seconds (at
         # most every 5 s), so big runs never saturate the server loop; a first draw, which builds the
         # figures (and warms HoloViews up), can take a second or two and must not silence the view

@@ -245,9 +245,23 @@ def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
         assert view_cells, "the notebook displays views, but no cell output is one"
     empty = [i for i, n in canvases.items() if n == 0]
     assert not empty, f"cells {empty} display a view but render no plot (canvases per cell: {canvases})"
+    broken = {i: text for i in view_cells if "could not render" in (text := _cell_text(page, i))}
+    assert not broken, f"views show an error instead of their plots: {broken}"
     if live is not None:
         seen = [s for s in snapshots if s is not None]
         assert seen and seen[0] < max(seen), f"the live view did not grow while the run went (epochs shown: {seen})"
+
+
+def _cell_text(page, index: int) -> str:
+    """The text a person reads in a cell's output, through Bokeh's and Panel's shadow roots."""
+    return page.evaluate("""(i) => {
+      const out = [];
+      const walk = (root) => { for (const el of root.childNodes) {
+          if (el.nodeType === Node.TEXT_NODE) out.push(el.textContent);
+          else { if (el.shadowRoot) walk(el.shadowRoot); walk(el); } } };
+      walk(window.jupyterapp.shell.currentWidget.content.widgets[i].node);
+      return out.join(' ');
+    }""", index)
 
 
 def _run_finished(page, index: int) -> bool:

@@ -192,6 +192,24 @@ def test_broken_view_shows_a_message_not_a_traceback(events):
     assert view._error.visible and "boom" in view._error.object
 
 
+def test_a_view_that_failed_once_draws_again_on_the_next_refresh(events):
+    """A transient failure (a race inside the plotting library, say) must not leave the view broken until
+    new events arrive: the failed view is not up to date, so the next refresh draws it again."""
+    class Flaky(StoreView):
+        min_redraw_s = 0.0
+        calls = 0
+
+        def _update(self):
+            type(self).calls += 1
+            if type(self).calls == 1:
+                raise RuntimeError("Set changed size during iteration")
+
+    view = Flaky(events)
+    assert view._error.visible and not view.up_to_date()
+    view._next_ok = 0.0
+    assert view.refresh() and not view._error.visible and view.up_to_date()
+
+
 def test_as_store_shares_one_store_per_handle(tmp_path):
     from widgets.synthetic import SyntheticRun
 
