@@ -245,8 +245,8 @@ def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
         assert view_cells, "the notebook displays views, but no cell output is one"
     empty = [i for i, n in canvases.items() if n == 0]
     assert not empty, f"cells {empty} display a view but render no plot (canvases per cell: {canvases})"
-    broken = {i: text for i in view_cells if "could not render" in (text := _cell_text(page, i))}
-    assert not broken, f"views show an error instead of their plots: {broken}"
+    # a view that failed to draw says so in its cell and draws again on its next refresh (at most 5 s later)
+    wait_until(lambda: not any("could not render" in _cell_text(page, i) for i in view_cells), timeout=20)
     if live is not None:
         seen = [s for s in snapshots if s is not None]
         assert seen and seen[0] < max(seen), f"the live view did not grow while the run went (epochs shown: {seen})"
