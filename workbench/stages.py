@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Optional
 from workbench._validation import Config as BaseConfig
 from workbench._validation import ParamError, check_choice
 
-__all__ = ["Stage", "Registry", "registry", "REGISTRIES"]
+__all__ = ["Stage", "Registry", "registry", "REGISTRIES", "resolve_config"]
 
 
 class Stage:
@@ -67,18 +67,25 @@ class Stage:
         """The method's options (attribute docstrings become ``--help`` and form tooltips)."""
 
     def __init__(self, config: Optional["Stage.Config"] = None, **options: Any):
-        if config is None:
-            self.Config._check_names(options)
-            config = self.Config(**options)
-        elif options:
-            config = config.replace(**options)
-        if not isinstance(config, self.Config):
-            raise ParamError([f"The 'config' parameter of {type(self).__name__} must be a "
-                              f"{type(self).__name__}.Config. Got {type(config).__name__} instead."])
-        self.config = config
+        self.config = resolve_config(self, config, options)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
+
+
+def resolve_config(stage: Any, config: Any, options: dict) -> Any:
+    """``stage``'s validated config: ``config`` (with ``options`` applied) or ``stage.Config(**options)``.
+
+    Unknown option names and a config of another class are one :class:`ParamError` each."""
+    if config is None:
+        stage.Config._check_names(options)
+        config = stage.Config(**options)
+    elif options:
+        config = config.replace(**options)
+    if not isinstance(config, stage.Config):
+        raise ParamError([f"The 'config' parameter of {type(stage).__name__} must be a "
+                          f"{type(stage).__name__}.Config. Got {type(config).__name__} instead."])
+    return config
 
 
 class Registry(dict):

@@ -25,15 +25,20 @@ def _close(a, b, rtol=1e-5):
     np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=rtol, atol=1e-7)
 
 
+def _same_model(runs, ref):
+    """Every run's losses and final weights equal the reference's (1e-5 relative)."""
+    for other in runs:
+        _close(other["losses"], ref["losses"])
+        for name, checks in ref["param_checksums"].items():
+            _close(other["param_checksums"][name], checks)
+
+
 def test_full_graph_single_local_and_dask_agree(dask_client):
     config = full_graph.recipe(graph=GRAPH, epochs=4, hidden=8, seed=1)
     ref = _run(config, "single")
     local = _run(config, "local")
     dask = _run(config, "dask", dask_client)
-    for other in (local, dask):
-        _close(other["losses"], ref["losses"])
-        for name, checks in ref["param_checksums"].items():
-            _close(other["param_checksums"][name], checks)
+    _same_model((local, dask), ref)
     assert dask["bytes_per_epoch"] == dask["predicted_bytes_per_epoch"] == local["bytes_per_epoch"] > 0
     assert dask["bytes_by_kind"] == local["bytes_by_kind"]
 
@@ -57,10 +62,7 @@ def test_distdgl_minibatch_on_dask_matches_local_and_the_single_process_referenc
     ref = _run(config.with_strings({"sample.trainers": "2"}), "single")
     local = _run(config, "local")
     dask = _run(config, "dask", dask_client)
-    for other in (local, dask):
-        _close(other["losses"], ref["losses"])
-        for name, checks in ref["param_checksums"].items():
-            _close(other["param_checksums"][name], checks)
+    _same_model((local, dask), ref)
     assert dask["sampled_edges"] == local["sampled_edges"]
     assert dask["bytes_by_kind"] == local["bytes_by_kind"]
     assert dask["cache_hit_rate"] == local["cache_hit_rate"]

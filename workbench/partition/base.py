@@ -36,7 +36,7 @@ import torch
 from workbench._validation import Config as BaseConfig, ErrorCollector, ParamError, check_choice, check_int
 from workbench.graph import Graph
 from workbench.partition.metrics import PartitionMetrics, compute_metrics, halo_pairs, vertex_cut_replicas
-from workbench.stages import Registry, registry
+from workbench.stages import Registry, registry, resolve_config
 
 __all__ = [
     "PartitionResult",
@@ -334,15 +334,7 @@ class Partitioner(abc.ABC):
                        "seed", "an int in [0, 2**31)", self.seed)
 
     def __init__(self, config: Optional["Partitioner.Config"] = None, **options: Any):
-        if config is None:
-            self.Config._check_names(options)
-            config = self.Config(**options)
-        elif options:
-            config = config.replace(**options)
-        if not isinstance(config, self.Config):
-            raise ParamError([f"The 'config' parameter of {type(self).__name__} must be a "
-                              f"{type(self).__name__}.Config. Got {type(config).__name__} instead."])
-        self.config = config
+        self.config = resolve_config(self, config, options)
 
     def partition(self, graph: Graph, num_parts: int, *, emit: Optional[Callable[[Any], None]] = None) -> PartitionResult:
         """Partition ``graph`` into ``num_parts`` parts.
