@@ -53,7 +53,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import ErrorCollector
-from workbench.events import CacheStats, Event, SampleStats
+from workbench.events import Event, SampleStats
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
