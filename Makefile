@@ -6,7 +6,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS := dgl,views,lab,test
+EXTRAS := dgl,pyg,views,lab,test
 PORT ?= 5006
 export TQDM_MININTERVAL ?= 2
 
