@@ -73,17 +73,20 @@ def served(tmp_path):
             pass
 
 
-def wait_until(cond, timeout=30.0, interval=0.1):
-    """Poll ``cond`` until it is true; fail naming the condition's source line when it never is."""
+def wait_until(cond, timeout=30.0, interval=0.1, what=None):
+    """Poll ``cond`` until it is true; fail naming the condition's source line (or ``what()``) when it never is."""
     end = time.time() + timeout
     while time.time() < end:
         if cond():
             return True
         time.sleep(interval)
-    try:
-        what = inspect.getsource(cond).strip()
-    except (OSError, TypeError):
-        what = repr(cond)
+    if what is not None:
+        what = what()
+    else:
+        try:
+            what = inspect.getsource(cond).strip()
+        except (OSError, TypeError):
+            what = repr(cond)
     raise AssertionError(f"condition not met within {timeout} s: {what}")
 
 

@@ -51,6 +51,25 @@ COUNT_CANVASES = """(root) => {
   return n;
 }"""
 
+#: the figures BokehJS drew inside a node (through shadow roots): title, y-axis label and data rows of each
+PLOTS_IN = """(root) => {
+  const inside = (el) => { for (let n = el; n; n = n.parentNode || (n.host || null)) { if (n === root) return true; }
+                           return false; };
+  const out = [];
+  if (!window.Bokeh || !Bokeh.index) return out;
+  for (const view of Bokeh.index.all_views()) {
+    const m = view.model;
+    if (!m || !m.renderers || !m.left || !view.el || !inside(view.el)) continue;
+    let rows = 0;
+    const count = (r) => (r && r.data_source && r.data_source.get_length) ? (r.data_source.get_length() || 0) : 0;
+    for (const r of m.renderers) rows += count(r) + count(r.node_renderer) + count(r.edge_renderer);  // glyphs, graphs
+    const shown = view.el.isConnected && view.el.getBoundingClientRect().width > 0;
+    out.push({title: m.title ? (m.title.text || '') : '', ylabel: m.left.length ? (m.left[0].axis_label || '') : '',
+              rows, shown});
+  }
+  return out;
+}"""
+
 #: the open notebook's state: kernel status, and per cell its type, execution count and outputs' mime types
 NOTEBOOK_STATE = """() => {
   const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
@@ -153,6 +172,11 @@ def _cell_canvases(page, index: int) -> int:
                          index)
 
 
+def _cell_plots(page, index: int) -> list[dict]:
+    """The figures drawn in a cell's output: title, y label, data rows, whether on screen."""
+    return page.evaluate(f"(i) => ({PLOTS_IN})(window.jupyterapp.shell.currentWidget.content.widgets[i].node)", index)
+
+
 def _epochs_shown(page, index: int) -> int | None:
     text = page.evaluate("""(i) => {
       const node = window.jupyterapp.shell.currentWidget.content.widgets[i].node;
@@ -233,8 +257,10 @@ def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
     view_cells = [i for i, c in enumerate(state["cells"])
                   if any(o["type"] == "execute_result" and VIEW_MIME in o["mimes"] for o in c["outputs"])]
     canvases = {i: _cell_canvases(page, i) for i in view_cells}
+    plots = {i: _cell_plots(page, i) for i in view_cells}
     _screenshots(page, path, view_cells)
-    report = (f"{path.name}: {len(cells)} cells, view cells {view_cells}, canvases {canvases}, "
+    rows = {i: [p["rows"] for p in ps if p["shown"]] for i, ps in plots.items()}
+    report = (f"{path.name}: {len(cells)} cells, view cells {view_cells}, canvases {canvases}, data rows {rows}, "
               f"{len(page.requests)} requests, external {len(page.external)}, "
               f"{time.monotonic() - started:.1f} s")
     print(report)
@@ -245,6 +271,12 @@ def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
         assert view_cells, "the notebook displays views, but no cell output is one"
     empty = [i for i, n in canvases.items() if n == 0]
     assert not empty, f"cells {empty} display a view but render no plot (canvases per cell: {canvases})"
+    # every figure on screen draws data once the notebook has run (an axis with nothing on it is a defect:
+    # the server holds rows the page never received); a view that is still catching up gets 20 s
+    def blank() -> dict:
+        return {i: [p["title"] or p["ylabel"] for p in _cell_plots(page, i) if p["shown"] and not p["rows"]]
+                for i in view_cells}
+    wait_until(lambda: not any(blank().values()), timeout=20, what=lambda: f"figures drawn with no data: {blank()}")
     # a view that failed to draw says so in its cell and draws again on its next refresh (at most 5 s later)
     wait_until(lambda: not any("could not render" in _cell_text(page, i) for i in view_cells), timeout=20)
     if live is not None:
