@@ -266,9 +266,13 @@ class Dashboard(Viewer):
     def template(self) -> pn.template.BaseTemplate:
         """The served page (a Panel template). Starts this session's refresh."""
         self.start_refreshing()
-        tmpl = pn.template.BootstrapTemplate(  # no web fonts: loads fast offline
+        # no web fonts: loads fast offline. No busy indicator: the template's spinner follows
+        # ``pn.state.busy``, which the views' periodic refresh keeps raised, so it spun for as long as the
+        # page was open and made the browser redraw 60 times a second (0.1 core of chromium on an idle
+        # page, measured); the progress pane says what the run is doing instead
+        tmpl = pn.template.BootstrapTemplate(
             title="GNN workbench", sidebar=[self.control] if self.control is not None else [],
-            main=[self.main()], header_background="#1f4e79", sidebar_width=330)
+            main=[self.main()], header_background="#1f4e79", sidebar_width=330, busy_indicator=None)
         return tmpl
 
 
