@@ -51,12 +51,16 @@ def test_unsupervised_shape_has_three_branches(karate):
     state = WorkerState(CSRRows(karate.indptr, karate.indices), karate.features.numpy(), sampler, karate.num_nodes)
     logical = LogicalDAG(sampler, chunk_size=4, unsupervised=True, num_negative=2)
     seeds = np.array([0, 1, 2])
-    roots = logical.branch_roots(seeds, 0, 0, state)
-    assert len(roots) == 3 and roots[2].size <= 6
+    roots, links = logical.branch_roots(seeds, 0, 0, state)
+    assert len(roots) == 3 and roots[2].size <= 6 and links[2].shape == (3, 2)
+    indptr, indices = karate.indptr.numpy(), karate.indices.numpy()
+    for s, p in zip(seeds, roots[1][links[1]]):          # each positive is an in-neighbour of its seed
+        assert p in indices[indptr[s]:indptr[s + 1]]
     dag = logical.physical(dag_id=0, seeds=seeds, epoch=0, step=0, degrees=karate.in_degrees().numpy(),
-                           feature_width=karate.num_features, roots=roots)
+                           feature_width=karate.num_features, roots=roots, links=links)
     got = _run_inline(dag, state, 0)
     assert len(got.batches) == 3 and all(f.shape[0] == b.num_input_nodes for f, b in zip(got.features, got.batches))
+    assert got.links is links
 
 
 def test_coarse_policies():
@@ -127,3 +131,14 @@ def test_same_seed_same_losses_whatever_the_scheduler():
     for name, s in runs.items():
         assert s["losses"] == ref["losses"], name
         assert s["accuracy"] == ref["accuracy"] and s["param_checksums"] == ref["param_checksums"], name
+
+
+def test_unsupervised_losses_do_not_depend_on_the_scheduler():
+    from recipes.bytegnn import unsupervised
+    from workbench.runtime.launch import launch
+
+    cfg = unsupervised(graph="sbm:num_nodes=200,num_blocks=4,avg_degree=8,num_features=16,seed=0", num_parts=1,
+                       epochs=2, batch_size=32, hidden=8).with_strings({"schedule.workers": "1"})
+    a = launch(cfg, runner="single").wait()
+    b = launch(cfg.with_strings({"schedule.policy": "asap"}), runner="single").wait()
+    assert a["losses"] == b["losses"] and all(x > 0 for x in a["losses"])

@@ -65,6 +65,10 @@ class Scheduler(Stage):
         """Weight of the newest measurement in the T_avg_sample / T_avg_train estimates."""
         cpu_scope: str = "run"
         """C_util of ``run`` (the trainer and its workers, share of all cores) or the whole ``machine``."""
+        unsupervised: bool = False
+        """The unsupervised DAG (seeds, positive and negative branches) and a link-prediction loss."""
+        num_negative: int = 1
+        """Negatives per seed (unsupervised)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             errs.check(_is_int(self.workers, 1), "workers", "an int >= 1", self.workers)
@@ -74,18 +78,21 @@ class Scheduler(Stage):
             errs.check(_is_num(self.poll_ms, 0.1), "poll_ms", "a number >= 0.1", self.poll_ms)
             errs.check(_is_num(self.trace_ms, 1.0), "trace_ms", "a number >= 1", self.trace_ms)
             errs.check(_is_num(self.ema, 0.0) and self.ema <= 1.0, "ema", "a number in [0, 1]", self.ema)
+            errs.check(isinstance(self.unsupervised, bool), "unsupervised", "a bool", self.unsupervised)
+            errs.check(_is_int(self.num_negative, 1), "num_negative", "an int >= 1", self.num_negative)
             errs.check(self.cpu_scope in CPU_SCOPES, "cpu_scope", f"one of {list(CPU_SCOPES)}", self.cpu_scope)
 
     def policy(self) -> CoarsePolicy:
         """A fresh coarse policy with this method's options."""
         raise NotImplementedError
 
-    def pipeline(self, sampler: Any, graph: Any, *, unsupervised: bool = False, num_negative: int = 1) -> Pipeline:
+    def pipeline(self, sampler: Any, graph: Any) -> Pipeline:
         """Start the worker processes of a pipeline sampling with ``sampler`` from ``graph``."""
         from workbench.schedule.dag import LogicalDAG
 
         cfg = self.config
-        dag = LogicalDAG(sampler, chunk_size=cfg.chunk_size, unsupervised=unsupervised, num_negative=num_negative)
+        dag = LogicalDAG(sampler, chunk_size=cfg.chunk_size, unsupervised=cfg.unsupervised,
+                         num_negative=cfg.num_negative)
         return Pipeline(dag, graph, self.policy(), workers=cfg.workers, ready_queue=cfg.ready_queue,
                         poll_ms=cfg.poll_ms, trace_ms=cfg.trace_ms, ema=cfg.ema, cpu_scope=cfg.cpu_scope)
 

@@ -146,6 +146,9 @@ class SampledBatch:
     features: list[np.ndarray]
     """Per branch, ``(num_input_nodes, F)`` rows of ``batches[b].input_gid`` in order."""
     dag_id: int = 0
+    links: Optional[list] = None
+    """Unsupervised: ``[None, (B,) row of each seed's positive in branch 1, (B, num_negative) rows of its
+    negatives in branch 2]`` (the branches' roots are deduplicated)."""
 
     @property
     def minibatch(self) -> MiniBatch:
@@ -156,7 +159,8 @@ class PhysicalDAG:
     """The tasks of one mini-batch; expands hop by hop as merges finish (see the module docstring)."""
 
     def __init__(self, logical: "LogicalDAG", dag_id: int, roots: list[np.ndarray], epoch: int, step: int,
-                 degrees: np.ndarray, feature_width: int):
+                 degrees: np.ndarray, feature_width: int, links: Optional[list] = None):
+        self.links = links
         self.logical, self.dag_id, self.epoch, self.step = logical, dag_id, epoch, step
         self.degrees, self.width = degrees, max(int(feature_width), 1)
         self.tasks: list[Task] = []
@@ -253,7 +257,7 @@ class PhysicalDAG:
                                      step=step))
             rows = [r for _, r in self.ff[b]]
             feats.append(np.concatenate(rows) if rows else np.zeros((0, self.width), dtype=np.float32))
-        return SampledBatch(batches, feats, self.dag_id)
+        return SampledBatch(batches, feats, self.dag_id, self.links)
 
 
 class LogicalDAG:
@@ -282,23 +286,27 @@ class LogicalDAG:
     def num_layers(self) -> int:
         return len(self.sampler.config.fanouts)
 
-    def branch_roots(self, seeds: np.ndarray, epoch: int, step: int, state: Optional[WorkerState] = None) -> list:
-        """The root vertex sets: the seeds, and (unsupervised) their positives and negatives. The positive
-        and negative operators run where ``state`` is (a worker, or inline)."""
+    def branch_roots(self, seeds: np.ndarray, epoch: int, step: int,
+                     state: Optional[WorkerState] = None) -> tuple[list, Optional[list]]:
+        """``(roots, links)``: the root vertex sets (the seeds, and unsupervised their positives and negatives,
+        deduplicated) and where each seed's positive and negatives sit among them (:attr:`SampledBatch.links`).
+        The positive and negative operators run where ``state`` is (a worker, or inline)."""
         if not self.unsupervised:
-            return [seeds]
+            return [seeds], None
         cfg = self.sampler.config
         pos = self.operators["positive"](state, {"gid": seeds, "key": (cfg.seed, epoch, step, -3)})
         neg = self.operators["negative"](state, {"gid": seeds, "key": (cfg.seed, epoch, step, -4),
                                                  "num": self.num_negative})
-        return [seeds, np.unique(pos), np.unique(neg)]
+        pos_u, pos_at = np.unique(pos, return_inverse=True)
+        neg_u, neg_at = np.unique(neg, return_inverse=True)
+        return [seeds, pos_u, neg_u], [None, pos_at, neg_at.reshape(seeds.size, self.num_negative)]
 
     def physical(self, *, dag_id: int, seeds: Any, epoch: int, step: Optional[int], degrees: np.ndarray,
-                 feature_width: int, roots: Optional[list] = None) -> PhysicalDAG:
+                 feature_width: int, roots: Optional[list] = None, links: Optional[list] = None) -> PhysicalDAG:
         """The physical DAG of one mini-batch (``step=None``: an evaluation batch)."""
         seeds = np.asarray(torch.as_tensor(seeds).numpy(), dtype=np.int64)
         return PhysicalDAG(self, dag_id, roots if roots is not None else [seeds], epoch, step, degrees,
-                           feature_width)
+                           feature_width, links)
 
     def __repr__(self) -> str:
         shape = "unsupervised" if self.unsupervised else "supervised"

@@ -378,9 +378,9 @@ class Pipeline:
     def _launch(self, now: float) -> None:
         step, seeds = self._todo.popleft()
         dag_id = next(self._dag_ids)
-        roots = self.logical.branch_roots(seeds, self.epoch, step, self.state)
+        roots, links = self.logical.branch_roots(seeds, self.epoch, step, self.state)
         dag = self.logical.physical(dag_id=dag_id, seeds=seeds, epoch=self.epoch, step=step, degrees=self.degrees,
-                                    feature_width=self.width, roots=roots)
+                                    feature_width=self.width, roots=roots, links=links)
         self._in_flight[dag_id] = (dag, now, step)
         self.stats.num_dags += 1
         self.stats.seeds += int(seeds.size)

@@ -112,6 +112,38 @@ class ScheduledLoop(MiniBatchLoop):
         got = self.pipeline.get(step)
         return got.minibatch, torch.from_numpy(got.features[0]).to(self.ctx.device)
 
+    def forward(self, batch: tuple):
+        if not self.scheduler.config.unsupervised:
+            return super().forward(batch)
+        return self._forward_unsupervised(batch)
+
+    def _forward_unsupervised(self, batch: tuple):
+        """Link-style loss (GraphSAGE's unsupervised objective): ``-log σ(h_s·h_p) - Σ log σ(-h_s·h_n)`` per
+        seed, summed over the seeds and divided by the global batch size. The logits reported for accuracy
+        are the seeds' outputs (an unsupervised run's accuracy is not a target)."""
+        from workbench.train.loop import StepOutput
+        from workbench.train.minibatch import block_aggregators, block_forward
+
+        step, seeds = batch
+        got = self.pipeline.get(step)
+        dev = self.ctx.device
+        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev), torch.from_numpy(x).to(dev))
+               for mb, x in zip(got.batches, got.features)]
+        h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
+        logsig = torch.nn.functional.logsigmoid
+        total = max(self.global_sizes[step], 1)
+        loss = -(logsig((h * pos).sum(-1)).sum() + logsig(-(h.unsqueeze(1) * neg).sum(-1)).sum()) / total
+        mb = got.minibatch
+        acc = self._acc
+        acc["steps"] += 1
+        acc["sampled_edges"] += sum(b.num_sampled_edges for b in got.batches)
+        acc["input_nodes"] += sum(b.num_input_nodes for b in got.batches)
+        acc["remote_input_nodes"] += int((self.shard.node_part[mb.input_gid] != self.ctx.rank).sum())
+        acc["seeds"] += int(seeds.numel())
+        labels = self.labels[seeds.to(dev)]
+        yes = torch.ones(seeds.numel(), dtype=torch.bool, device=dev)
+        return StepOutput(loss, h.detach(), labels, (yes, ~yes, ~yes))
+
     def evaluate(self, epoch: int, outputs: list) -> dict:
         st = self.pipeline.end_epoch()
         self._pipelined = False
