@@ -274,6 +274,10 @@ class Pipeline:
                                  logical.sampler, graph.num_nodes)
         self.degrees = (graph.indptr[1:] - graph.indptr[:-1]).numpy()
         self.width = int(feats.shape[1])
+        if multiprocessing.current_process().daemon:
+            raise RuntimeError("sampling worker processes cannot start inside a daemonic process (a Dask worker "
+                               "with distributed.worker.daemon=True): use the single or local runner, or start the "
+                               "workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
         ctx = multiprocessing.get_context("fork")
         self._conns, self._procs = [], []
         for i in range(int(workers)):
