@@ -306,7 +306,8 @@ class Pipeline:
         """Start sampling ``batches`` (``(step, seeds)`` in the order the trainer takes them)."""
         import torch
 
-        self.end_epoch() if self._thread is not None else None
+        if self._thread is not None:
+            self.end_epoch()
         self.epoch = epoch
         self._todo = deque((step, np.asarray(torch.as_tensor(s).numpy(), dtype=np.int64)) for step, s in batches)
         self._done: dict[int, SampledBatch] = {}

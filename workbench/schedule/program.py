@@ -82,7 +82,10 @@ def schedule_summary(per_rank: list[dict]) -> dict:
     epochs = len(per_rank[0]["seconds"])
     secs = [max(r["seconds"][e] for r in per_rank) for e in range(epochs)]
     seeds = [sum(r["seeds"][e] for r in per_rank) for e in range(epochs)]
-    mean = lambda key: sum(sum(r[key]) for r in per_rank) / (epochs * len(per_rank))  # noqa: E731
+
+    def mean(key: str) -> float:
+        return sum(sum(r[key]) for r in per_rank) / (epochs * len(per_rank))
+
     lat = [x for r in per_rank for x in r["dag_latency_ms_all"]]
     return {"seeds_per_s": sum(seeds) / sum(secs) if sum(secs) > 0 else 0.0,
             "seeds_per_s_by_epoch": [s / t if t > 0 else 0.0 for s, t in zip(seeds, secs)],
