@@ -25,7 +25,7 @@ import dataclasses
 from typing import Any
 
 from workbench._validation import ErrorCollector
-from workbench.schedule.executor import (CPU_SCOPES, READY_QUEUES, AsapPolicy, CoarsePolicy, LaunchScorePolicy, Pipeline,
+from workbench.schedule.executor import (CPU_SCOPES, READY_QUEUES, SAMPLE_TIMES, AsapPolicy, CoarsePolicy, LaunchScorePolicy, Pipeline,
                                          PrefetchPolicy)
 from workbench.stages import Stage, registry
 
@@ -65,6 +65,8 @@ class Scheduler(Stage):
         """Weight of the newest measurement in the T_avg_sample / T_avg_train estimates."""
         cpu_scope: str = "run"
         """C_util of ``run`` (the trainer and its workers, share of all cores) or the whole ``machine``."""
+        sample_time: str = "latency"
+        """T_avg_sample: a DAG's ``latency``, or its ``effective`` time (latency / DAGs in flight at its end)."""
         unsupervised: bool = False
         """The unsupervised DAG (seeds, positive and negative branches) and a link-prediction loss."""
         num_negative: int = 1
@@ -78,6 +80,8 @@ class Scheduler(Stage):
             errs.check(_is_num(self.poll_ms, 0.1), "poll_ms", "a number >= 0.1", self.poll_ms)
             errs.check(_is_num(self.trace_ms, 1.0), "trace_ms", "a number >= 1", self.trace_ms)
             errs.check(_is_num(self.ema, 0.0) and self.ema <= 1.0, "ema", "a number in [0, 1]", self.ema)
+            errs.check(self.sample_time in SAMPLE_TIMES, "sample_time", f"one of {list(SAMPLE_TIMES)}",
+                       self.sample_time)
             errs.check(isinstance(self.unsupervised, bool), "unsupervised", "a bool", self.unsupervised)
             errs.check(_is_int(self.num_negative, 1), "num_negative", "an int >= 1", self.num_negative)
             errs.check(self.cpu_scope in CPU_SCOPES, "cpu_scope", f"one of {list(CPU_SCOPES)}", self.cpu_scope)
@@ -94,7 +98,8 @@ class Scheduler(Stage):
         dag = LogicalDAG(sampler, chunk_size=cfg.chunk_size, unsupervised=cfg.unsupervised,
                          num_negative=cfg.num_negative)
         return Pipeline(dag, graph, self.policy(), workers=cfg.workers, ready_queue=cfg.ready_queue,
-                        poll_ms=cfg.poll_ms, trace_ms=cfg.trace_ms, ema=cfg.ema, cpu_scope=cfg.cpu_scope)
+                        poll_ms=cfg.poll_ms, trace_ms=cfg.trace_ms, ema=cfg.ema, cpu_scope=cfg.cpu_scope,
+                        sample_time=cfg.sample_time)
 
 
 @SCHEDULERS.register

@@ -47,9 +47,10 @@ import numpy as np
 from workbench.schedule.dag import LogicalDAG, PhysicalDAG, SampledBatch, Task, WorkerState
 
 __all__ = ["Pipeline", "Signals", "CoarsePolicy", "AsapPolicy", "PrefetchPolicy", "LaunchScorePolicy",
-           "EpochSchedule", "cpu_pressure", "READY_QUEUES", "CPU_SCOPES", "CpuMeter"]
+           "EpochSchedule", "cpu_pressure", "READY_QUEUES", "CPU_SCOPES", "CpuMeter", "SAMPLE_TIMES"]
 
 READY_QUEUES = ("priority", "fifo")
+SAMPLE_TIMES = ("latency", "effective")
 CPU_SCOPES = ("run", "machine")
 
 
@@ -99,7 +100,8 @@ class Signals:
     in_flight: int
     """Launched DAGs not finished yet."""
     t_avg_sample: Optional[float]
-    """EMA of a DAG's latency (launch to End); None before the first DAG finished."""
+    """EMA of the time to sample one batch (see ``sample_time`` of :class:`Pipeline`); None before the first
+    DAG finished."""
     t_avg_train: Optional[float]
     """EMA of one training step; None before the trainer finished one."""
     workers: int
@@ -260,11 +262,15 @@ class Pipeline:
         trace_ms: how often C_util, Q_size, DAGs in flight and busy workers are sampled.
         ema: weight of the newest measurement in the T_avg estimates.
         cpu_scope: ``run`` or ``machine`` (:class:`CpuMeter`).
+        sample_time: what T_avg_sample measures (digest §3.9 item 2): ``latency``, a DAG's launch-to-End time,
+            or ``effective``, that latency divided by the DAGs in flight when it ended (the time the S-Worker
+            spends per batch when several DAGs share it; latency alone grows with the DAGs in flight, which
+            raises the balance and launches still more).
     """
 
     def __init__(self, logical: LogicalDAG, graph: Any, policy: CoarsePolicy, *, workers: int = 2,
                  ready_queue: str = "priority", poll_ms: float = 5.0, trace_ms: float = 50.0, ema: float = 0.3,
-                 cpu_scope: str = "run"):
+                 cpu_scope: str = "run", sample_time: str = "latency"):
         from workbench.sample.keyed import CSRRows
 
         self.logical, self.policy = logical, policy
@@ -296,6 +302,7 @@ class Pipeline:
         self.t_avg_train: Optional[float] = None
         self._error: Optional[str] = None
         self.cpu_scope = cpu_scope
+        self.sample_time = sample_time
 
     @property
     def workers(self) -> int:
@@ -412,8 +419,9 @@ class Pipeline:
             now = time.perf_counter()
             latency = now - launched
             self.stats.dag_latency_s.append(latency)
-            self.t_avg_sample = latency if self.t_avg_sample is None else \
-                (1 - self.ema) * self.t_avg_sample + self.ema * latency
+            per_batch = latency if self.sample_time == "latency" else latency / len(self._in_flight)
+            self.t_avg_sample = per_batch if self.t_avg_sample is None else \
+                (1 - self.ema) * self.t_avg_sample + self.ema * per_batch
             del self._in_flight[dag_id]
             batch = dag.result()
             with self._cond:
