@@ -32,6 +32,8 @@ _LAZY = {
     "RunControl": "widgets.control",
     "Dashboard": "widgets.app", "RunRegistry": "widgets.app", "dashboard": "widgets.app",
 }
+_LAZY["ScheduleView"] = "widgets.schedule"
+__all__.append("ScheduleView")
 
 
 def __getattr__(name: str):

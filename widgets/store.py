@@ -40,6 +40,7 @@ from workbench.events import (
     CacheStats, EpochEnd, Event, PartitionComputed, Progress, RunFinished, RunStarted, Staleness, Traffic,
     event_from_dict,
 )
+from workbench.events import ScheduleStats, ScheduleTrace
 
 __all__ = ["RunStore", "list_runs"]
 
@@ -56,6 +57,11 @@ COLUMNS: dict[str, list[str]] = {
     "cache": ["rank", "epoch", "hits", "misses", "bytes_saved", "hit_rate", "policy", "ratio", "refresh_bytes",
               "remote_rows", "fill_bytes", "time"],
     "progress": ["stage", "done", "total", "message", "time", "rank"],
+    # the schedule stage (ScheduleStats per rank and epoch; ScheduleTrace samples in long form)
+    "schedule": ["rank", "epoch", "policy", "ready_queue", "workers", "num_dags", "seeds", "seconds", "seeds_per_s",
+                 "trainer_idle_s", "trainer_idle_fraction", "cpu_util_mean", "dag_latency_ms_mean", "time"],
+    "schedule_dag": ["rank", "epoch", "policy", "dag", "launch_s", "latency_ms"],
+    "schedule_trace": ["rank", "epoch", "policy", "t", "cpu_util", "q_size", "in_flight", "busy_workers"],
 }
 
 _TERMINAL = ("finished", "failed", "stopped")
@@ -216,8 +222,25 @@ class RunStore:
                                         "remote_rows": int(ev.remote_rows or total),  # old logs: hits + misses
                                         "fill_bytes": int(ev.fill_bytes or 0), "time": ev.time})
             self._versions["cache"] += 1
+        elif isinstance(ev, (ScheduleStats, ScheduleTrace)):
+            self._add_schedule(ev)
         if self.started is None:
             self.started = ev.time
+
+    def _add_schedule(self, ev: Event) -> None:
+        if isinstance(ev, ScheduleStats):
+            self._rows["schedule"].append({c: getattr(ev, c) for c in COLUMNS["schedule"]})
+            self._rows["schedule_dag"].extend(
+                {"rank": ev.rank, "epoch": ev.epoch, "policy": ev.policy, "dag": i, "launch_s": t, "latency_ms": lat}
+                for i, (t, lat) in enumerate(zip(ev.launch_s, ev.dag_latency_ms)))
+            self._versions["schedule"] += 1
+            self._versions["schedule_dag"] += 1
+        else:
+            self._rows["schedule_trace"].extend(
+                {"rank": ev.rank, "epoch": ev.epoch, "policy": ev.policy, "t": t, "cpu_util": c, "q_size": q,
+                 "in_flight": f, "busy_workers": b}
+                for t, c, q, f, b in zip(ev.t, ev.cpu_util, ev.q_size, ev.in_flight, ev.busy_workers))
+            self._versions["schedule_trace"] += 1
 
     def _add_progress(self, ev: Progress) -> None:
         self._rows["progress"].append({"stage": ev.stage, "done": ev.done, "total": ev.total,

@@ -607,12 +607,34 @@ class RunView(Viewer):
         self.views: list[StoreView] = [self.progress, self.curves, self.partition, self.staleness, self.traffic]
         #: the cache view, added (as a tab after Communication) once the run reports cache events
         self.cache: Optional[StoreView] = None
+        #: the scheduler view, added (as a tab) once the run reports schedule events
+        self.scheduler: Optional[StoreView] = None
         self._compare_stores = compare_stores
         self.live = live
         self._tabs: Optional[pn.Tabs] = None
         self._tab_objects: list[Any] = []
-        self.refresher = Refresher(self.visible_views, extra=self._add_cache_view)
+        self.refresher = Refresher(self.visible_views, extra=self._add_stage_views)
+        self._add_stage_views()
+
+    def _add_stage_views(self) -> None:
         self._add_cache_view()
+        self._add_schedule_view()
+
+    def _add_schedule_view(self) -> None:
+        """Add the scheduler view and its tab when the run has schedule events (like the cache tab)."""
+        if self.scheduler is not None or not self.store.version("schedule")[0]:
+            return
+        from widgets.schedule import ScheduleView
+
+        self.scheduler = ScheduleView(self.store, defer=True)
+        self.views.append(self.scheduler)
+        if self._tabs is not None:
+            at = len(self.views) - 2
+            active = self._tabs.active
+            self._tabs.insert(at, ("Scheduler", self._lazy_tab(self.scheduler)))
+            self._tab_objects.insert(at, self.scheduler)
+            if active >= at:
+                self._tabs.active = active + 1
 
     def _add_cache_view(self) -> None:
         """Add the cache view and its tab when the run has cache events (a run without a cache has no tab)."""
@@ -668,7 +690,7 @@ class RunView(Viewer):
         Only the first tab is drawn at once: every other tab is an empty column until it is first opened,
         and its view builds its figures then (a saved run of 10^5 events opens in well under 2 s).
         """
-        cache = [("Cache", self.cache)] if self.cache is not None else []
+        cache = [(view.title, view) for view in self.views[5:]]   # cache and scheduler, in arrival order
         named = [("Training curves", self.curves), ("Partition", self.partition), ("Staleness", self.staleness),
                  ("Communication", self.traffic), *cache, *extra]
         tabs = pn.Tabs(*((name, obj if i == 0 else self._lazy_tab(obj)) for i, (name, obj) in enumerate(named)),

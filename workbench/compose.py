@@ -8,6 +8,8 @@ Sections (each a nested, validated config)::
     cache       {method, ...} registry("cache"):    None = no feature cache
     exchange    {method, ...} registry("exchange"): halo, block_row (+ staleness: SANCUS / SkipG)
     model       {method, ...} registry("model"):    gcn, sage (hidden, num_layers)
+    schedule    {method, ...} registry("schedule"): None = sample inline; launch-score, prefetch, ... =
+                              sampling DAGs in worker processes (ByteGNN; needs a sampler)
     train       epochs, lr, optimizer, weight_decay, seed (the training loop)
 
 A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(balance_train=True)``);
@@ -57,16 +59,17 @@ __all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "load_stage_modul
            "as_text"]
 
 STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", "cache": "cache",
-                                  "exchange": "exchange", "model": "model"}
+                                  "exchange": "exchange", "model": "model", "schedule": "schedule"}
 """Section field -> stage kind (its registry)."""
-OPTIONAL_SECTIONS = ("sample", "cache", "exchange")
+OPTIONAL_SECTIONS = ("sample", "cache", "exchange", "schedule")
 """Sections that may be empty (method ``none``)."""
-METHOD_ALIASES = {"cache": "policy"}
+METHOD_ALIASES = {"cache": "policy", "schedule": "policy"}
 """``cache.policy=degree`` is ``cache.method=degree`` (unless a cache method has a field of that name)."""
 NONE = "none"
 
 # Modules whose import registers stage methods; the optional ones may not exist yet.
-_STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache")
+_STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache",
+                  "workbench.schedule")
 
 
 _LOADED: set[str] = set()
@@ -132,6 +135,8 @@ class RunConfig(Config):
     """The GNN: ``gcn`` or ``sage`` with its width and depth."""
     train: Any = dataclasses.field(default_factory=_train_config)
     """The training loop: epochs, learning rate, optimiser, weight decay, seed."""
+    schedule: Any = None
+    """Sampling DAGs in worker processes and their scheduler (ByteGNN); ``none`` = sample inline."""
     _methods: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     """Section -> method name chosen by name (two methods may share one ``Config`` class)."""
 
@@ -193,6 +198,9 @@ class RunConfig(Config):
         if self.sample is None:
             errs.check(self.cache is None, "cache", "none for full-graph training (sample=none): a cache serves "
                        "the remote features of sampled mini-batches", self.method("cache") if self.cache else NONE)
+            errs.check(getattr(self, "schedule", None) is None, "schedule",
+                       "none for full-graph training (sample=none): a scheduler runs sampling DAGs",
+                       self.method("schedule") if getattr(self, "schedule", None) else NONE)
             errs.check(self.exchange is not None, "exchange",
                        f"an exchange method for full-graph training (sample=none): one of "
                        f"{self.method_choices('exchange')[1:]}", NONE)
@@ -411,6 +419,10 @@ class RunConfig(Config):
         except ModuleNotFoundError as exc:
             raise ParamError([param_error("sample", type(self).__name__,
                                           "none (no mini-batch program is installed)", self.method("sample"))]) from exc
+        if getattr(self, "schedule", None) is not None:
+            from workbench.schedule.program import ScheduledProgram
+
+            return ScheduledProgram(self, graph=graph, node_part=node_part)
         return MiniBatchProgram(self, graph=graph, node_part=node_part)
 
 

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Optional, Protocol
 __all__ = [
     "Event", "RunStarted", "RunFinished", "Progress", "PartitionComputed", "EpochEnd", "Traffic",
     "Staleness", "CacheStats", "SampleStats", "EventSink", "ListSink", "FanOut", "RunLog", "event_from_dict",
-    "read_run_log", "EVENT_TYPES",
+    "read_run_log", "EVENT_TYPES", "ScheduleStats", "ScheduleTrace",
 ]
 
 
@@ -197,9 +197,54 @@ class SampleStats(Event):
     sample_s: float = 0.0
 
 
+@dataclasses.dataclass(kw_only=True)
+class ScheduleStats(Event):
+    """One epoch of a trainer fed by sampling DAGs (the schedule stage): throughput, idle time, latencies.
+
+    ``seeds_per_s`` = seeds trained over the epoch's training wall time; ``trainer_idle_s`` the time the
+    trainer waited for its next batch; ``dag_latency_ms`` per DAG (launch to End, in launch order);
+    ``cpu_util_mean`` the machine-wide CPU utilisation (%) averaged over the trace."""
+
+    type: ClassVar[str] = "schedule"
+    rank: int = 0
+    epoch: int = 0
+    policy: str = ""
+    ready_queue: str = ""
+    workers: int = 0
+    num_dags: int = 0
+    num_tasks: int = 0
+    seeds: int = 0
+    seconds: float = 0.0
+    seeds_per_s: float = 0.0
+    trainer_idle_s: float = 0.0
+    trainer_idle_fraction: float = 0.0
+    cpu_util_mean: float = 0.0
+    dag_latency_ms: list = dataclasses.field(default_factory=list)
+    dag_latency_ms_mean: float = 0.0
+    launch_s: list = dataclasses.field(default_factory=list)
+    """Per DAG: launch time in seconds since the epoch started."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class ScheduleTrace(Event):
+    """Timelines of one epoch of the schedule stage, sampled every ``trace_ms``: ``t`` (seconds since the
+    epoch started), ``cpu_util`` (%), ``q_size`` (finished batches waiting), ``in_flight`` (DAGs launched
+    and not finished), ``busy_workers`` (worker processes running a task)."""
+
+    type: ClassVar[str] = "schedule_trace"
+    rank: int = 0
+    epoch: int = 0
+    policy: str = ""
+    t: list = dataclasses.field(default_factory=list)
+    cpu_util: list = dataclasses.field(default_factory=list)
+    q_size: list = dataclasses.field(default_factory=list)
+    in_flight: list = dataclasses.field(default_factory=list)
+    busy_workers: list = dataclasses.field(default_factory=list)
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, RunFinished, Progress, PartitionComputed, EpochEnd, Traffic,
-                              Staleness, CacheStats, SampleStats)
+                              Staleness, CacheStats, SampleStats, ScheduleStats, ScheduleTrace)
 }
 
 

@@ -75,7 +75,7 @@ def test_config_round_trips_through_strings(cls):
 def _select(section: str, name: str) -> RunConfig:
     """A run config with ``section.method=name`` (a cache needs a sampler: the first registered one)."""
     settings = {f"{section}.method": name}
-    if section == "cache" and name != "none":
+    if section in ("cache", "schedule") and name != "none":
         settings["sample.method"] = sorted(REGISTRIES["sample"])[0]
     return RunConfig.compose(graph="karate").with_strings(settings)
 

@@ -25,6 +25,8 @@ from workbench.partition.metrics import PartitionMetrics, compute_metrics
 from workbench.partition.simple import BlockPartitioner, RandomPartitioner
 from workbench.partition.metis import MetisPartitioner
 from workbench.partition.distdgl import export_distdgl
+from workbench.partition.bytegnn import ByteGNNPartitioner
+from workbench.partition.gnn_metrics import SamplingMetrics, sampling_metrics
 
 __all__ = [
     "PARTITIONERS",
@@ -40,4 +42,7 @@ __all__ = [
     "get_partitioner",
     "partition",
     "register_partitioner",
+    "ByteGNNPartitioner",
+    "SamplingMetrics",
+    "sampling_metrics",
 ]

@@ -55,6 +55,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.add_argument("--feature-width", type=int, default=None, metavar="W",
                    help="values per feature row for byte counts (default: the graph's feature width)")
+    p.add_argument("--khop", type=str, default=None, metavar="F1,F2,...",
+                   help="also report sampling metrics (per-split balance, K-hop blocks, remote K-hop accesses "
+                        "per split) with these fan-outs, e.g. 10,10")
     p.set_defaults(func=_partition_command)
 
     e = subparsers.add_parser(
@@ -109,6 +112,12 @@ def _format_table(result, metrics) -> str:
     return "\n".join(lines)
 
 
+def _khop(text: str) -> tuple[int, ...]:
+    from workbench.sample.cli import _fanouts
+
+    return _fanouts(text)
+
+
 def _partition_command(args: argparse.Namespace) -> int:
     with _steps(args, 3) as bar:   # load, partition, metrics
         partitioner, graph = _build(args, bar)
@@ -122,9 +131,17 @@ def _partition_command(args: argparse.Namespace) -> int:
     if args.json:
         d = metrics.to_dict()
         d["method"] = result.method
+        if getattr(args, "khop", None) and result.node_part is not None:
+            from workbench.partition.gnn_metrics import sampling_metrics
+
+            d.update(sampling_metrics(result, fanouts=_khop(args.khop)).to_dict())
         print(json.dumps(d))
     else:
         print(_format_table(result, metrics))
+        if getattr(args, "khop", None) and result.node_part is not None:
+            from workbench.partition.gnn_metrics import sampling_metrics
+
+            print("\n" + repr(sampling_metrics(result, fanouts=_khop(args.khop))))
         if args.out:
             print(f"\nwrote {args.out}/assignment.npy and metrics.json")
     return 0

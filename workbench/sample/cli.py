@@ -142,6 +142,10 @@ def _sample_command(args: argparse.Namespace) -> int:
         "cache_fill_bytes": sum(s.cache_fill_rows for s in stats) * (width * 4 + 8), "sample_bytes": sample_bytes,
         "seconds": wall, "seeds_per_s": seeds / wall if wall > 0 else 0.0,
     }
+    from workbench.partition.gnn_metrics import sampling_metrics
+
+    out.update(sampling_metrics(result, fanouts=sampler.config.fanouts, batch_size=args.batch_size,
+                                seed=args.seed).to_dict())
     if args.out:
         result.save(args.out)
     if args.json:

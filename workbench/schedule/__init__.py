@@ -1,0 +1,24 @@
+"""The schedule stage: ByteGNN's sampling DAGs, worker processes and two-level scheduling (seed 000 §3).
+
+* :mod:`~workbench.schedule.dag`: the five operators, :class:`LogicalDAG` and the per-batch :class:`PhysicalDAG`.
+* :mod:`~workbench.schedule.executor`: the :class:`Pipeline` (worker processes, coarse policies, the fine
+  scheduler's ready queue, the trainer's hand-off, traces).
+* :mod:`~workbench.schedule.base`: the registry :data:`SCHEDULERS` (``--set schedule.policy=NAME``).
+* :mod:`~workbench.schedule.program`: mini-batch training fed by the pipeline.
+
+Example:
+    >>> sorted(SCHEDULERS)
+    ['asap', 'fifo', 'launch-score', 'prefetch']
+"""
+
+from __future__ import annotations
+
+from workbench.schedule.dag import LogicalDAG, PhysicalDAG, SampledBatch, Task
+from workbench.schedule.executor import (AsapPolicy, CoarsePolicy, EpochSchedule, LaunchScorePolicy, Pipeline,
+                                         PrefetchPolicy, Signals, cpu_pressure)
+from workbench.schedule.base import (SCHEDULERS, AsapScheduler, FifoScheduler, LaunchScoreScheduler,
+                                     PrefetchScheduler, Scheduler)
+
+__all__ = ["LogicalDAG", "PhysicalDAG", "SampledBatch", "Task", "Pipeline", "CoarsePolicy", "AsapPolicy",
+           "PrefetchPolicy", "LaunchScorePolicy", "Signals", "EpochSchedule", "cpu_pressure", "SCHEDULERS",
+           "Scheduler", "LaunchScoreScheduler", "PrefetchScheduler", "AsapScheduler", "FifoScheduler"]

@@ -1,0 +1,178 @@
+"""Mini-batch training fed by sampling DAGs: ByteGNN's S-Worker / T-Worker split on one machine (seed 000 §3).
+
+:class:`ScheduledProgram` is the mini-batch program (:mod:`workbench.train.minibatch`) with one change: a
+trainer's training batches come from a :class:`~workbench.schedule.executor.Pipeline` (sampling worker
+processes under the run's ``schedule`` method) instead of being sampled inline, step by step. The batches
+are the sample stage's keyed batches of the same steps and the trainer takes them in step order, so the
+losses, weights and accuracies are those of the same run with any other scheduler (tested), and of the
+plain mini-batch program up to float summation order. Evaluation samples inline, as the mini-batch program
+does.
+
+The workers hold the whole graph (one machine's Graph Store with every partition local); the sampled
+vertices another part owns are still counted per epoch (``remote_input_nodes``), but their bytes are not
+sent through the communicator. Per epoch each trainer emits :class:`~workbench.events.ScheduleStats` and
+:class:`~workbench.events.ScheduleTrace`.
+
+Example:
+    >>> from workbench.compose import RunConfig
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=1, sample="neighbor", fanouts=(5, 5), batch_size=8,
+    ...                         epochs=1, schedule="prefetch")
+    >>> type(cfg.build()).__name__
+    'ScheduledProgram'
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Optional
+
+import torch
+
+from workbench.events import Event, ScheduleStats, ScheduleTrace
+from workbench.graph import Graph
+from workbench.runtime.program import RankContext
+from workbench.stages import registry
+from workbench.train.minibatch import MiniBatchLoop, MiniBatchProgram, MiniBatchShard
+from workbench.train.models import MODELS
+
+__all__ = ["ScheduledProgram", "ScheduledLoop", "schedule_summary"]
+
+
+class ScheduledProgram(MiniBatchProgram):
+    """The mini-batch program with a pipelined sampler (module docstring)."""
+
+    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
+        super().__init__(config, graph=graph, node_part=node_part)
+        self.name = f"bytegnn-{config.method('schedule')}"
+
+    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
+        from workbench.train.loop import load_training_graph
+
+        if not isinstance(self._graph, Graph):
+            self._graph = load_training_graph(self._graph if self._graph is not None else self.config.graph,
+                                              type(self).__name__)
+        shards = super().prepare(world_size, emit)
+        for s in shards:
+            s.graph = self._graph       # the workers' Graph Store
+        return shards
+
+    def run_rank(self, ctx: RankContext, shard: MiniBatchShard) -> dict:
+        cfg = self.config
+        model = MODELS.build(cfg.method("model"), cfg.model).build(
+            in_dim=shard.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
+        loop = ScheduledLoop(ctx, model, cfg, shard)
+        try:
+            return loop.run()
+        finally:
+            loop.pipeline.close()
+
+    def summarize(self, rank_results: list[dict]) -> dict:
+        summary = super().summarize(rank_results)
+        summary.update(schedule_summary([r["schedule"] for r in rank_results]))
+        summary["schedule"] = self.config.method("schedule")
+        return summary
+
+
+def schedule_summary(per_rank: list[dict]) -> dict:
+    """The run's scheduling figures from the ranks' per-epoch lists: ``seeds_per_s`` (all trainers' seeds over
+    the slowest trainer's training time), ``cpu_util_mean``, ``trainer_idle_fraction`` and ``dag_latency_ms``
+    (means over ranks and epochs), and per-epoch ``seeds_per_s_by_epoch``."""
+    if not per_rank or not per_rank[0]["seconds"]:
+        return {}
+    epochs = len(per_rank[0]["seconds"])
+    secs = [max(r["seconds"][e] for r in per_rank) for e in range(epochs)]
+    seeds = [sum(r["seeds"][e] for r in per_rank) for e in range(epochs)]
+
+    def mean(key: str) -> float:
+        return sum(sum(r[key]) for r in per_rank) / (epochs * len(per_rank))
+
+    lat = [x for r in per_rank for x in r["dag_latency_ms_all"]]
+    return {"seeds_per_s": sum(seeds) / sum(secs) if sum(secs) > 0 else 0.0,
+            "seeds_per_s_by_epoch": [s / t if t > 0 else 0.0 for s, t in zip(seeds, secs)],
+            "cpu_util_mean": mean("cpu_util_mean"), "trainer_idle_fraction": mean("trainer_idle_fraction"),
+            "dag_latency_ms": sum(lat) / len(lat) if lat else 0.0, "train_seconds": secs}
+
+
+class ScheduledLoop(MiniBatchLoop):
+    """The mini-batch loop whose training batches come from the pipeline (in step order)."""
+
+    def __init__(self, ctx: RankContext, model, cfg: Any, shard: MiniBatchShard):
+        super().__init__(ctx, model, cfg, shard)
+        self.scheduler = registry("schedule").build(cfg.method("schedule"), cfg.schedule)
+        self.pipeline = self.scheduler.pipeline(self.sampler, shard.graph)
+        self.schedule: dict[str, list] = defaultdict(list)
+        self._pipelined = False
+
+    def batches(self, epoch: int):
+        out = super().batches(epoch)
+        self.pipeline.start_epoch(epoch, out)
+        self._pipelined = True
+        return out
+
+    def _sample_and_pull(self, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
+        if not self._pipelined or features is not self.features:
+            return super()._sample_and_pull(seeds, epoch, step, features)
+        got = self.pipeline.get(step)
+        return got.minibatch, torch.from_numpy(got.features[0]).to(self.ctx.device)
+
+    def forward(self, batch: tuple):
+        if not self.scheduler.config.unsupervised:
+            return super().forward(batch)
+        return self._forward_unsupervised(batch)
+
+    def _forward_unsupervised(self, batch: tuple):
+        """Link-style loss (GraphSAGE's unsupervised objective): ``-log σ(h_s·h_p) - Σ log σ(-h_s·h_n)`` per
+        seed, summed over the seeds and divided by the global batch size. The logits reported for accuracy
+        are the seeds' outputs (an unsupervised run's accuracy is not a target)."""
+        from workbench.train.loop import StepOutput
+        from workbench.train.minibatch import block_aggregators, block_forward
+
+        step, seeds = batch
+        got = self.pipeline.get(step)
+        dev = self.ctx.device
+        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev), torch.from_numpy(x).to(dev))
+               for mb, x in zip(got.batches, got.features)]
+        h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
+        logsig = torch.nn.functional.logsigmoid
+        total = max(self.global_sizes[step], 1)
+        loss = -(logsig((h * pos).sum(-1)).sum() + logsig(-(h.unsqueeze(1) * neg).sum(-1)).sum()) / total
+        mb = got.minibatch
+        acc = self._acc
+        acc["steps"] += 1
+        acc["sampled_edges"] += sum(b.num_sampled_edges for b in got.batches)
+        acc["input_nodes"] += sum(b.num_input_nodes for b in got.batches)
+        acc["remote_input_nodes"] += int((self.shard.node_part[mb.input_gid] != self.ctx.rank).sum())
+        acc["seeds"] += int(seeds.numel())
+        labels = self.labels[seeds.to(dev)]
+        yes = torch.ones(seeds.numel(), dtype=torch.bool, device=dev)
+        return StepOutput(loss, h.detach(), labels, (yes, ~yes, ~yes))
+
+    def evaluate(self, epoch: int, outputs: list) -> dict:
+        st = self.pipeline.end_epoch()
+        self._pipelined = False
+        self._epoch_schedule = st
+        return super().evaluate(epoch, outputs)
+
+    def on_epoch_end(self, epoch: int, metrics: dict, outputs: list) -> None:
+        super().on_epoch_end(epoch, metrics, outputs)
+        st, cfg = self._epoch_schedule, self.scheduler.config
+        name = self.scheduler.name
+        lat = [1000.0 * x for x in st.dag_latency_s]
+        self.ctx.log(ScheduleStats(rank=self.ctx.rank, epoch=epoch, policy=name, ready_queue=cfg.ready_queue,
+                                   workers=cfg.workers, num_dags=st.num_dags, num_tasks=st.num_tasks, seeds=st.seeds,
+                                   seconds=st.seconds, seeds_per_s=st.seeds_per_s, trainer_idle_s=st.trainer_idle_s,
+                                   trainer_idle_fraction=st.trainer_idle_fraction, cpu_util_mean=st.cpu_util_mean,
+                                   dag_latency_ms=lat, dag_latency_ms_mean=st.dag_latency_ms_mean,
+                                   launch_s=list(st.launch_t)))
+        self.ctx.log(ScheduleTrace(rank=self.ctx.rank, epoch=epoch, policy=name, t=list(st.trace_t),
+                                   cpu_util=list(st.trace_cpu), q_size=list(st.trace_q),
+                                   in_flight=list(st.trace_in_flight), busy_workers=list(st.trace_busy)))
+        s = self.schedule
+        s["seconds"].append(st.seconds)
+        s["seeds"].append(st.seeds)
+        s["cpu_util_mean"].append(st.cpu_util_mean)
+        s["trainer_idle_fraction"].append(st.trainer_idle_fraction)
+        s["dag_latency_ms_all"].extend(lat)
+
+    def extra_result(self) -> dict:
+        return {**super().extra_result(), "schedule": dict(self.schedule)}
