@@ -25,6 +25,7 @@ from workbench.partition.metrics import PartitionMetrics, compute_metrics
 from workbench.partition.simple import BlockPartitioner, RandomPartitioner
 from workbench.partition.metis import MetisPartitioner
 from workbench.partition.distdgl import export_distdgl
+from workbench.partition.hypergraph import HypergraphPartitioner, StochasticHypergraphPartitioner
 
 __all__ = [
     "PARTITIONERS",
@@ -40,4 +41,6 @@ __all__ = [
     "get_partitioner",
     "partition",
     "register_partitioner",
+    "HypergraphPartitioner",
+    "StochasticHypergraphPartitioner",
 ]

@@ -122,6 +122,7 @@ def _partition_command(args: argparse.Namespace) -> int:
     if args.json:
         d = metrics.to_dict()
         d["method"] = result.method
+        d.update({f"partitioner_{k}": v for k, v in result.stats.items()})   # e.g. partitioner_km1 (Mt-KaHyPar)
         print(json.dumps(d))
     else:
         print(_format_table(result, metrics))
