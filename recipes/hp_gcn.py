@@ -24,9 +24,11 @@ Eq. 11 without its factor 2, digest A2). The transform-first order of §3.7 (per
 ``min(d_{k-1}, d_k)``) is not an option of the workbench GCN in this branch; :func:`volume_table` logs what
 it would move.
 
-Simplified: CPU ranks on one machine; generated graphs; Adam; the mini-batch variant on SHP partitions
-(per-batch send/receive maps) is not built here (the SHP partitioner and its exact expected-volume
-evaluator are, in :mod:`workbench.partition.hypergraph`).
+Simplified: CPU ranks on one machine; generated graphs; Adam. The mini-batch variant is only planned, not
+trained: :func:`batch_plans` builds one induced mini-batch's send/receive maps from the global (e.g. SHP)
+partition with the same halo-plan code, and its rows equal the induced batch's km1 (tested); a training
+loop over such batches is not built here (the SHP partitioner and its exact expected-volume evaluator are,
+in :mod:`workbench.partition.hypergraph`).
 
 Example:
     >>> from recipes.hp_gcn import recipe, fold_bytes_per_epoch, paper_bytes_per_epoch
@@ -39,6 +41,8 @@ Example:
 from __future__ import annotations
 
 from typing import Sequence
+
+import torch
 
 from recipes import full_graph
 from workbench.compose import RunConfig
@@ -88,3 +92,32 @@ def volume_table(volume_rows: int, dims: Sequence[int]) -> dict[str, int]:
     return {"fold (this program)": fold_bytes_per_epoch(volume_rows, dims),
             "expand (Algorithm 2, §3.4)": paper_bytes_per_epoch(volume_rows, dims),
             "transform-first (§3.7)": transform_first_bytes_per_epoch(volume_rows, dims)}
+
+
+def batch_plans(graph, node_part, batch, num_parts: int):
+    """The artifact's mini-batch step: the induced subgraph of ``batch`` (global ``Â`` entries, not
+    renormalised) and its halo exchange plans from the global partition restricted to the batch.
+
+    Returns:
+        ``(induced Graph with local ids 0..len(batch)-1 in ascending global order, plans, rows per SpMM)``.
+
+    Example:
+        >>> from workbench.data.shapes import grid_graph
+        >>> g = grid_graph(4)
+        >>> sub, plans, rows = batch_plans(g, torch.arange(16) // 8, torch.arange(4, 12), 2)
+        >>> sub.num_nodes, rows
+        (8, 8)
+    """
+    from workbench.graph import Graph
+    from workbench.train.halo import build_halo_plans
+
+    ids = torch.unique(torch.as_tensor(batch, dtype=torch.int64))       # (s,) ascending global ids
+    local = torch.full((graph.num_nodes,), -1, dtype=torch.int64)
+    local[ids] = torch.arange(ids.numel())
+    src, dst = graph.edges()
+    keep = (local[src] >= 0) & (local[dst] >= 0)
+    sub = Graph.from_edges(local[src[keep]], local[dst[keep]], int(ids.numel()), directed=graph.directed,
+                           name=f"{graph.name}[batch]")
+    part = torch.as_tensor(node_part, dtype=torch.int64)[ids]
+    plans = build_halo_plans(sub, part, num_parts)
+    return sub, plans, int(sum(p.num_halo for p in plans))

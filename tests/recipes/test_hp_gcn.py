@@ -43,3 +43,15 @@ def test_hp_gcn_bytes_per_epoch_equal_the_volume_formula(tmp_path):
     gp = _run(hp_gcn.rp_baseline(graph=SPEC, epochs=3, hidden=8), workers=3, out=tmp_path / "rp")
     assert summary["bytes_per_epoch"] < gp["bytes_per_epoch"]
     assert summary["losses"][-1] == pytest.approx(gp["losses"][-1], rel=1e-4)   # same model, any partition
+
+
+def test_batch_plans_move_the_induced_batch_km1():
+    from workbench.partition.volume import column_nets, induced_batch_volume, sample_induced_batches
+
+    g = load_graph(SPEC)
+    r = partition(g, 4, method="stochastic-hypergraph", batch_size=30, num_batches=20, seed=0)
+    h = column_nets(g)
+    for batch in sample_induced_batches(g.num_nodes, 30, 5, seed=7):
+        _, plans, rows = hp_gcn.batch_plans(g, r.node_part, torch.from_numpy(batch), 4)
+        assert rows == induced_batch_volume(h, r.node_part, batch, 4)
+        assert rows == sum(sum(p.send_counts) for p in plans)
