@@ -159,13 +159,14 @@ def test_stochastic_partitioner_sizes_and_stats(tiny_sbm):
         StochasticHypergraphPartitioner(batch_size=10**6).partition(tiny_sbm, 2)
 
 
-def test_cli_json_keys(capsys):
+def test_cli_json_keys(capsys, tmp_path):
     spec = "sbm:num_nodes=150,num_blocks=3,avg_degree=6,seed=0"
-    assert main(["partition", spec, "--parts", "3", "--method", "hypergraph", "--json"]) == 0
+    assert main(["partition", spec, "--parts", "3", "--method", "hypergraph", "--json", "--out", str(tmp_path)]) == 0
     d = json.loads(capsys.readouterr().out)
     for key in ("max_send_volume_rows", "total_messages", "max_part_messages", "partitioner_km1"):
         assert key in d
     assert d["partitioner_km1"] == d["comm_volume_rows"]
+    assert json.loads((tmp_path / "partition.json").read_text())["stats"]["km1"] == d["partitioner_km1"]
 
 
 @pytest.fixture(scope="module")
