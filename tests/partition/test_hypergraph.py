@@ -174,3 +174,10 @@ def tiny_sbm() -> Graph:
     from workbench.data import load_graph
 
     return load_graph("sbm:num_nodes=240,num_blocks=4,avg_degree=6,seed=0")
+
+
+def test_mtkahypar_initialises_once_and_warns_on_other_thread_counts():
+    g = toy_graph()
+    partition(g, 2, method="hypergraph", threads=1)   # the first call in the process fixes the count at 1
+    with pytest.warns(RuntimeWarning, match="cannot be re-initialised"):
+        partition(g, 2, method="hypergraph", threads=2)
