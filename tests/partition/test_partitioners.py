@@ -21,7 +21,8 @@ def test_conformance(method, karate):
     assert torch.equal(a.node_part, b.node_part), "deterministic under a seed"
     assert a.method == method and a.num_parts == 3 and a.seed == 3 and a.elapsed_s >= 0
     assert set(a.node_part.tolist()) == {0, 1, 2}
-    assert a.metrics().vertex_balance <= 1.2
+    if a.options.get("vertex_weight") != "nnz":   # nnz-weighted partitioners balance row nnz, not vertex counts
+        assert a.metrics().vertex_balance <= 1.2
     for bad in (0, 35, 2.5, True):
         with pytest.raises(ParamError, match=r"'num_parts' parameter .* an int in \[1, num_nodes=34\]"):
             cls().partition(karate, bad)
@@ -37,7 +38,7 @@ def test_conformance(method, karate):
 
 
 def test_unknown_method_lists_valid_ones(karate):
-    with pytest.raises(ParamError, match=r"'method' parameter .* one of \['block', 'metis', 'random'\]"):
+    with pytest.raises(ParamError, match=r"'method' parameter .* one of \['block', .*'metis', 'random'.*\]"):
         partition(karate, 2, method="metys")
     with pytest.raises(ParamError, match="did you mean 'metis'"):
         partition(karate, 2, method="metys")

@@ -27,6 +27,7 @@ from workbench.partition.metis import MetisPartitioner
 from workbench.partition.distdgl import export_distdgl
 from workbench.partition.bytegnn import ByteGNNPartitioner
 from workbench.partition.gnn_metrics import SamplingMetrics, sampling_metrics
+from workbench.partition.hypergraph import HypergraphPartitioner, StochasticHypergraphPartitioner
 
 __all__ = [
     "PARTITIONERS",
@@ -45,4 +46,6 @@ __all__ = [
     "ByteGNNPartitioner",
     "SamplingMetrics",
     "sampling_metrics",
+    "HypergraphPartitioner",
+    "StochasticHypergraphPartitioner",
 ]

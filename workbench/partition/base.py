@@ -142,6 +142,8 @@ class PartitionResult:
     elapsed_s: float = 0.0
     options: dict = dataclasses.field(default_factory=dict)
     """The partitioner's config (JSON-safe), for the record."""
+    stats: dict = dataclasses.field(default_factory=dict)
+    """Numbers the partitioner itself reported (e.g. Mt-KaHyPar's ``km1``), JSON-safe scalars."""
 
     def __post_init__(self) -> None:
         errs = ErrorCollector("PartitionResult")
@@ -286,6 +288,8 @@ class PartitionResult:
         (out / "metrics.json").write_text(json.dumps(self.metrics().to_dict(), indent=2) + "\n")
         info = {"method": self.method, "kind": self.kind, "num_parts": self.num_parts, "seed": self.seed,
                 "elapsed_s": self.elapsed_s, "options": _json_safe(self.options), "graph": self.graph.summary()}
+        if self.stats:
+            info["stats"] = _json_safe(self.stats)
         (out / "partition.json").write_text(json.dumps(info, indent=2, default=str) + "\n")
         return out
 

@@ -135,6 +135,7 @@ def _partition_command(args: argparse.Namespace) -> int:
             from workbench.partition.gnn_metrics import sampling_metrics
 
             d.update(sampling_metrics(result, fanouts=_khop(args.khop)).to_dict())
+        d.update({f"partitioner_{k}": v for k, v in result.stats.items()})   # e.g. partitioner_km1 (Mt-KaHyPar)
         print(json.dumps(d))
     else:
         print(_format_table(result, metrics))

@@ -30,6 +30,8 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from workbench.partition.volume import send_metrics
+
 __all__ = ["PartitionMetrics", "compute_metrics", "halo_pairs", "vertex_cut_replicas", "BYTES_PER_VALUE"]
 
 BYTES_PER_VALUE = 4  # float32 feature rows
@@ -149,6 +151,9 @@ class PartitionMetrics:
             out["max_part_comm_volume_bytes"] = self.bytes(self.max_part_comm_volume_rows)
         if self.part_train is not None:
             out["train_balance"] = self.train_balance
+        # the paper's per-part send metrics (seed 001, Table 2): max rows sent, messages in total and per part
+        sent = send_metrics(self.comm_rows)
+        out.update({k: sent[k] for k in ("max_send_volume_rows", "total_messages", "max_part_messages")})
         if self.mirror_sync_volume_rows is not None:
             out["mirror_sync_volume_rows"] = self.mirror_sync_volume_rows
             out["num_cut_vertices"] = self.num_cut_vertices
