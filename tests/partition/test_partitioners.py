@@ -32,7 +32,8 @@ def test_conformance(method, karate):
         cls(seed=-1)
     one = cls().partition(karate, 1)
     assert one.node_part.eq(0).all() and one.metrics().comm_volume_rows == 0
-    everyone = cls().partition(karate, 34) if method != "metis" else None
+    # one part per vertex: METIS refuses it, and ByteGNN assigns whole K-hop blocks (fewer blocks than parts)
+    everyone = cls().partition(karate, 34) if method not in ("metis", "bytegnn") else None
     if everyone is not None:
         assert sorted(everyone.node_part.tolist()) == list(range(34))
 
