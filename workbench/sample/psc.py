@@ -212,8 +212,8 @@ class EdgeSampler(Stage):
         """``(E,)`` bool: the edges kept in draw ``index`` of part ``rank`` (self-loops always)."""
         if float(self.config.epsilon) >= 1.0:
             return torch.ones(edges.num_edges, dtype=torch.bool)
-        gen = torch.Generator().manual_seed(int(np.random.SeedSequence([self.config.seed, index, rank])
-                                                .generate_state(1, dtype=np.uint64)[0] >> 1))
+        state = np.random.SeedSequence([int(self.config.seed), int(index), int(rank)]).generate_state(1, dtype=np.uint64)
+        gen = torch.Generator().manual_seed(int(state[0]) >> 1)
         return self._draw(edges, p, gen) | edges.self_loop
 
     def inclusion(self, edges: PartEdges, p: torch.Tensor) -> torch.Tensor:
