@@ -145,6 +145,7 @@ class PrefetchRank(RankExchange):
         self.bbuf: dict[int, dict] = {}
         self.iteration = -1
         self.records: list[dict] = []
+        self._stats_rows = 0
         self.refreshes: list[dict] = []
         self.rec: dict = {}
 
@@ -160,6 +161,7 @@ class PrefetchRank(RankExchange):
     # -- iteration ---------------------------------------------------------------------------------------
     def _begin(self, t: int) -> None:
         self.iteration = t
+        self._stats_rows = 0
         for d in [d for d in self.draws if d < t]:                 # used up (forward at d - tau, backward at d)
             del self.draws[d]
         for k in [k for k in self.bbuf if k < t - self.tau]:
@@ -170,6 +172,7 @@ class PrefetchRank(RankExchange):
         first = 0 if not self.draws and t == 0 else t + self.tau
         for d in range(first, t + self.tau + 1):
             self._draw(d)
+        requested = sum(int(self.draws[d]["mask"].sum()) for d in range(first, t + self.tau + 1))
         tg = self.draws[t]
         keep = tg["keep"]
         w = tg["weights"]
@@ -178,12 +181,14 @@ class PrefetchRank(RankExchange):
         self._a, self._a_t = a.to(self.ctx.device), a_t.to(self.ctx.device)
         self.rec = {"iteration": t, "sg_rows": int(self.draws[t + self.tau]["mask"].sum()),
                     "tg_rows": int(tg["mask"].sum()), "kept_edges": int(keep.sum()), "feature_misses": None,
-                    "fwd_age": [], "bwd_age": [], "expected_rows": float(self.expected_rows)}
+                    "fwd_age": [], "bwd_age": [], "expected_rows": float(self.expected_rows),
+                    "requested_rows": requested if self.sampler is not None else 0, "stats_rows": self._stats_rows}
         self.records.append(self.rec)
 
     def _refresh(self, t: int) -> None:
         """Recompute p (Algorithm 2 lines 4-7) and re-rank the cache with the new inclusion probabilities."""
         sampler = self.sampler
+        self._stats_rows = 0
         h = None
         if sampler is not None and sampler.needs_estimates:
             est = sampler.config.estimator
@@ -233,6 +238,7 @@ class PrefetchRank(RankExchange):
         sends = [torch.zeros(0) if j == me else h_inner[self.plan.send_local_nid[j]].to(torch.float32)
                  for j in range(self.plan.world_size)]
         got = self.comm.all_to_all(sends, kind="prefetch_stats")
+        self._stats_rows = sum(int(x.numel()) for x in sends)
         h_halo = torch.zeros(self.nh, dtype=torch.float64)
         for j, (a, b) in enumerate(self.slices):
             if j != me and b > a:
