@@ -73,12 +73,16 @@ class PrefetchExchange(Exchange):
     class Config(Exchange.Config):
         tau: int = 0
         """Staleness in iterations of boundary embeddings and gradients (0 = synchronous, 1 = PipeGCN)."""
+        full_eval: bool = True
+        """Measure accuracy on the whole graph after every update (kind ``eval_halo``); False: on the step's
+        sampled, stale forward."""
         comm_ratio: float = 3.0
         """Timing account: communication / compute of a synchronous exact iteration (sets the link bandwidth)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             super()._validate(errs)
             errs.check(_is_int(self.tau) and self.tau >= 0, "tau", "an int >= 0", self.tau)
+            errs.check(isinstance(self.full_eval, bool), "full_eval", "a bool", self.full_eval)
             ok = isinstance(self.comm_ratio, (int, float)) and not isinstance(self.comm_ratio, bool) \
                 and self.comm_ratio > 0
             errs.check(ok, "comm_ratio", "a number in (0, inf)", self.comm_ratio)
@@ -129,6 +133,7 @@ class PrefetchRank(RankExchange):
         from workbench.sample.psc import PartEdges
 
         self.tau = int(stage.config.tau)
+        self.full_eval = bool(stage.config.full_eval)
         self.plan = plan = shard.plan
         self.shard = shard
         self.n, self.nh = plan.num_inner, plan.num_halo
@@ -331,6 +336,25 @@ class PrefetchRank(RankExchange):
             self.rec["bwd_age"].append(None)
         return out
 
+    def full_forward(self, model, x: torch.Tensor) -> torch.Tensor:
+        """Logits of the owned rows on the whole graph with current boundary rows (evaluation; no gradient).
+        One all-to-all of the full halo per layer, kind ``eval_halo`` (not an exchange kind)."""
+        if getattr(self, "_a_full", None) is None:
+            a, _ = sparse_aggregator(self.edges.target, self.edges.source, self.edges.weight, (self.n, self.n + self.nh))
+            self._a_full = a.to(self.ctx.device)
+        me = self.plan.rank
+
+        def agg(h, layer):
+            w = h.shape[1]
+            sends = [h.new_zeros(0, w) if j == me else h.index_select(0, idx.to(h.device))
+                     for j, idx in enumerate(self.plan.send_local_nid)]
+            got = self.comm.all_to_all(sends, kind="eval_halo", layer=layer)
+            halo = [got[j].reshape(-1, w) for j in range(self.plan.world_size) if j != me]
+            return torch.sparse.mm(self._a_full, torch.cat([h, *halo], dim=0))
+
+        with torch.no_grad():
+            return model(x, agg)
+
     def result(self) -> dict:
         epochs = sorted({r["iteration"] for r in self.records})
         layers = max((len(r["fwd_age"]) for r in self.records), default=0)
@@ -341,7 +365,20 @@ class PrefetchRank(RankExchange):
 
 
 class PrefetchLoop(FullGraphLoop):
-    """The full-graph loop with the prefetch exchange's per-iteration events (cache and sample stats)."""
+    """The full-graph loop with the prefetch exchange's per-iteration events (cache and sample stats).
+
+    Accuracies are measured on the whole graph after the update when ``exchange.full_eval`` (the default):
+    a sampled, stale forward says little about the model at small epsilon. The loss stays the training
+    step's (sampled) loss."""
+
+    def evaluate(self, epoch, outputs):
+        ex = self.exchange
+        if not (isinstance(ex, PrefetchRank) and ex.full_eval):
+            return super().evaluate(epoch, outputs)
+        from workbench.train.loop import global_metrics
+
+        logits = ex.full_forward(self.model, self.x)
+        return global_metrics(self.comm, self.ctx.world_size, outputs[0].loss, logits, self.labels, self.masks)
 
     def on_epoch_end(self, epoch, metrics, outputs) -> None:
         ex = self.exchange
