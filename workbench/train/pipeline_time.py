@@ -50,13 +50,18 @@ class IterationCost:
 
 
 def simulate_pipeline(costs: Sequence[Sequence[IterationCost]], tau: int, bandwidth_Bps: float,
-                      latency_s: float = 0.0) -> list[float]:
-    """Simulated seconds of every iteration (barrier to barrier). ``costs[worker][iteration]``."""
+                      latency_s: float = 0.0, record: Optional[dict] = None) -> list[float]:
+    """Simulated seconds of every iteration (barrier to barrier). ``costs[worker][iteration]``.
+
+    ``record`` (a dict), when given, receives ``blocked_s``: per iteration, the most seconds any worker waited
+    for a fetch or gradients issued ``tau`` iterations earlier (the fetches that blocked compute), and
+    ``compute_s``: per iteration, the most compute seconds of a worker."""
     num_workers, num_iter = len(costs), len(costs[0]) if costs else 0
     link_free = [0.0] * num_workers
     done_f: list[dict] = [dict() for _ in range(num_workers)]
     done_b: list[dict] = [dict() for _ in range(num_workers)]
     start, out = 0.0, []
+    blocked_all, compute_all = [], []
 
     def send(n: int, at: float, nbytes: float) -> float:
         if nbytes <= 0:
@@ -66,25 +71,34 @@ def simulate_pipeline(costs: Sequence[Sequence[IterationCost]], tau: int, bandwi
         return link_free[n]
 
     for t in range(num_iter):
-        ends = []
+        ends, blocked, compute = [], [], []
         for n in range(num_workers):
             c = costs[n][t]
             clock = start
+            waited = 0.0
             layers = len(c.fwd_s)
             for layer in range(layers):
                 done_f[n][(t, layer)] = send(n, clock, c.fetch_bytes[layer])
                 need = done_f[n].pop((t - tau, layer), clock) if t >= tau else clock
+                waited += max(need - clock, 0.0)
                 clock = max(clock, need) + c.fwd_s[layer]
             for layer in reversed(range(layers)):
                 clock += c.bwd_s[layer]
                 if layer > 0:
                     done_b[n][(t, layer)] = send(n, clock, c.grad_bytes[layer])
                     need = done_b[n].pop((t - tau, layer), clock) if t >= tau else clock
+                    waited += max(need - clock, 0.0)
                     clock = max(clock, need)
             ends.append(send(n, clock, c.allreduce_bytes))
+            blocked.append(waited)
+            compute.append(sum(c.fwd_s) + sum(c.bwd_s))
         end = max(ends)
         out.append(end - start)
+        blocked_all.append(max(blocked))
+        compute_all.append(max(compute))
         start = end
+    if record is not None:
+        record.update(blocked_s=blocked_all, compute_s=compute_all)
     return out
 
 

@@ -21,7 +21,18 @@ executable semantics):
 
 So every consumed buffer has realised staleness exactly ``tau`` after warm-up (recorded per stream and
 emitted as :class:`~workbench.events.Staleness`), and with ``tau = 0`` and no sampling (or epsilon = 1)
-the run is the ``halo`` run (tested to 1e-5).
+the run is the ``halo`` run (tested to 1e-5). SANCUS's :class:`~workbench.train.staleness.StalenessPolicy`
+does not fit here: it decides per epoch whether a block is *sent* and reuses cached copies, while a pipeline
+sends every iteration and fixes the age by construction; the exchange therefore refuses ``staleness`` and
+emits the same ``Staleness`` events (ages = tau) so the staleness view shows it.
+
+Figures of a run (:func:`prefetch_figures`, per iteration): ``cache_hit_rate`` (hits / distinct boundary
+rows asked at layer 0), ``remote_feature_rows``, ``feature_bytes``, ``staleness_realised`` (forward) and
+``staleness_realised_backward`` (None in warm-up), ``sampled_boundary_rows`` against
+``expected_boundary_rows`` (sum of inclusion probabilities), ``variance`` (Eq. 16 for VR and for uniform
+at each refresh, summed over ranks), ``probability_age`` (iterations since p was refreshed when the draw
+``t + tau`` was made; it is used ``tau`` later), ``simulated_iteration_s``, ``simulated_blocked_s`` (seconds
+the slowest worker waited on a fetch issued ``tau`` earlier) and ``simulated_compute_s``.
 
 Bytes of iteration ``t`` on a rank (``b = 4``), given the sets: ``prefetch_req`` = 8 |B_{t+tau}|;
 ``prefetch_fwd`` = |B_{t+tau}| x (sum of hidden input widths + D if no cache); features through a cache:
@@ -187,13 +198,14 @@ class PrefetchRank(RankExchange):
         self.rec = {"iteration": t, "sg_rows": int(self.draws[t + self.tau]["mask"].sum()),
                     "tg_rows": int(tg["mask"].sum()), "kept_edges": int(keep.sum()), "feature_misses": None,
                     "fwd_age": [], "bwd_age": [], "expected_rows": float(self.expected_rows),
-                    "requested_rows": requested if self.sampler is not None else 0, "stats_rows": self._stats_rows}
+                    "requested_rows": requested if self.sampler is not None else 0, "stats_rows": self._stats_rows,
+                    "p_age": t - self._refreshed_at}
         self.records.append(self.rec)
 
     def _refresh(self, t: int) -> None:
         """Recompute p (Algorithm 2 lines 4-7) and re-rank the cache with the new inclusion probabilities."""
         sampler = self.sampler
-        self._stats_rows = 0
+        self._refreshed_at = t
         h = None
         if sampler is not None and sampler.needs_estimates:
             est = sampler.config.estimator
@@ -497,7 +509,8 @@ def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -
     comm = max(sum(c.fetch_bytes) + sum(c.grad_bytes) + c.allreduce_bytes for c in exact)
     comp = max(sum(c.fwd_s) + sum(c.bwd_s) for c in exact)
     bw = comm / (float(config.exchange.comm_ratio) * comp) if comm and comp else 1.0
-    sim = simulate_pipeline([[cost(r, t) for t in range(T)] for r in results], tau, bw)
+    detail: dict = {}
+    sim = simulate_pipeline([[cost(r, t) for t in range(T)] for r in results], tau, bw, record=detail)
     sync = simulate_pipeline([[c] * 2 for c in exact], 0, bw)[-1]
     return {
         "tau": tau, "cache_hit_rate": hit, "remote_feature_rows": remote_rows, "feature_bytes": feature_bytes,
@@ -507,4 +520,6 @@ def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -
         "kept_edges": [sum(r[t]["kept_edges"] for r in recs) for t in range(T)],
         "variance": variance, "simulated_iteration_s": sim, "simulated_time_s": [sum(sim[:t + 1]) for t in range(T)],
         "simulated_sync_iteration_s": sync, "simulated_bandwidth_Bps": bw,
+        "simulated_blocked_s": detail["blocked_s"], "simulated_compute_s": detail["compute_s"],
+        "probability_age": [r[t]["p_age"] for t in range(T) for r in recs[:1]],
     }
