@@ -81,7 +81,14 @@ def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
     assert summary["cache_hit_rate"][0] == pytest.approx(1 - misses / rows)
     from workbench.events import CacheStats, SampleStats
 
-    assert len([e for e in events if isinstance(e, CacheStats)]) == 3 * 5
+    stats = [e for e in events if isinstance(e, CacheStats)]
+    assert len(stats) == 3 * 5
+    for t in range(5):   # the inclusion cache is re-ranked with the sampler's refresh; entering rows are counted
+        moved = sum(r["exchange_kind_bytes_by_epoch"][t]["cache_refresh"] for r in results)
+        assert moved == sum(e.refresh_bytes for e in stats if e.epoch == t)
+        assert (moved > 0) <= (t % 2 == 0)
+    assert sum(r["exchange_kind_bytes_by_epoch"][0]["cache_fill"] for r in results) == sum(
+        {e.rank: e.fill_bytes for e in stats}.values())
     assert len([e for e in events if isinstance(e, SampleStats)]) == 3 * 5
 
 
