@@ -142,7 +142,8 @@ def kkt_probabilities(seg: torch.Tensor, s: torch.Tensor, budget: torch.Tensor) 
     e = seg_np.size
     if e == 0:
         return torch.zeros(0, dtype=torch.float64)
-    order = np.lexsort((s_np, seg_np))                      # by target, then s ascending
+    by_s = torch.argsort(torch.from_numpy(s_np), stable=True)
+    order = by_s[torch.argsort(seg[by_s], stable=True)].numpy()   # by target, then s ascending
     ss, sg = s_np[order], seg_np[order]
     counts = np.bincount(seg_np, minlength=num)
     starts = np.cumsum(counts) - counts
@@ -153,8 +154,8 @@ def kkt_probabilities(seg: torch.Tensor, s: torch.Tensor, budget: torch.Tensor) 
     n = counts[sg].astype(np.float64)
     b = budget.to(torch.float64).numpy()[sg]
     ok = (b + pos + 1 - n) * ss <= prefix * (1 + 1e-12)
-    kstar = np.zeros(num, dtype=np.int64)
-    np.maximum.at(kstar, sg, np.where(ok, pos + 1, 0))
+    kstar = torch.zeros(num, dtype=torch.int64).scatter_reduce_(
+        0, torch.from_numpy(sg), torch.from_numpy(np.where(ok, pos + 1, 0)), reduce="amax").numpy()
     kk = np.maximum(kstar, 1)
     s_k = np.where(counts > 0, csum[np.minimum(starts + kk - 1, e - 1)] - base, 0.0)   # S_{k*} per target
     bb = budget.to(torch.float64).numpy()
