@@ -52,7 +52,7 @@ from workbench.train.models import GCN
 from workbench.train.prefetch import PrefetchExchange
 
 # Power-law degrees (so degree and inclusion caches differ), class-dependent noisy features, 10 % training.
-DEFAULT_GRAPH = ("sbm:num_nodes=3000,num_blocks=8,avg_degree=16,degree_exponent=2.5,num_features=32,"
+DEFAULT_GRAPH = ("sbm:num_nodes=3000,num_blocks=8,avg_degree=32,degree_exponent=2.5,num_features=32,"
                  "feature_noise=3,homophily=0.7,train_ratio=0.1,val_ratio=0.2,test_ratio=0.7,seed=0")
 
 
