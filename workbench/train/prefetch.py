@@ -57,7 +57,7 @@ from typing import Any, Optional
 import torch
 
 from workbench._validation import ErrorCollector, ParamError, _is_int, param_error
-from workbench.events import CacheStats, SampleStats, Staleness
+from workbench.events import SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.full_graph import FullGraphLoop, FullGraphProgram, build_shards
 from workbench.train.halo import comm_rows_from_parts
@@ -455,7 +455,7 @@ def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -
     results = sorted(rank_results, key=lambda r: r.get("rank", 0))
     recs = [r["prefetch_records"] for r in results]
     T = len(recs[0])
-    D, hidden = widths[0], widths[1:]
+    D = widths[0]
     cached = getattr(config, "cache", None) is not None
     remote_rows = [sum(r[t]["sg_rows"] for r in recs) for t in range(T)]
     misses = [sum((r[t]["feature_misses"] if r[t]["feature_misses"] is not None else r[t]["sg_rows"]) for r in recs)
@@ -484,7 +484,6 @@ def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -
     world = len(results)
     params = int(results[0].get("num_params", 0))
     ar = 2 * (world - 1) / world * params * 4 if world > 1 else 0.0
-    dims = list(widths) + [None]
 
     def cost(r, t, exact=False):
         rec = r["prefetch_records"][t]
