@@ -102,6 +102,6 @@ def expected_hit_ratio(edges: PartEdges, p: torch.Tensor, inclusion: torch.Tenso
         for r in ratios:
             chosen = order[:capacity_for(float(r), nb)]
             mass = float(inclusion[chosen].sum())
-            out.append({"policy": policy, "ratio": float(r), "hit_ratio": mass / total if total else 0.0,
+            out.append({"policy": policy, "ratio": float(r), "hit_rate": mass / total if total else 0.0,
                         "hit_mass_per_boundary": mass / nb if nb else 0.0})
     return out
