@@ -119,3 +119,17 @@ def test_non_prefetch_exchange_with_an_edge_sampler_is_refused():
 
     with pytest.raises(ParamError, match="'exchange' parameter of RunConfig must be 'prefetch'"):
         psc_gcn.recipe(**SMALL).with_strings({"exchange.method": "halo"}).build().prepare(2, lambda e: None)
+
+
+@pytest.mark.parametrize("settings", [
+    {"sample.method": "nodewise"}, {"sample.method": "bns", "cache.policy": "degree"},
+    {"sample.estimator": "features", "cache.policy": "random"}, {"sample.estimator": "none", "exchange.full_eval": "false"},
+    {"model.method": "sage", "cache.policy": "none"}])
+def test_every_edge_sampler_and_option_trains(settings, tmp_path):
+    import math
+
+    cfg = psc_gcn.recipe(**SMALL).with_strings({"sample.epsilon": "0.3", "exchange.tau": "1", "sample.refresh": "2",
+                                                **settings})
+    s = _run(cfg, tmp_path, workers=2)
+    assert all(math.isfinite(x) for x in s["losses"]) and s["staleness_realised"][1:] == [1] * 4
+    assert s["sample"] == cfg.method("sample") and s["accuracy"]["test"] is not None
