@@ -142,8 +142,8 @@ def kkt_probabilities(seg: torch.Tensor, s: torch.Tensor, budget: torch.Tensor) 
     e = seg_np.size
     if e == 0:
         return torch.zeros(0, dtype=torch.float64)
-    by_s = torch.argsort(torch.from_numpy(s_np), stable=True)
-    order = by_s[torch.argsort(seg[by_s], stable=True)].numpy()   # by target, then s ascending
+    by_s = np.argsort(s_np, kind="stable")
+    order = by_s[np.argsort(seg_np[by_s], kind="stable")]      # by target, then s ascending (radix sort on ints)
     ss, sg = s_np[order], seg_np[order]
     counts = np.bincount(seg_np, minlength=num)
     starts = np.cumsum(counts) - counts
