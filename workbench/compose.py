@@ -414,6 +414,10 @@ class RunConfig(Config):
             from workbench.train.full_graph import FullGraphProgram
 
             return FullGraphProgram(self, graph=graph, node_part=node_part)
+        program = getattr(registry("sample").get(self.method("sample")), "program", None)
+        if program:   # a sample method that trains with its own program ("module:Class"), e.g. edge samplers
+            module, cls = program.split(":")
+            return getattr(importlib.import_module(module), cls)(self, graph=graph, node_part=node_part)
         try:
             from workbench.train.minibatch import MiniBatchProgram
         except ModuleNotFoundError as exc:

@@ -9,9 +9,10 @@ from sample_helpers import build_sampler, check_minibatch, edge_set, same_miniba
 
 from workbench._validation import ParamError
 from workbench.sample import SAMPLERS, LocalSource, MiniBatch, NeighborSampler
+from workbench.sample.base import block_samplers
 from workbench.sample.keyed import CSRRows, sample_rows_keyed, stream_key
 
-METHODS = sorted(SAMPLERS)
+METHODS = block_samplers()   # edge samplers (full-graph): tests/sample/test_psc.py
 FANOUTS = [(3, 2), (-1, 4), (2, -1, 1), (-1,)]
 
 

@@ -25,8 +25,9 @@ from workbench.sample.samplers import DGLSampler, NeighborSampler, dgl_available
 from workbench.sample.sources import LocalSource, OwnerRoutedSource, keyed_kernel, owned_rows
 from workbench.sample.split import SeedSplit, split_seeds
 from workbench.sample.epoch import RankSampleStats, run_thread_ranks, sample_epoch
+from workbench.sample.psc import EdgeSampler, PartEdges  # registers the full-graph edge samplers (PSC-GCN)
 
 __all__ = ["SAMPLERS", "Block", "MiniBatch", "NeighborSource", "SampleKey", "Sampler", "build_block", "CSRRows",
            "SampledEdges", "NeighborSampler", "DGLSampler", "dgl_available", "LocalSource", "OwnerRoutedSource",
            "keyed_kernel", "owned_rows", "SeedSplit", "split_seeds", "RankSampleStats",
-           "run_thread_ranks", "sample_epoch"]
+           "run_thread_ranks", "sample_epoch", "EdgeSampler", "PartEdges"]

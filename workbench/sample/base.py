@@ -42,7 +42,8 @@ from workbench._validation import ErrorCollector, ParamError
 from workbench.sample.keyed import CSRRows, SampledEdges
 from workbench.stages import Stage, registry
 
-__all__ = ["Block", "MiniBatch", "SampleKey", "NeighborSource", "Kernel", "Sampler", "SAMPLERS", "build_block"]
+__all__ = ["Block", "MiniBatch", "SampleKey", "NeighborSource", "Kernel", "Sampler", "SAMPLERS", "build_block",
+           "block_samplers"]
 
 SAMPLERS = registry("sample")
 """Every registered sampling method, by name (``--set sample.method=NAME``)."""
@@ -307,3 +308,9 @@ class Sampler(Stage):
     def _kernel(self, csr: CSRRows, gid: torch.Tensor, fanout: int, replace: bool, key: SampleKey) -> SampledEdges:
         """Sample in-edges of the rows ``gid`` of ``csr``, grouped by destination in the order of ``gid``."""
         raise NotImplementedError(f"{type(self).__name__} must implement _kernel")
+
+
+def block_samplers() -> list[str]:
+    """Names of the registered mini-batch (block) samplers: the :class:`Sampler` subclasses of ``SAMPLERS``
+    (the registry also holds full-graph edge samplers, :mod:`workbench.sample.psc`)."""
+    return sorted(name for name, cls in SAMPLERS.items() if isinstance(cls, type) and issubclass(cls, Sampler))

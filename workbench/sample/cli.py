@@ -58,7 +58,7 @@ def _fanouts(text: str) -> tuple[int, ...]:
 def register(subparsers: Any) -> None:
     """Add the ``sample`` subcommand."""
     from workbench.partition.cli import _add_common
-    from workbench.sample.base import SAMPLERS
+    from workbench.sample.base import block_samplers
     from workbench.sample.split import SPLIT_MODES
 
     p = subparsers.add_parser(
@@ -76,7 +76,7 @@ def register(subparsers: Any) -> None:
                         "to the seeds); -1 = all")
     p.add_argument("--batch-size", type=int, default=1024, metavar="B", help="seeds per mini-batch (default 1024)")
     p.add_argument("--sampler", default="neighbor", metavar="NAME",
-                   help=f"sampling method: one of {', '.join(sorted(SAMPLERS))} (default: neighbor)")
+                   help=f"sampling method: one of {', '.join(block_samplers())} (default: neighbor)")
     p.add_argument("--replace", action="store_true", help="sample with replacement")
     p.add_argument("--split", default="own", choices=SPLIT_MODES,
                    help="own: each trainer samples its part's training vertices (default); even: DGL's "
@@ -95,12 +95,12 @@ def _sample_command(args: argparse.Namespace) -> int:
     import torch
 
     from workbench.partition.cli import _build
-    from workbench.sample.base import SAMPLERS
+    from workbench.sample.base import SAMPLERS, block_samplers
     from workbench.sample.epoch import sample_epoch
     from workbench.sample.split import split_seeds
 
     owner = "workbench sample"
-    method = check_choice(args.sampler, "--sampler", owner, sorted(SAMPLERS))
+    method = check_choice(args.sampler, "--sampler", owner, block_samplers())
     check_choice(args.cache, "--cache", owner, cache_policies())
     errs = ErrorCollector(owner)
     errs.check(0.0 <= args.cache_ratio <= 1.0, "--cache-ratio", "a number in [0, 1]", args.cache_ratio)

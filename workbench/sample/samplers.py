@@ -1,7 +1,8 @@
 """The registered sampling methods: the workbench's keyed ``neighbor`` sampler and DGL's as a reference.
 
 Example:
-    >>> sorted(SAMPLERS)
+    >>> from workbench.sample.base import block_samplers
+    >>> block_samplers()
     ['dgl', 'neighbor']
     >>> SAMPLERS.build("neighbor", fanouts=(15, 10, 5)).config.fanouts
     (15, 10, 5)

@@ -23,6 +23,7 @@ from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig
 from workbench.train.models import MODELS, GNNModel
 from workbench.train.sancus import SancusConfig, compare_runs, staleness_table
 from workbench.train.staleness import StalenessPolicy
+from workbench.train.prefetch import PrefetchExchange, PrefetchProgram  # noqa: E402 (registers ``prefetch``)
 
 __all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "BlockRowConfig", "SancusConfig", "TrainLoop",
            "TrainLoopConfig", "StepOutput", "EXCHANGES", "Exchange", "RankExchange", "OwnerComputeHalo",

@@ -1,0 +1,135 @@
+"""The psc_gcn recipe: exactness against full-graph training, realised staleness, bytes per stream, JSON figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from recipes import full_graph, psc_gcn
+
+SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=8,degree_exponent=2.5,num_features=8,seed=0",
+             epochs=5, hidden=8)
+
+
+def _run(config, tmp_path, workers=3):
+    from workbench.runtime import launch
+
+    return launch(config, runner="local", workers=workers, out=str(tmp_path)).wait(timeout=300)
+
+
+def _close(a: dict, b: dict) -> None:
+    assert a["losses"] == pytest.approx(b["losses"], rel=1e-5)
+    for key, sums in b["param_checksums"].items():
+        assert a["param_checksums"][key] == pytest.approx(sums, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("method", ["psc", "uniform_edge"])
+def test_epsilon_one_tau_zero_is_full_graph_training(method, tmp_path):
+    ref = _run(full_graph.recipe(**SMALL), tmp_path)
+    got = _run(psc_gcn.sync(**SMALL).with_strings({"sample.method": method}), tmp_path)
+    _close(got, ref)
+    assert got["staleness_realised"] == [0] * 5
+    # accuracy is measured on the whole graph after the update: the next exact step's forward
+    assert got["accuracy_by_epoch"]["val"][:-1] == pytest.approx(ref["accuracy_by_epoch"]["val"][1:])
+
+
+def test_pipegcn_through_the_full_graph_program_without_a_sampler(tmp_path):
+    """``prefetch`` is an ordinary exchange: with no sampler and tau = 1 the full-graph program runs PipeGCN."""
+    a = _run(full_graph.recipe(**SMALL).with_strings({"exchange.method": "prefetch", "exchange.tau": "1"}), tmp_path)
+    b = _run(psc_gcn.pipegcn(**SMALL), tmp_path)
+    _close(a, b)
+    assert a["max_age"] == 1 and a["bytes_by_epoch"] == a["predicted_bytes_by_epoch"]
+
+
+@pytest.mark.parametrize("tau", [1, 2])
+def test_realised_staleness_is_tau_after_warm_up(tau, tmp_path):
+    cfg = psc_gcn.recipe(**SMALL).with_strings({"exchange.tau": str(tau), "sample.epsilon": "0.3"})
+    s = _run(cfg, tmp_path)
+    assert s["staleness_realised"] == [None] * tau + [tau] * (5 - tau)
+    assert s["staleness_realised_backward"] == [None] * tau + [tau] * (5 - tau)
+
+
+def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
+    """Digest §6 given the sampled sets, per iteration and rank, against what the transport counted."""
+    from workbench.train.prefetch import PrefetchProgram
+
+    sys_path_helpers()
+    from train_helpers import run_inprocess
+
+    cfg = psc_gcn.recipe(**SMALL).with_strings({"sample.epsilon": "0.3", "sample.refresh": "2", "exchange.tau": "1",
+                                                "cache.ratio": "0.3", "model.num_layers": "3"})
+    program = cfg.build()
+    assert isinstance(program, PrefetchProgram)
+    summary, results, events = run_inprocess(program, 3)
+    D, hidden = 8, [8, 8]
+    for t in range(5):   # the transport counts at the sender, the records at the receiver: compare sums over ranks
+        got = {k: sum(r["exchange_kind_bytes_by_epoch"][t][k] for r in results) for k in results[0]["exchange_kind_bytes_by_epoch"][t]}
+
+        def total(key):
+            return sum(r["prefetch_records"][t][key] for r in results)
+        assert got["prefetch_req"] == 8 * total("requested_rows")
+        assert got["prefetch_fwd"] == total("sg_rows") * sum(hidden) * 4
+        assert got["prefetch_bwd"] == total("tg_rows") * sum(hidden) * 4
+        assert got["feature"] == total("feature_misses") * D * 4
+        assert got["feature_req"] == total("feature_misses") * 8
+        assert got["prefetch_stats"] == 4 * total("stats_rows")
+        assert (total("stats_rows") > 0) == (t % 2 == 0 and t > 0)
+    rows = sum(r["prefetch_records"][0]["sg_rows"] for r in results)
+    assert summary["remote_feature_rows"][0] == rows
+    misses = sum(r["prefetch_records"][0]["feature_misses"] for r in results)
+    assert summary["feature_bytes"][0] == misses * (D * 4 + 8)
+    assert summary["cache_hit_rate"][0] == pytest.approx(1 - misses / rows)
+    from workbench.events import CacheStats, SampleStats
+
+    stats = [e for e in events if isinstance(e, CacheStats)]
+    assert len(stats) == 3 * 5
+    for t in range(5):   # the inclusion cache is re-ranked with the sampler's refresh; entering rows are counted
+        moved = sum(r["exchange_kind_bytes_by_epoch"][t]["cache_refresh"] for r in results)
+        assert moved == sum(e.refresh_bytes for e in stats if e.epoch == t)
+        assert (moved > 0) <= (t % 2 == 0)
+    assert sum(r["exchange_kind_bytes_by_epoch"][0]["cache_fill"] for r in results) == sum(
+        {e.rank: e.fill_bytes for e in stats}.values())
+    assert len([e for e in events if isinstance(e, SampleStats)]) == 3 * 5
+
+
+def sys_path_helpers():
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parents[1] / "train")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
+def test_recipe_json_has_the_psc_figures(tmp_path):
+    cfg = psc_gcn.recipe(**SMALL).with_strings({"sample.epsilon": "0.1", "exchange.tau": "2", "cache.policy": "inclusion",
+                                                "cache.ratio": "0.2", "sample.refresh": "2"})
+    s = _run(cfg, tmp_path)
+    for key in ("cache_hit_rate", "remote_feature_rows", "feature_bytes", "staleness_realised",
+                "simulated_iteration_s", "variance", "expected_boundary_rows", "sampled_boundary_rows"):
+        assert len(s[key]) == (3 if key == "variance" else 5), key
+    refreshed = [v for v in s["variance"] if "variance_vr" in v]
+    assert refreshed and all(v["variance_vr"] < v["variance_uniform"] for v in refreshed)
+    sync = _run(psc_gcn.sync(**SMALL), tmp_path)
+    assert s["bytes_per_epoch"] < sync["bytes_per_epoch"]
+    assert max(s["simulated_iteration_s"][2:]) < min(sync["simulated_iteration_s"])
+
+
+def test_non_prefetch_exchange_with_an_edge_sampler_is_refused():
+    from workbench._validation import ParamError
+
+    with pytest.raises(ParamError, match="'exchange' parameter of RunConfig must be 'prefetch'"):
+        psc_gcn.recipe(**SMALL).with_strings({"exchange.method": "halo"}).build().prepare(2, lambda e: None)
+
+
+@pytest.mark.parametrize("settings", [
+    {"sample.method": "nodewise"}, {"sample.method": "bns", "cache.policy": "degree"},
+    {"sample.estimator": "features", "cache.policy": "random"}, {"sample.estimator": "none", "exchange.full_eval": "false"},
+    {"model.method": "sage", "cache.policy": "none"}])
+def test_every_edge_sampler_and_option_trains(settings, tmp_path):
+    import math
+
+    cfg = psc_gcn.recipe(**SMALL).with_strings({"sample.epsilon": "0.3", "exchange.tau": "1", "sample.refresh": "2",
+                                                **settings})
+    s = _run(cfg, tmp_path, workers=2)
+    assert all(math.isfinite(x) for x in s["losses"]) and s["staleness_realised"][1:] == [1] * 4
+    assert s["sample"] == cfg.method("sample") and s["accuracy"]["test"] is not None

@@ -1,0 +1,524 @@
+"""The ``prefetch`` exchange and the program of full-graph training on sampled edges (PSC-GCN, seed 003;
+PipeGCN with ``tau = 1`` and no sampler).
+
+Every rank owns one part (inner rows) and holds its 1-hop boundary as halo slots, as in the ``halo``
+exchange. Each iteration ``t`` trains on the draw ``TG_t`` of an edge sampler (:mod:`workbench.sample.psc`;
+no sampler = every edge) with the rescaled ``P~`` (``P_ij / p_ij`` on kept edges), the same draw for every
+layer. The boundary statistics are **prefetched** ``tau`` iterations ahead (digest §2.4, the recommended
+executable semantics):
+
+* draw ``d`` is made at iteration ``d - tau`` (the first ``tau`` at ``t = 0``: warm-up) from the
+  probabilities current then; its boundary set ``B_d`` (boundary vertices with a kept edge) is sent to
+  the owners once (kind ``prefetch_req``, 8 bytes per id; not sent without a sampler: the set is the
+  whole halo, known from the plan);
+* forward layer ``l`` of iteration ``t`` fetches the owners' **current** rows of ``B_{t+tau}`` (kind
+  ``prefetch_fwd``; layer 0 through the cache stage when the run has one: hits served locally, misses
+  pulled as ``feature_req``/``feature``) and consumes the rows fetched at ``t - tau`` for ``B_t``
+  (``t >= tau``, A1; zeros before, A2); ``tau = 0`` is the synchronous exchange (A3);
+* backward layer ``l >= 1`` sends the gradients of ``B_t``'s rows to their owners (kind ``prefetch_bwd``)
+  and adds the ones received at ``t - tau`` into its inner rows' gradient (Eq. 7, A12);
+* weight gradients are all-reduced every iteration (the training loop).
+
+So every consumed buffer has realised staleness exactly ``tau`` after warm-up (recorded per stream and
+emitted as :class:`~workbench.events.Staleness`), and with ``tau = 0`` and no sampling (or epsilon = 1)
+the run is the ``halo`` run (tested to 1e-5). SANCUS's :class:`~workbench.train.staleness.StalenessPolicy`
+does not fit here: it decides per epoch whether a block is *sent* and reuses cached copies, while a pipeline
+sends every iteration and fixes the age by construction; the exchange therefore refuses ``staleness`` and
+emits the same ``Staleness`` events (ages = tau) so the staleness view shows it.
+
+Figures of a run (:func:`prefetch_figures`, per iteration): ``cache_hit_rate`` (hits / distinct boundary
+rows asked at layer 0), ``remote_feature_rows``, ``feature_bytes``, ``staleness_realised`` (forward) and
+``staleness_realised_backward`` (None in warm-up), ``sampled_boundary_rows`` against
+``expected_boundary_rows`` (sum of inclusion probabilities), ``variance`` (Eq. 16 for VR and for uniform
+at each refresh, summed over ranks), ``probability_age`` (iterations since p was refreshed when the draw
+``t + tau`` was made; it is used ``tau`` later), ``simulated_iteration_s``, ``simulated_blocked_s`` (seconds
+the slowest worker waited on a fetch issued ``tau`` earlier) and ``simulated_compute_s``.
+
+Bytes of iteration ``t`` on a rank (``b = 4``), given the sets: ``prefetch_req`` = 8 |B_{t+tau}|;
+``prefetch_fwd`` = |B_{t+tau}| x (sum of hidden input widths + D if no cache); features through a cache:
+``feature`` = misses x D x b, ``feature_req`` = 8 x misses; ``prefetch_bwd`` = |B_t| x sum of hidden
+input widths x b; ``prefetch_stats`` = 4 per halo row sent per estimate refresh; ``cache_fill`` /
+``cache_refresh`` = (D x b + 8) per row entering the cache (digest §6).
+
+Simulated time: :mod:`workbench.train.pipeline_time` replays every rank's iterations (compute modelled
+from flops, bytes from the sets above) on one serial link per worker; the link bandwidth is scaled so
+that the synchronous exact iteration spends ``comm_ratio`` times its compute in communication.
+
+Example:
+    >>> EXCHANGES.build("prefetch", tau=2).config.tau
+    2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+import torch
+
+from workbench._validation import ErrorCollector, ParamError, _is_int, param_error
+from workbench.events import SampleStats, Staleness
+from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
+from workbench.train.full_graph import FullGraphLoop, FullGraphProgram, build_shards
+from workbench.train.halo import comm_rows_from_parts
+from workbench.train.loop import summarize_ranks
+from workbench.train.models import MODELS, SpMM, sparse_aggregator
+from workbench.train.pipeline_time import IterationCost, simulate_pipeline
+
+__all__ = ["PrefetchExchange", "PrefetchProgram", "PrefetchLoop", "FLOPS_PER_S"]
+
+FLOPS_PER_S = 1e9
+"""Nominal compute rate of the timing account (only ratios matter: the bandwidth is scaled to it)."""
+ID_BYTES = 8
+
+
+@EXCHANGES.register
+class PrefetchExchange(Exchange):
+    """Halo rows and their gradients prefetched ``tau`` iterations ahead (module docstring)."""
+
+    name = "prefetch"
+    forward_kind = "prefetch_fwd"
+    backward_kind = "prefetch_bwd"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Exchange.Config):
+        tau: int = 0
+        """Staleness in iterations of boundary embeddings and gradients (0 = synchronous, 1 = PipeGCN)."""
+        full_eval: bool = True
+        """Measure accuracy on the whole graph after every update (kind ``eval_halo``); False: on the step's
+        sampled, stale forward."""
+        comm_ratio: float = 3.0
+        """Timing account: communication / compute of a synchronous exact iteration (sets the link bandwidth)."""
+
+        def _validate(self, errs: ErrorCollector) -> None:
+            super()._validate(errs)
+            errs.check(_is_int(self.tau) and self.tau >= 0, "tau", "an int >= 0", self.tau)
+            errs.check(isinstance(self.full_eval, bool), "full_eval", "a bool", self.full_eval)
+            ok = isinstance(self.comm_ratio, (int, float)) and not isinstance(self.comm_ratio, bool) \
+                and self.comm_ratio > 0
+            errs.check(ok, "comm_ratio", "a number in (0, inf)", self.comm_ratio)
+            errs.check(self.staleness == "none", "staleness",
+                       "'none' for the prefetch exchange (its staleness is tau)", self.staleness)
+
+    def layout(self, graph, node_part, num_parts, model, input_widths) -> ExchangeLayout:
+        shards, plans = build_shards(graph, node_part, num_parts, model, input_widths)
+        out_deg = graph.out_degrees()
+        predicted = {("prefetch_fwd" if k == "halo_fwd" else "prefetch_bwd" if k == "halo_bwd" else k): v
+                     for k, v in shards[0].predicted.items()}
+        for s in shards:
+            s.predicted = predicted
+            s.node_part = node_part
+            s.out_degrees = out_deg
+        comm = comm_rows_from_parts(graph, node_part, num_parts)
+        return ExchangeLayout(shards=shards, predicted=predicted, root_rows=[int(x) for x in comm.sum(axis=1)],
+                              backward_rows=[int(x) for x in comm.sum(axis=0)], halo_sizes=[p.num_halo for p in plans])
+
+    def attach(self, ctx, shard, *, sampler=None, cache=None) -> "PrefetchRank":
+        return PrefetchRank(self, ctx, shard, sampler=sampler, cache=cache)
+
+
+class _PrefetchHalo(torch.autograd.Function):
+    """Forward: inner rows then the (prefetched) boundary rows. Backward: boundary gradients to their owners,
+    the ones received ``tau`` iterations ago added into the inner rows."""
+
+    @staticmethod
+    def forward(ctx, h, rows, ex, layer):
+        ctx.ex, ctx.layer = ex, layer
+        return torch.cat([h, rows], dim=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.ex._backward(grad, ctx.layer), None, None, None
+
+
+class PrefetchRank(RankExchange):
+    """One rank of the ``prefetch`` exchange (see the module docstring)."""
+
+    def __init__(self, stage: PrefetchExchange, ctx, shard, *, sampler=None, cache=None):
+        kinds = ["prefetch_fwd", "prefetch_bwd"]
+        if sampler is not None:
+            kinds += ["prefetch_req", "prefetch_stats"]
+        if cache is not None:
+            kinds += ["feature_req", "feature", "cache_fill", "cache_refresh"]
+        super().__init__(ctx, stage.policy(), tuple(kinds))
+        from workbench.sample.psc import PartEdges
+
+        self.tau = int(stage.config.tau)
+        self.full_eval = bool(stage.config.full_eval)
+        self.plan = plan = shard.plan
+        self.shard = shard
+        self.n, self.nh = plan.num_inner, plan.num_halo
+        self.edges = PartEdges(target=shard.agg_rows, source=shard.agg_cols, weight=shard.agg_weights,
+                               num_inner=self.n, num_halo=self.nh)
+        self.sampler, self.cache_stage, self.cached = sampler, cache, None
+        off = plan.recv_offsets
+        self.slices = [(off[j], off[j + 1]) for j in range(plan.world_size)]
+        self.p: Optional[torch.Tensor] = None
+        self.model = None
+        self.inputs: dict[int, torch.Tensor] = {}
+        self.draws: dict[int, dict] = {}
+        self.fbuf: dict[int, dict] = {}
+        self.bbuf: dict[int, dict] = {}
+        self.iteration = -1
+        self.records: list[dict] = []
+        self._stats_rows = 0
+        self.refreshes: list[dict] = []
+        self.rec: dict = {}
+
+    # -- hooks -------------------------------------------------------------------------------------------
+    def setup_model(self, model) -> None:
+        self.model = model
+
+    def aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        if layer == 0 and self.iteration != self.epoch:
+            self._begin(self.epoch)
+        return self._aggregate(h, layer)
+
+    # -- iteration ---------------------------------------------------------------------------------------
+    def _begin(self, t: int) -> None:
+        self.iteration = t
+        self._stats_rows = 0
+        for d in [d for d in self.draws if d < t]:                 # used up (forward at d - tau, backward at d)
+            del self.draws[d]
+        for k in [k for k in self.bbuf if k < t - self.tau]:
+            del self.bbuf[k]
+        R = int(self.sampler.config.refresh) if self.sampler is not None else 0
+        if self.p is None or (self.sampler is not None and t % R == 0):
+            self._refresh(t)
+        first = 0 if not self.draws and t == 0 else t + self.tau
+        for d in range(first, t + self.tau + 1):
+            self._draw(d)
+        requested = sum(int(self.draws[d]["mask"].sum()) for d in range(first, t + self.tau + 1))
+        tg = self.draws[t]
+        keep = tg["keep"]
+        w = tg["weights"]
+        shape = (self.n, self.n + self.nh)
+        a, a_t = sparse_aggregator(self.edges.target[keep], self.edges.source[keep], w[keep], shape)
+        self._a, self._a_t = a.to(self.ctx.device), a_t.to(self.ctx.device)
+        self.rec = {"iteration": t, "sg_rows": int(self.draws[t + self.tau]["mask"].sum()),
+                    "tg_rows": int(tg["mask"].sum()), "kept_edges": int(keep.sum()), "feature_misses": None,
+                    "fwd_age": [], "bwd_age": [], "expected_rows": float(self.expected_rows),
+                    "requested_rows": requested if self.sampler is not None else 0, "stats_rows": self._stats_rows,
+                    "p_age": t - self._refreshed_at}
+        self.records.append(self.rec)
+
+    def _refresh(self, t: int) -> None:
+        """Recompute p (Algorithm 2 lines 4-7) and re-rank the cache with the new inclusion probabilities."""
+        sampler = self.sampler
+        self._refreshed_at = t
+        h = None
+        if sampler is not None and sampler.needs_estimates:
+            est = sampler.config.estimator
+            if est == "none":
+                h = torch.ones(self.n + self.nh, dtype=torch.float64)
+            elif est == "features" or (est == "embeddings" and self.inputs):
+                h = self._estimates(est)
+        self.p = sampler.probabilities(self.edges, h) if sampler is not None else \
+            torch.ones(self.edges.num_edges, dtype=torch.float64)
+        incl = sampler.inclusion(self.edges, self.p) if sampler is not None else torch.ones(self.nh, dtype=torch.float64)
+        self.inclusion = incl
+        self.expected_rows = float(incl.sum())
+        info = {"iteration": t, "expected_rows": self.expected_rows, "estimates": h is not None}
+        if h is not None:
+            from workbench.sample.psc import estimator_variance
+
+            y_sq = self.edges.weight.to(torch.float64) ** 2 * h[self.edges.source]
+            uni = torch.where(self.edges.self_loop, 1.0, float(sampler.config.epsilon)).to(torch.float64)
+            info["variance_vr"] = float(estimator_variance(self.edges, self.p, y_sq).sum())
+            info["variance_uniform"] = float(estimator_variance(self.edges, uni, y_sq).sum())
+        self.refreshes.append(info)
+        if self.cache_stage is not None:
+            probs = torch.zeros(self.shard.node_part.numel(), dtype=torch.float64)
+            probs[self.plan.halo_gid] = incl
+            if self.cached is None:
+                from workbench.cache.kvstore import FeatureStore
+
+                store = FeatureStore(self.plan.inner_gid, self.shard.data.features, self.shard.node_part, self.comm)
+                self.cached = self.cache_stage.wrap(store, degrees=self.shard.out_degrees, probabilities=probs,
+                                                    candidates=self.plan.halo_gid)
+            else:
+                self.cached.refresh(degrees=self.shard.out_degrees, probabilities=probs)
+
+    def _estimates(self, est: str) -> torch.Tensor:
+        """``(n + nh,)`` h_j: inner from the last forward's rows and the current weights (or features),
+        boundary shipped by the owners (one float per row, kind ``prefetch_stats``)."""
+        if est == "features":
+            x = self.shard.data.features.to(torch.float64)
+            h_inner = (x * x).sum(1)
+        else:
+            h_inner = torch.zeros(self.n, dtype=torch.float64)
+            with torch.no_grad():
+                for layer, hin in sorted(self.inputs.items()):
+                    w = self.model.neigh[layer].weight
+                    h_inner += (hin @ w.t()).to(torch.float64).pow(2).sum(1).cpu()
+        me = self.plan.rank
+        sends = [torch.zeros(0) if j == me else h_inner[self.plan.send_local_nid[j]].to(torch.float32)
+                 for j in range(self.plan.world_size)]
+        got = self.comm.all_to_all(sends, kind="prefetch_stats")
+        self._stats_rows = sum(int(x.numel()) for x in sends)
+        h_halo = torch.zeros(self.nh, dtype=torch.float64)
+        for j, (a, b) in enumerate(self.slices):
+            if j != me and b > a:
+                h_halo[a:b] = got[j].flatten().to(torch.float64)
+        return torch.cat([h_inner, h_halo])
+
+    def _draw(self, d: int) -> None:
+        """Draw ``d`` (its keep mask, weights, boundary set) and tell the owners which rows it needs."""
+        me, world = self.plan.rank, self.plan.world_size
+        if self.sampler is None:
+            keep = torch.ones(self.edges.num_edges, dtype=torch.bool)
+            weights = self.edges.weight.to(torch.float32)
+        else:
+            keep = self.sampler.draw(self.edges, self.p, d, me)
+            weights = self.sampler.weights(self.edges, self.p, keep)
+        mask = self.edges.sampled_boundary(keep)
+        recv_pos, send_idx = [], []
+        if self.sampler is None:
+            recv_pos = [torch.arange(a, b) for a, b in self.slices]
+            send_idx = list(self.plan.send_local_nid)
+        else:
+            requests = []
+            for j, (a, b) in enumerate(self.slices):
+                pos = mask[a:b].nonzero().flatten()
+                recv_pos.append(pos + a)
+                requests.append(pos if j != me else pos.new_zeros(0))
+            asked = self.comm.all_to_all(requests, kind="prefetch_req")
+            send_idx = [self.plan.send_local_nid[j][asked[j].flatten().long()] if j != me
+                        else torch.zeros(0, dtype=torch.int64) for j in range(world)]
+        self.draws[d] = {"keep": keep, "weights": weights, "mask": mask, "recv_pos": recv_pos, "send_idx": send_idx}
+
+    # -- layers ------------------------------------------------------------------------------------------
+    def _fetch(self, h: torch.Tensor, layer: int, d: int) -> torch.Tensor:
+        """``(nh, F)`` the owners' current rows of draw ``d``'s boundary set (zeros elsewhere)."""
+        draw = self.draws[d]
+        width = h.shape[1]
+        out = h.new_zeros(self.nh, width)
+        if layer == 0 and self.cached is not None:
+            gids = self.plan.halo_gid[draw["mask"]]
+            before = self.cached.misses
+            out[draw["mask"].to(h.device)] = self.cached.pull(gids).to(h.device)
+            self.rec["feature_misses"] = self.cached.misses - before
+            return out
+        me = self.plan.rank
+        sends = [h.new_zeros(0, width) if j == me else h.index_select(0, idx.to(h.device))
+                 for j, idx in enumerate(draw["send_idx"])]
+        got = self.comm.all_to_all(sends, kind="prefetch_fwd", layer=layer)
+        for j, pos in enumerate(draw["recv_pos"]):
+            if j != me and pos.numel():
+                out[pos.to(h.device)] = got[j].reshape(-1, width)
+        return out
+
+    def _aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        t, tau = self.iteration, self.tau
+        self.inputs[layer] = h.detach()
+        self.fbuf.setdefault(t + tau, {})[layer] = (self._fetch(h.detach(), layer, t + tau), t)
+        if t >= tau:
+            rows, produced = self.fbuf[t].pop(layer)
+            age = t - produced
+        else:                                                       # warm-up: nothing fetched yet (A2)
+            rows, age = h.new_zeros(self.nh, h.shape[1]), None
+        if not self.fbuf.get(t, True):
+            del self.fbuf[t]
+        self.rec["fwd_age"].append(age)
+        me = self.plan.rank
+        self.ctx.log(Staleness(rank=me, layer=layer, epoch=t, state="STALE" if age else "ACTIVE",
+                               ages=[0 if (j == me or age is None) else age for j in range(self.plan.world_size)]))
+        return SpMM.apply(self._a, self._a_t, _PrefetchHalo.apply(h, rows, self, layer))
+
+    def _backward(self, grad: torch.Tensor, layer: int) -> torch.Tensor:
+        t, tau, me = self.iteration, self.tau, self.plan.rank
+        n, width = self.n, grad.shape[1]
+        draw = self.draws[t]
+        gb = grad[n:]
+        sends = [grad.new_zeros(0, width) if j == me else gb.index_select(0, pos.to(grad.device))
+                 for j, pos in enumerate(draw["recv_pos"])]
+        got = self.comm.all_to_all(sends, kind="prefetch_bwd", layer=layer)
+        acc = grad.new_zeros(n, width)
+        for j, idx in enumerate(draw["send_idx"]):
+            if j != me and idx.numel():
+                acc.index_add_(0, idx.to(grad.device), got[j].reshape(-1, width))
+        self.bbuf.setdefault(t, {})[layer] = (acc, t)
+        out = grad[:n].clone()
+        src = self.bbuf.get(t - tau, {}) if t >= tau else {}
+        if layer in src:
+            g, produced = src.pop(layer)
+            out += g
+            self.rec["bwd_age"].append(t - produced)
+        else:
+            self.rec["bwd_age"].append(None)
+        return out
+
+    def full_forward(self, model, x: torch.Tensor) -> torch.Tensor:
+        """Logits of the owned rows on the whole graph with current boundary rows (evaluation; no gradient).
+        One all-to-all of the full halo per layer, kind ``eval_halo`` (not an exchange kind)."""
+        if getattr(self, "_a_full", None) is None:
+            a, _ = sparse_aggregator(self.edges.target, self.edges.source, self.edges.weight, (self.n, self.n + self.nh))
+            self._a_full = a.to(self.ctx.device)
+        me = self.plan.rank
+
+        def agg(h, layer):
+            w = h.shape[1]
+            sends = [h.new_zeros(0, w) if j == me else h.index_select(0, idx.to(h.device))
+                     for j, idx in enumerate(self.plan.send_local_nid)]
+            got = self.comm.all_to_all(sends, kind="eval_halo", layer=layer)
+            halo = [got[j].reshape(-1, w) for j in range(self.plan.world_size) if j != me]
+            return torch.sparse.mm(self._a_full, torch.cat([h, *halo], dim=0))
+
+        with torch.no_grad():
+            return model(x, agg)
+
+    def result(self) -> dict:
+        epochs = sorted({r["iteration"] for r in self.records})
+        layers = max((len(r["fwd_age"]) for r in self.records), default=0)
+        return {"broadcast_skipped": [[[False] * self.plan.world_size for _ in range(layers)] for _ in epochs],
+                "max_age": max([a for r in self.records for a in r["fwd_age"] if a is not None], default=0),
+                "cache_bytes": 0, "prefetch_records": self.records, "prefetch_refreshes": self.refreshes,
+                "num_inner": self.n, "num_halo": self.nh, "full_edges": self.edges.num_edges}
+
+
+class PrefetchLoop(FullGraphLoop):
+    """The full-graph loop with the prefetch exchange's per-iteration events (cache and sample stats).
+
+    Accuracies are measured on the whole graph after the update when ``exchange.full_eval`` (the default):
+    a sampled, stale forward says little about the model at small epsilon. The loss stays the training
+    step's (sampled) loss."""
+
+    def evaluate(self, epoch, outputs):
+        ex = self.exchange
+        if not (isinstance(ex, PrefetchRank) and ex.full_eval):
+            return super().evaluate(epoch, outputs)
+        from workbench.train.loop import global_metrics
+
+        logits = ex.full_forward(self.model, self.x)
+        return global_metrics(self.comm, self.ctx.world_size, outputs[0].loss, logits, self.labels, self.masks)
+
+    def on_epoch_end(self, epoch, metrics, outputs) -> None:
+        ex = self.exchange
+        if isinstance(ex, PrefetchRank):
+            rec = ex.rec
+            if ex.cached is not None:
+                self.ctx.log(ex.cached.epoch_stats(epoch, self.ctx.run_id))
+            self.ctx.log(SampleStats(rank=self.ctx.rank, epoch=epoch, steps=1, seeds=ex.n,
+                                     sampled_edges=rec.get("kept_edges", 0), input_nodes=ex.n + rec.get("tg_rows", 0),
+                                     remote_input_nodes=rec.get("tg_rows", 0)))
+
+
+class PrefetchProgram(FullGraphProgram):
+    """Full-graph training on sampled edges with prefetched boundary rows: the PSC-GCN composition.
+
+    Chosen by :meth:`RunConfig.build` when the sample method names it (every
+    :class:`~workbench.sample.psc.EdgeSampler`); the exchange must be ``prefetch``.
+    """
+
+    name = "psc_gcn"
+
+    def __init__(self, config, *, graph=None, node_part=None):
+        super().__init__(config, graph=graph, node_part=node_part)
+        self.name = "psc_gcn"
+
+    def prepare(self, world_size, emit):
+        cfg = self.config
+        if cfg.method("exchange") != "prefetch":
+            raise ParamError([param_error("exchange", "RunConfig", f"'prefetch' with sample.method="
+                                          f"{cfg.method('sample')} (edge sampling trains with prefetched halos)",
+                                          cfg.method("exchange"))])
+        return super().prepare(world_size, emit)
+
+    def run_rank(self, ctx, shard):
+        from workbench.cache.policies import CACHES
+        from workbench.sample.base import SAMPLERS
+
+        cfg = self.config
+        model = MODELS.build(cfg.method("model"), cfg.model).build(
+            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
+        sampler = SAMPLERS.build(cfg.method("sample"), cfg.sample)
+        cache = CACHES.build(cfg.method("cache"), cfg.cache) if cfg.cache is not None else None
+        exchange = self.exchange().attach(ctx, shard, sampler=sampler, cache=cache)
+        exchange.setup_model(model)
+        out = PrefetchLoop(ctx, model, cfg.train, exchange=exchange, shard=shard).run()
+        out["predicted"] = shard.predicted
+        out["num_params"] = sum(p.numel() for p in model.parameters())
+        return out
+
+    def summarize(self, rank_results):
+        summary = summarize_ranks(rank_results, name=self.name, predicted={},
+                                  extra={"model": self.config.method("model"), "partition": self.config.method("partition"),
+                                         "exchange": "prefetch", "sample": self.config.method("sample"),
+                                         "cache": self.config.method("cache")})
+        summary.update(prefetch_figures(rank_results, self._widths, self.config))
+        return summary
+
+
+def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -> dict:
+    """The PSC-GCN figures of a run (per epoch = iteration): cache hit rate, remote feature rows and bytes,
+    realised staleness per stream, sampled vs expected boundary rows, variance, simulated time."""
+    results = sorted(rank_results, key=lambda r: r.get("rank", 0))
+    recs = [r["prefetch_records"] for r in results]
+    T = len(recs[0])
+    D = widths[0]
+    cached = getattr(config, "cache", None) is not None
+    remote_rows = [sum(r[t]["sg_rows"] for r in recs) for t in range(T)]
+    misses = [sum((r[t]["feature_misses"] if r[t]["feature_misses"] is not None else r[t]["sg_rows"]) for r in recs)
+              for t in range(T)]
+    feature_bytes = [m * (D * 4 + (ID_BYTES if cached else 0)) for m in misses]
+    hit = [1.0 - m / rr if rr else None for m, rr in zip(misses, remote_rows)]
+
+    def realised(key):
+        out = []
+        for t in range(T):
+            ages = [a for r in recs for a in r[t][key] if a is not None]
+            out.append(max(ages) if ages else None)
+        return out
+
+    refreshes = [r["prefetch_refreshes"] for r in results]
+    variance = []
+    for k in range(len(refreshes[0])):
+        rows = [r[k] for r in refreshes]
+        item = {"iteration": rows[0]["iteration"], "expected_boundary_rows": sum(x["expected_rows"] for x in rows)}
+        if all("variance_vr" in x for x in rows):
+            item["variance_vr"] = sum(x["variance_vr"] for x in rows)
+            item["variance_uniform"] = sum(x["variance_uniform"] for x in rows)
+        variance.append(item)
+    # timing account
+    tau = int(config.exchange.tau)
+    world = len(results)
+    params = int(results[0].get("num_params", 0))
+    ar = 2 * (world - 1) / world * params * 4 if world > 1 else 0.0
+
+    def cost(r, t, exact=False):
+        rec = r["prefetch_records"][t]
+        nnz = rec["kept_edges"] if not exact else r["full_edges"]
+        rows_f = rec["sg_rows"] if not exact else r["num_halo"]
+        rows_b = rec["tg_rows"] if not exact else r["num_halo"]
+        n = r["num_inner"]
+        out_w = [*widths[1:], max(widths[-1], 1)]
+        fwd = [(2 * nnz * w + 2 * n * w * o) / FLOPS_PER_S for w, o in zip(widths, out_w)]
+        bwd = [2 * f for f in fwd]
+        fmiss = rec["feature_misses"] if (rec["feature_misses"] is not None and not exact) else rows_f
+        fetch = [(fmiss * (D * 4 + (ID_BYTES if cached and not exact else 0))) if l == 0 else rows_f * w * 4
+                 for l, w in enumerate(widths)]
+        if not exact and rec["sg_rows"] and r.get("sampled"):
+            fetch[0] += ID_BYTES * rec["sg_rows"]
+        grad = [0 if l == 0 else rows_b * w * 4 for l, w in enumerate(widths)]
+        return IterationCost(fwd_s=fwd, bwd_s=bwd, fetch_bytes=fetch, grad_bytes=grad, allreduce_bytes=ar)
+
+    for r in results:
+        r["sampled"] = getattr(config, "sample", None) is not None
+    exact = [cost(r, 0, exact=True) for r in results]
+    comm = max(sum(c.fetch_bytes) + sum(c.grad_bytes) + c.allreduce_bytes for c in exact)
+    comp = max(sum(c.fwd_s) + sum(c.bwd_s) for c in exact)
+    bw = comm / (float(config.exchange.comm_ratio) * comp) if comm and comp else 1.0
+    detail: dict = {}
+    sim = simulate_pipeline([[cost(r, t) for t in range(T)] for r in results], tau, bw, record=detail)
+    sync = simulate_pipeline([[c] * 2 for c in exact], 0, bw)[-1]
+    return {
+        "tau": tau, "cache_hit_rate": hit, "remote_feature_rows": remote_rows, "feature_bytes": feature_bytes,
+        "staleness_realised": realised("fwd_age"), "staleness_realised_backward": realised("bwd_age"),
+        "sampled_boundary_rows": [sum(r[t]["tg_rows"] for r in recs) for t in range(T)],
+        "expected_boundary_rows": [sum(r[t]["expected_rows"] for r in recs) for t in range(T)],
+        "kept_edges": [sum(r[t]["kept_edges"] for r in recs) for t in range(T)],
+        "variance": variance, "simulated_iteration_s": sim, "simulated_time_s": [sum(sim[:t + 1]) for t in range(T)],
+        "simulated_sync_iteration_s": sync, "simulated_bandwidth_Bps": bw,
+        "simulated_blocked_s": detail["blocked_s"], "simulated_compute_s": detail["compute_s"],
+        "probability_age": [r[t]["p_age"] for t in range(T) for r in recs[:1]],
+    }
