@@ -25,6 +25,7 @@ from workbench.partition.metrics import PartitionMetrics, compute_metrics
 from workbench.partition.simple import BlockPartitioner, RandomPartitioner
 from workbench.partition.metis import MetisPartitioner
 from workbench.partition.distdgl import export_distdgl
+from workbench.partition.g3 import G3Partitioner
 
 __all__ = [
     "PARTITIONERS",
@@ -37,6 +38,7 @@ __all__ = [
     "MetisPartitioner",
     "compute_metrics",
     "export_distdgl",
+    "G3Partitioner",
     "get_partitioner",
     "partition",
     "register_partitioner",
