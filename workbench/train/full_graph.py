@@ -264,8 +264,10 @@ class FullGraphProgram(Program):
                                       cfg.train, cfg.method("exchange"), getattr(cfg.exchange, "staleness", "none"))
             for shard, schedule in zip(layout.shards, self.bin_plan.schedules if self.bin_plan else []):
                 shard.bins = schedule
-        emit(_partition_event(graph, node_part, world_size, cfg.method("partition"), result, layout.halo_sizes,
-                              graph.num_features))
+        event = _partition_event(graph, node_part, world_size, cfg.method("partition"), result, layout.halo_sizes,
+                                 graph.num_features)
+        self.partition_metrics = {k: v for k, v in event.metrics.items() if not isinstance(v, list)}
+        emit(event)
         return layout.shards
 
     def run_rank(self, ctx: RankContext, shard: Any) -> dict:
@@ -310,6 +312,8 @@ class FullGraphProgram(Program):
             "max_age": max(r.get("max_age", 0) for r in rank_results),
             "cache_bytes": max(r.get("cache_bytes", 0) for r in rank_results),
         })
+        if getattr(self, "partition_metrics", None):
+            summary["partition_metrics"] = self.partition_metrics
         if getattr(self, "bin_plan", None) is not None:
             from workbench.train.bins_program import bins_summary
 
