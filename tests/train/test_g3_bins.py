@@ -47,22 +47,22 @@ def test_binned_logits_equal_whole_graph_logits(model, num_layers, bin_limit):
         assert _rel(out, ref) <= 1e-5
 
 
-@pytest.mark.parametrize("model,num_layers,bin_limit,world_size", [("gcn", 2, 3, 2), ("sage", 3, 11, 3),
-                                                                   ("gcn", 4, 1, 3)])
-def test_binned_training_matches_single_process(model, num_layers, bin_limit, world_size):
+@pytest.mark.parametrize("model,num_layers,bin_limit,world_size,pipeline", [
+    ("gcn", 2, 3, 2, "sequential"), ("sage", 3, 11, 3, "multi-level"), ("gcn", 4, 1, 3, "intra")])
+def test_binned_training_matches_single_process(model, num_layers, bin_limit, world_size, pipeline):
     g = tiny_graph(seed=3)
     cfg = FullGraphConfig(graph="tiny", partition="random", model=model, num_layers=num_layers, hidden=8, epochs=3,
                           seed=2)
     single = run_inprocess(cfg.build(graph=g), 1)
-    for pipeline in ("sequential", "multi-level"):      # the variant only changes the simulated account
-        binned = cfg.with_strings({"train.bin_limit": str(bin_limit), "train.pipeline": pipeline})
-        multi = run_inprocess(binned.build(graph=g), world_size)
-        _assert_same_training(single, multi)
-        summary = multi[0]
-        assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"]   # P2P halo bytes unchanged
-        g3 = summary["g3"]
-        assert set(g3["simulated_epoch_s"]) == set(VARIANTS) and g3["pipeline"] == pipeline
-        assert all(max(b) >= 1 for b in g3["bins_per_layer"])
+    # the variant only changes the simulated account, never the numbers
+    binned = cfg.with_strings({"train.bin_limit": str(bin_limit), "train.pipeline": pipeline})
+    multi = run_inprocess(binned.build(graph=g), world_size)
+    _assert_same_training(single, multi)
+    summary = multi[0]
+    assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"]   # P2P halo bytes unchanged
+    g3 = summary["g3"]
+    assert set(g3["simulated_epoch_s"]) == set(VARIANTS) and g3["pipeline"] == pipeline
+    assert all(max(b) >= 1 for b in g3["bins_per_layer"]) and "remote_ratio" in summary["partition_metrics"]
 
 
 def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():

@@ -176,7 +176,9 @@ class LayerBins:
     Attributes:
         dst: per bin, the owned rows it computes (in priority order).
         src: per bin, the sorted rows it reads (its destinations and their in-neighbours).
-        aggregators: per bin, ``(A_bin, A_bin^T)``, ``A_bin`` of shape ``(|dst|, |src|)``.
+        triplets: per bin, the COO ``(rows, cols, weights, shape)`` of ``A_bin`` (``(|dst|, |src|)``, bin ids).
+        aggregators: per bin, ``(A_bin, A_bin^T)`` as CSR, built on the rank by :meth:`BinSchedule.build`
+            (sparse CSR tensors are not shipped between processes).
         inverse: ``(num_inner,)`` position of each owned row in the concatenated bin outputs.
         footprint: ``(num_bins,)`` bytes a bin holds on the device (``4 * (|src| F_in + |dst| F_out)``).
         num_edges: ``(num_bins,)`` aggregation edges of each bin.
@@ -185,11 +187,15 @@ class LayerBins:
 
     dst: list[torch.Tensor]
     src: list[torch.Tensor]
-    aggregators: list[tuple[torch.Tensor, torch.Tensor]]
+    triplets: list[tuple]
     inverse: torch.Tensor
     footprint: np.ndarray
     num_edges: np.ndarray
     send_rows: np.ndarray
+    aggregators: Optional[list[tuple[torch.Tensor, torch.Tensor]]] = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "aggregators": None}
 
     @property
     def num_bins(self) -> int:
@@ -206,6 +212,14 @@ class BinSchedule:
     byte_cap: Optional[float]
     dst_cap: Optional[int]
     pack_s: float
+
+    def build(self) -> float:
+        """Build every bin's CSR aggregators (once, on the rank); returns the seconds it took."""
+        start = time.perf_counter()
+        for lb in self.layers:
+            if lb.aggregators is None:
+                lb.aggregators = [sparse_aggregator(*t) for t in lb.triplets]
+        return time.perf_counter() - start
 
     def summary(self) -> dict:
         return {"bins_per_layer": [lb.num_bins for lb in self.layers], "num_boundary": self.num_boundary,
@@ -259,17 +273,15 @@ def _layer_bins(order, starts, ends, bin_of, r, c, weights, indptr, indices, sen
         e = by_bin[edge_starts[b]:edge_starts[b + 1]]
         s = np.union1d(d, c[e])
         pos_dst[d] = np.arange(len(d))
-        a = sparse_aggregator(torch.from_numpy(pos_dst[r[e]]), torch.from_numpy(np.searchsorted(s, c[e])), w[e],
-                              (len(d), len(s)))
         dst.append(torch.from_numpy(d.copy()))
         src.append(torch.from_numpy(s))
-        aggs.append(a)
+        aggs.append((torch.from_numpy(pos_dst[r[e]]), torch.from_numpy(np.searchsorted(s, c[e])), w[e], (len(d), len(s))))
         footprint[b] = BYTES_PER_VALUE * (len(s) * f_in + len(d) * f_out)
     inverse = torch.empty(len(order), dtype=torch.int64)
     inverse[torch.from_numpy(order.copy())] = torch.arange(len(order))
     num_edges = np.bincount(edge_bin, minlength=num_bins)
     send_rows = np.bincount(bin_of, weights=send_count, minlength=num_bins).astype(np.int64)
-    return LayerBins(dst=dst, src=src, aggregators=aggs, inverse=inverse, footprint=footprint,
+    return LayerBins(dst=dst, src=src, triplets=aggs, inverse=inverse, footprint=footprint,
                      num_edges=num_edges, send_rows=send_rows)
 
 
@@ -325,6 +337,7 @@ def binned_forward(model: Any, x: torch.Tensor, exchange: Callable[[torch.Tensor
         schedule: the rank's bins.
         timings: when given, receives per layer the seconds each bin took (forward).
     """
+    schedule.build()
     h = x
     last = model.num_layers - 1
     for i, lb in enumerate(schedule.layers):

@@ -127,6 +127,7 @@ class BinnedFullGraphLoop(FullGraphLoop):
     def __init__(self, ctx, model, config, *, exchange, shard: Any, schedule: BinSchedule):
         super().__init__(ctx, model, config, exchange=exchange, shard=shard)
         self.schedule = schedule
+        self.build_s = schedule.build()                    # the bins' CSR blocks, built on the rank
         self.bin_times: list[list[list[float]]] = []     # per epoch, per layer, per bin: forward seconds
         self.forward_s: list[float] = []
         self.backward_s: list[float] = []
@@ -158,7 +159,7 @@ class BinnedFullGraphLoop(FullGraphLoop):
         fwd = sum(sum(layer) for layer in mean)
         bwd = float(np.mean(self.backward_s[1:] or self.backward_s)) if self.backward_s else 0.0
         out["g3_bins"] = {"bin_compute_s": mean, "backward_ratio": bwd / fwd if fwd > 0 else 1.0,
-                          "pack_s": self.schedule.pack_s, "bins_per_layer": [lb.num_bins for lb in self.schedule.layers]}
+                          "pack_s": self.schedule.pack_s + self.build_s, "bins_per_layer": [lb.num_bins for lb in self.schedule.layers]}
         out["g3_logits"] = self.last_logits
         return out
 
@@ -174,7 +175,7 @@ def bin_costs(plan: BinPlan, rank_results: list[dict]) -> tuple[list[list[BinCos
             measured = results[r]["g3_bins"]["bin_compute_s"]
             comp = np.asarray(measured[k], dtype=float) if measured else np.zeros(lb.num_bins)
             work = lb.num_edges + np.array([len(d) for d in lb.dst])
-            pack = s.pack_s / len(s.layers) * work / max(work.sum(), 1)
+            pack = results[r]["g3_bins"]["pack_s"] / len(s.layers) * work / max(work.sum(), 1)
             halo_rows = np.array([int((src >= len(lb.inverse)).sum()) for src in lb.src])
             row.append(BinCosts(pack_s=pack, h2d_bytes=(lb.footprint - 4 * np.array([len(d) for d in lb.dst]) * f_out)
                                 + 12 * lb.num_edges, compute_s=comp,
