@@ -13,7 +13,9 @@ device-memory budget; backward replays the forward bins in reverse; exact (equal
 
 Simplified: CPU ranks, so the pipeline's overlap (packer, host-to-device, compute, device-to-host, network)
 is a discrete-event account from measured per-bin costs (``summary["g3"]["simulated_epoch_s"]`` per variant),
-not measured overlap; the exchange is one all-to-all per layer rather than per bin; parameters are
+not measured overlap; bins are packed once before training (static, not re-packed from the vertices that are
+ready), and eager computation acts at bin granularity in that account (a bin starts once the bins it reads
+have arrived); the exchange is one all-to-all per layer rather than per bin; parameters are
 all-reduced once per epoch (the paper's §3.1 reading, not the §6.2 layer-wise one); SBM graphs.
 
 Settings: ``--set train.bin_limit=K`` (vertices per bin; 0 = from the budget), ``--set

@@ -21,7 +21,7 @@ The refiner works on the symmetrised graph (neighbours = in- or out-neighbours, 
 (64 MB for 16 parts of 1M vertices).
 
 Any edge-cut partitioner takes it as a refiner: ``--set partition.refine=g3`` after ``random``, ``block`` or
-``metis``; ``--method g3`` is stage 1 followed by the refiner.
+``metis``; ``--method g3`` is stage 1 followed by the refiner (always; its ``refine`` field changes nothing).
 
 Example:
     >>> import torch
