@@ -83,3 +83,18 @@ def test_remote_metrics_match_the_halo_definition(karate):
     deg = karate.in_degrees()
     assert m.remote["max_part_degree"] == max(int(deg[r.node_part == p].sum()) for p in range(3))
     assert m.remote["remote_ratio"] == pytest.approx(min(halo) / max(halo))
+
+
+def test_p2p_beats_lhop_replication_more_as_layers_grow():
+    """R3 on a graph with locality (tight communities): replication's L-hop halo outgrows L rounds of P2P."""
+    from workbench.data import load_graph
+    from workbench.partition.remote import lhop_halo_sizes, p2p_vs_replication
+
+    g = load_graph("sbm:num_nodes=3000,num_blocks=30,avg_degree=6,homophily=0.99,seed=0")
+    src, dst = (t.numpy() for t in g.edges())
+    part = partition(g, 4, method="metis", seed=0).node_part.numpy()
+    ratios = [p2p_vs_replication(src, dst, part, 4, L, [64] * L)["replication_over_p2p"] for L in (2, 3, 4)]
+    assert ratios[0] < ratios[1] < ratios[2] and ratios[2] > 1
+    halo = lhop_halo_sizes(src, dst, part, 4, 1)[0]
+    r = partition(g, 4, method="metis", seed=0)
+    assert halo.tolist() == [r.halo_nodes(p).numel() for p in range(4)]
