@@ -12,8 +12,8 @@ intra           packer, copies and compute overlap, at most  sends start after t
                 2 bins on the device (double buffering)
 inter           one bin at a time                            a bin's rows go out as soon as it is done; a
                                                              next-layer bin starts once its inputs arrived
-                                                             (eager: the ready bin with the earliest inputs
-                                                             runs first)
+                                                             (eager: the first bin in priority order whose
+                                                             inputs are there runs next)
 multi-level     both                                         both
 ==============  ===========================================  =============================================
 
@@ -77,6 +77,18 @@ class _Worker:
         self.busy = 0.0
 
 
+def _next_bin(pending: list, ready: np.ndarray, w: "_Worker", comp_end_hist: list, intra: bool, inter: bool) -> int:
+    """The next bin a worker starts: in priority (index) order; with eager computation (inter) the first bin
+    whose inputs have arrived by the time the device could take it, else the one whose inputs arrive first."""
+    if not inter:
+        return pending[0]
+    now = max(w.h2d, comp_end_hist[-2] if len(comp_end_hist) >= 2 else 0.0) if intra else w.serial
+    for b in pending:
+        if ready[b] <= now:
+            return b
+    return min(pending, key=lambda b: ready[b])
+
+
 def _pass(layers: list[list[BinCosts]], variant: str, pcie: float, net: float, start: list[float],
           compute_scale: float, backward: bool) -> tuple[list[float], list[float]]:
     """One pass over ``layers`` (forward order given); returns per-worker end times and compute busy time."""
@@ -105,14 +117,16 @@ def _pass(layers: list[list[BinCosts]], variant: str, pcie: float, net: float, s
                 ready[:] = np.maximum(ready, barrier)
             done = np.zeros(nb)
             comp_end_hist: list[float] = []
-            order = np.argsort(ready, kind="stable") if inter else np.arange(nb)   # eager: earliest inputs first
             pack = costs.pack_s
             h2d = costs.h2d_bytes / pcie
             comp = costs.compute_s * compute_scale
             d2h = costs.d2h_bytes / pcie
             send = (costs.back_bytes if backward else costs.send_bytes) / net
             sends = np.zeros(nb)
-            for b in order:
+            pending = list(range(nb))
+            while pending:
+                b = _next_bin(pending, ready, w, comp_end_hist, intra, inter)
+                pending.remove(b)
                 if intra:
                     pack_end = w.pack + pack[b]
                     w.pack = pack_end
