@@ -89,6 +89,9 @@ def test_bin_settings_are_validated():
         cfg.with_strings({"train.pipeline": "fifo"})
     with pytest.raises(ParamError, match="'bin_limit' parameter"):
         cfg.with_strings({"train.bin_limit": "0"})            # 0 = from the budget, which is missing
+    other = FullGraphConfig(graph="tiny").replace(exchange="block_row").with_strings({"train.bin_limit": "4"})
+    with pytest.raises(ParamError, match=r"'train.bin_limit' parameter of RunConfig must be None unless exchange=halo"):
+        other.build(graph=tiny_graph()).prepare(2, lambda e: None)
 
 
 def test_pipeline_account_overlap_never_slower_than_sequential():

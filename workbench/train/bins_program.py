@@ -54,13 +54,15 @@ def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list
         ParamError: whole-part training does not fit ``memory_budget``; a vertex does not fit half of it;
             bins with an exchange other than plain ``halo``.
     """
+    if exchange != "halo" or staleness != "none":
+        name, value = ("bin_limit", train.bin_limit) if train.bin_limit is not None else ("memory_budget",
+                                                                                           train.memory_budget)
+        raise ParamError([param_error(f"train.{name}", "RunConfig", "None unless exchange=halo without staleness "
+                                      "(G3 bins run on the exact per-layer P2P halo exchange)", value)])
     sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
     check_memory(sizes, widths_in, widths_out, memory_budget=train.memory_budget, bin_limit=train.bin_limit)
     if train.bin_limit is None:
         return None
-    if exchange != "halo" or staleness != "none":
-        raise ParamError([param_error("train.bin_limit", "RunConfig", "None unless exchange=halo without staleness "
-                                      "(G3 bins run on the exact per-layer P2P halo exchange)", train.bin_limit)])
     cap = bin_byte_cap(train.memory_budget)
     schedules = []
     for shard in shards:
