@@ -29,7 +29,6 @@ import json
 import tempfile
 import time
 
-import numpy as np
 import torch
 
 

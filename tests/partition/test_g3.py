@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from workbench._validation import ParamError
 from workbench.compose import RunConfig

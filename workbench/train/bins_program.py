@@ -134,7 +134,6 @@ class BinnedFullGraphLoop(FullGraphLoop):
         self.forward_s: list[float] = []
         self.backward_s: list[float] = []
         self._t_forward_end = 0.0
-        self.last_logits: Optional[torch.Tensor] = None
 
     def _exchange_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return self.exchange.plan.exchange(h, self.exchange.comm, layer)
@@ -147,7 +146,6 @@ class BinnedFullGraphLoop(FullGraphLoop):
         self._t_forward_end = time.perf_counter()
         self.forward_s.append(self._t_forward_end - t0)
         self.bin_times.append(timings)
-        self.last_logits = logits.detach()
         return StepOutput(loss, logits, self.labels, self.masks)
 
     def after_backward(self, batch: Any, out: StepOutput) -> None:
@@ -162,7 +160,6 @@ class BinnedFullGraphLoop(FullGraphLoop):
         bwd = float(np.mean(self.backward_s[1:] or self.backward_s)) if self.backward_s else 0.0
         out["g3_bins"] = {"bin_compute_s": mean, "backward_ratio": bwd / fwd if fwd > 0 else 1.0,
                           "pack_s": self.schedule.pack_s + self.build_s, "bins_per_layer": [lb.num_bins for lb in self.schedule.layers]}
-        out["g3_logits"] = self.last_logits
         return out
 
 
