@@ -24,6 +24,8 @@ CASES = {
     "sancus_e1": ("recipes.sancus", "recipe", {}),
     "sancus_a1": ("recipes.sancus", "epoch_adaptive", {}),
     "sancus_h": ("recipes.sancus", "variation_gap", {"epsilon": 0.05}),
+    "g3": ("recipes.g3", "recipe", {"memory_budget": 16384}),
+    "g3_gcn": ("recipes.g3", "gcn", {"memory_budget": 16384, "num_layers": 3}),
 }
 
 

@@ -28,6 +28,7 @@ from workbench.partition.distdgl import export_distdgl
 from workbench.partition.bytegnn import ByteGNNPartitioner
 from workbench.partition.gnn_metrics import SamplingMetrics, sampling_metrics
 from workbench.partition.hypergraph import HypergraphPartitioner, StochasticHypergraphPartitioner
+from workbench.partition.g3 import G3Partitioner
 
 __all__ = [
     "PARTITIONERS",
@@ -40,6 +41,7 @@ __all__ = [
     "MetisPartitioner",
     "compute_metrics",
     "export_distdgl",
+    "G3Partitioner",
     "get_partitioner",
     "partition",
     "register_partitioner",

@@ -36,6 +36,7 @@ import torch
 from workbench._validation import Config as BaseConfig, ErrorCollector, ParamError, check_choice, check_int
 from workbench.graph import Graph
 from workbench.partition.metrics import PartitionMetrics, compute_metrics, halo_pairs, vertex_cut_replicas
+from workbench.partition.remote import refinement_metrics
 from workbench.stages import Registry, registry, resolve_config
 
 __all__ = [
@@ -46,6 +47,8 @@ __all__ = [
     "register_partitioner",
     "get_partitioner",
     "partition",
+    "REFINERS",
+    "register_refiner",
 ]
 
 KINDS = ("edge-cut", "vertex-cut")
@@ -144,6 +147,8 @@ class PartitionResult:
     """The partitioner's config (JSON-safe), for the record."""
     stats: dict = dataclasses.field(default_factory=dict)
     """Numbers the partitioner itself reported (e.g. Mt-KaHyPar's ``km1``), JSON-safe scalars."""
+    refinement: Optional[dict] = None
+    """What a refiner did (``iterations``, ``time_s``, ...) when one ran (``refine=...``), else ``None``."""
 
     def __post_init__(self) -> None:
         errs = ErrorCollector("PartitionResult")
@@ -250,6 +255,8 @@ class PartitionResult:
             self._cache[key] = compute_metrics(
                 src, dst, self.graph.num_nodes, self.num_parts, node_part=self.node_part,
                 edge_part=self.edge_part, train_mask=self.graph.train_mask, feature_width=feature_width, **extra)
+            if self.refinement is not None and self._cache[key].remote is not None:
+                self._cache[key].remote.update(refinement_metrics(self.refinement))
         return self._cache[key]
 
     def comm_rows_matrix(self) -> np.ndarray:
@@ -332,10 +339,15 @@ class Partitioner(abc.ABC):
     class Config(BaseConfig):
         seed: int = 0
         """Random seed; the same seed gives the same partition."""
+        refine: Optional[str] = None
+        """A refiner applied after partitioning (edge-cut only): 'g3' swaps vertex pairs until every part has
+        about as many remote vertices; None keeps the partition as it is."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             errs.check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and 0 <= self.seed < 2**31,
                        "seed", "an int in [0, 2**31)", self.seed)
+            errs.check(self.refine is None or self.refine in REFINERS, "refine",
+                       f"None or one of {sorted(REFINERS)}", self.refine)
 
     def __init__(self, config: Optional["Partitioner.Config"] = None, **options: Any):
         self.config = resolve_config(self, config, options)
@@ -354,10 +366,14 @@ class Partitioner(abc.ABC):
         self.check(graph, num_parts)
         start = time.perf_counter()
         assignment = torch.as_tensor(self._partition(graph, num_parts)).to(torch.int64)
+        refinement = None
+        if self.kind == "edge-cut":
+            assignment, refinement = self._refine(graph, assignment, num_parts)
         elapsed = time.perf_counter() - start
         parts = {"node_part" if self.kind == "edge-cut" else "edge_part": assignment}
         result = PartitionResult(graph=graph, num_parts=num_parts, method=self.name, seed=self.config.seed,
-                                 elapsed_s=elapsed, options=_json_safe(self.config.to_dict()), **parts)
+                                 elapsed_s=elapsed, options=_json_safe(self.config.to_dict()),
+                                 refinement=refinement, **parts)
         if emit is not None:
             emit(result.to_event())
         return result
@@ -373,11 +389,22 @@ class Partitioner(abc.ABC):
         errs.check(n >= 1, "graph", "a graph with at least one vertex", graph)
         ok = isinstance(num_parts, int) and not isinstance(num_parts, bool) and 1 <= num_parts <= max(n, 1)
         errs.check(ok, "num_parts", f"an int in [1, num_nodes={n}]", num_parts)
+        errs.check(self.kind == "edge-cut" or getattr(self.config, "refine", None) is None, "refine",
+                   "None for a vertex-cut partitioner (refiners move vertices)", getattr(self.config, "refine", None))
         self._check(graph, num_parts if ok else None, errs)
         errs.raise_if_any()
 
     def _check(self, graph: Graph, num_parts: Optional[int], errs: ErrorCollector) -> None:
         """Add graph-dependent option errors (weight shapes and so on) to ``errs``."""
+
+    def _refine(self, graph: Graph, node_part: torch.Tensor, num_parts: int) -> tuple[torch.Tensor, Optional[dict]]:
+        """Apply the configured refiner (``config.refine``) to an edge-cut assignment.
+
+        Returns ``(node_part, what the refiner did or None)``."""
+        name = getattr(self.config, "refine", None)
+        if name is None or num_parts < 2:
+            return node_part, None
+        return REFINERS[name](graph, node_part, num_parts, self.config)
 
     @abc.abstractmethod
     def _partition(self, graph: Graph, num_parts: int) -> torch.Tensor:
@@ -385,6 +412,19 @@ class Partitioner(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
+
+
+REFINERS: dict[str, Callable[..., tuple[torch.Tensor, dict]]] = {}
+"""Refiners by name: ``fn(graph, node_part, num_parts, config) -> (node_part, info dict)``, applied after any
+edge-cut partitioner whose config sets ``refine=name`` (``--set partition.refine=g3``)."""
+
+
+def register_refiner(name: str):
+    """Decorator adding a refiner function to :data:`REFINERS` under ``name``."""
+    def add(fn):
+        REFINERS[name] = fn
+        return fn
+    return add
 
 
 PARTITIONERS: Registry = registry("partition")

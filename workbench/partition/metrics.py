@@ -118,6 +118,9 @@ class PartitionMetrics:
     feature_width: Optional[int] = None
     mirror_sync_volume_rows: Optional[int] = None
     num_cut_vertices: Optional[int] = None
+    remote: Optional[dict] = None
+    """G3's cost factors (edge-cut only; :mod:`workbench.partition.remote`): max |V_p|, max Σd, Σ and max
+    |V_p^remote|, min/max remote ratio, and the refiner's iterations and time when one ran."""
 
     @property
     def part_send_rows(self) -> np.ndarray:
@@ -157,6 +160,8 @@ class PartitionMetrics:
         if self.mirror_sync_volume_rows is not None:
             out["mirror_sync_volume_rows"] = self.mirror_sync_volume_rows
             out["num_cut_vertices"] = self.num_cut_vertices
+        if self.remote is not None:
+            out.update(self.remote)
         out["part_vertices"] = self.part_vertices.tolist()
         out["part_edges"] = self.part_edges.tolist()
         out["part_halo"] = self.part_halo.tolist()
@@ -226,6 +231,10 @@ def compute_metrics(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, num_pa
         comm = torch.bincount(node_part[halo_nid] * P + halo_part, minlength=P * P).reshape(P, P)
         cut = int((node_part[pair_key // N] != node_part[pair_key % N]).sum()) if num_pairs else 0
         total_replicas = N + int(halo_nid.numel())
+        from workbench.partition.remote import remote_metrics
+
+        extra["remote"] = remote_metrics(torch.bincount(node_part, minlength=P).numpy(), part_edges.numpy(),
+                                         part_halo.numpy())
     else:
         kind = "vertex-cut"
         owner, rep_nid, rep_part = replicas if replicas is not None else vertex_cut_replicas(src, dst, edge_part, N, P)

@@ -111,6 +111,8 @@ class RankShard:
     num_train_global: int
     num_classes: int
     predicted: dict
+    bins: Any = None
+    """G3 bin schedule of the rank (``workbench.train.bins.BinSchedule``) when ``train.bin_limit`` is set."""
 
 
 def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
@@ -254,8 +256,18 @@ class FullGraphProgram(Program):
         self.predicted = layout.predicted
         self.layout_info = dataclasses.replace(layout, shards=[])
         self._widths = widths
-        emit(_partition_event(graph, node_part, world_size, cfg.method("partition"), result, layout.halo_sizes,
-                              graph.num_features))
+        self.bin_plan = None
+        if cfg.train.bin_limit is not None or cfg.train.memory_budget is not None:   # G3 bins (checked before ranks start)
+            from workbench.train.bins_program import plan_bins
+
+            self.bin_plan = plan_bins(graph, node_part, layout.shards, widths, widths[1:] + [graph.num_classes],
+                                      cfg.train, cfg.method("exchange"), getattr(cfg.exchange, "staleness", "none"))
+            for shard, schedule in zip(layout.shards, self.bin_plan.schedules if self.bin_plan else []):
+                shard.bins = schedule
+        event = _partition_event(graph, node_part, world_size, cfg.method("partition"), result, layout.halo_sizes,
+                                 graph.num_features)
+        self.partition_metrics = {k: v for k, v in event.metrics.items() if not isinstance(v, list)}
+        emit(event)
         return layout.shards
 
     def run_rank(self, ctx: RankContext, shard: Any) -> dict:
@@ -264,7 +276,13 @@ class FullGraphProgram(Program):
             in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
         exchange = self.exchange().attach(ctx, shard)
         exchange.setup_model(model)
-        out = FullGraphLoop(ctx, model, cfg.train, exchange=exchange, shard=shard).run()
+        if getattr(shard, "bins", None) is not None:
+            from workbench.train.bins_program import BinnedFullGraphLoop
+
+            loop = BinnedFullGraphLoop(ctx, model, cfg.train, exchange=exchange, shard=shard, schedule=shard.bins)
+        else:
+            loop = FullGraphLoop(ctx, model, cfg.train, exchange=exchange, shard=shard)
+        out = loop.run()
         out["predicted"] = shard.predicted
         return out
 
@@ -294,6 +312,13 @@ class FullGraphProgram(Program):
             "max_age": max(r.get("max_age", 0) for r in rank_results),
             "cache_bytes": max(r.get("cache_bytes", 0) for r in rank_results),
         })
+        if getattr(self, "partition_metrics", None):
+            summary["partition_metrics"] = self.partition_metrics
+        if getattr(self, "bin_plan", None) is not None:
+            from workbench.train.bins_program import bins_summary
+
+            num_params = sum(int(torch.as_tensor(v).numel()) for v in r0.get("params", {}).values())
+            summary["g3"] = bins_summary(self.bin_plan, rank_results, cfg.train, num_params)
         info = self.layout_info
         if info is not None and skipped:
             flags = [[[not s for s in layer] for layer in epoch] for epoch in skipped]

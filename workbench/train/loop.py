@@ -26,6 +26,8 @@ __all__ = ["load_training_graph", "check_training_graph", "make_optimizer", "all
            "TRAFFIC_WINDOW_EPOCHS"]
 
 OPTIMIZERS = ("adam", "sgd")
+#: G3 pipeline variants (``train.pipeline``; :mod:`workbench.train.bins_pipeline`)
+PIPELINES = ("sequential", "inter", "intra", "multi-level")
 #: how finely the run log keeps per-link traffic (``traffic_detail``): ``auto`` or ``epoch``
 TRAFFIC_DETAILS = ("auto", "epoch")
 #: ``traffic_detail="auto"``: epochs below this are logged per link and epoch ...
@@ -330,6 +332,15 @@ class TrainLoopConfig(Config):
     traffic_detail: str = "auto"
     """Per-link traffic in the run log: ``epoch`` (every epoch) or ``auto`` (every epoch for the first 100, then
     summed per 100-epoch window; per-epoch totals by kind are always exact)."""
+    bin_limit: Optional[int] = None
+    """G3 bins (full-graph): None trains each part whole; 0 packs each layer's vertices into bins of at most half
+    of memory_budget; k > 0 also caps a bin at k vertices (exact for any value)."""
+    pipeline: str = "multi-level"
+    """G3 pipeline variant of the headline simulated epoch time: ``sequential``, ``inter``, ``intra`` or
+    ``multi-level`` (every variant is reported when bins are on)."""
+    memory_budget: Optional[int] = None
+    """Device memory in bytes (full-graph): a bin holds at most half of it, whole-part training must fit in it;
+    None = unlimited."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         def is_int(v):
@@ -346,6 +357,13 @@ class TrainLoopConfig(Config):
         errs.check(is_int(self.seed), "seed", "an int", self.seed)
         errs.check(self.traffic_detail in TRAFFIC_DETAILS, "traffic_detail", f"one of {list(TRAFFIC_DETAILS)}",
                    self.traffic_detail)
+        errs.check(self.bin_limit is None or (is_int(self.bin_limit) and self.bin_limit >= 0), "bin_limit",
+                   "None or an int in [0, inf]", self.bin_limit)
+        errs.check(self.pipeline in PIPELINES, "pipeline", f"one of {list(PIPELINES)}", self.pipeline)
+        errs.check(self.memory_budget is None or (is_int(self.memory_budget) and self.memory_budget >= 1),
+                   "memory_budget", "None or an int in [1, inf] (bytes)", self.memory_budget)
+        errs.check(not (self.bin_limit == 0 and self.memory_budget is None), "bin_limit",
+                   "a vertex count > 0, or 0 together with memory_budget (bins sized to half the budget)", self.bin_limit)
 
 
 @dataclasses.dataclass(eq=False)

@@ -1,0 +1,202 @@
+"""G3 bins inside the full-graph program: planning before the ranks start, the binned training loop, and the
+simulated pipeline epochs in the run summary.
+
+``FullGraphProgram`` calls :func:`plan_bins` in ``prepare`` when ``train.bin_limit`` or ``train.memory_budget``
+is set: it checks the memory budget (whole-part training that would not fit is rejected here, before any
+worker starts) and packs every rank's bins. A rank with bins trains with :class:`BinnedFullGraphLoop`
+(per-layer P2P halo exchange of the ``halo`` exchange, then the layer bin by bin). The summary gains
+``g3``: bins per layer, the measured per-bin costs' totals and, per pipeline variant, the simulated epoch
+time and idle fraction (:mod:`workbench.train.bins_pipeline`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from workbench._validation import ParamError, param_error
+from workbench.train.bins import BinSchedule, bin_byte_cap, binned_forward, build_schedule, check_memory, priority_order
+from workbench.train.bins_pipeline import BinCosts, simulate_all
+from workbench.train.full_graph import FullGraphLoop, masked_loss
+from workbench.train.loop import StepOutput
+
+__all__ = ["plan_bins", "BinnedFullGraphLoop", "BinPlan", "bins_summary"]
+
+
+@dataclasses.dataclass(eq=False)
+class BinPlan:
+    """Every rank's bin schedule plus what the simulation needs across ranks.
+
+    Attributes:
+        schedules: per rank, its :class:`~workbench.train.bins.BinSchedule` (sent to the rank).
+        deps: ``deps[k][r][b]``: ``(m, 2)`` ``(rank, bin)`` pairs of layer ``k - 1`` that bin ``b`` of rank
+            ``r`` at layer ``k`` reads (empty for layer 0).
+        widths_in, widths_out: per layer widths.
+        num_params: weights of the model (the all-reduce volume).
+    """
+
+    schedules: list[BinSchedule]
+    deps: list
+    widths_in: list[int]
+    widths_out: list[int]
+    num_params: int = 0
+
+
+def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list[int], widths_out: list[int],
+              train: Any, exchange: str = "halo", staleness: str = "none") -> Optional[BinPlan]:
+    """Check the memory budget and pack every rank's bins (``None`` when training whole parts).
+
+    Raises:
+        ParamError: whole-part training does not fit ``memory_budget``; a vertex does not fit half of it;
+            bins with an exchange other than plain ``halo``.
+    """
+    if exchange != "halo" or staleness != "none":
+        name, value = ("bin_limit", train.bin_limit) if train.bin_limit is not None else ("memory_budget",
+                                                                                           train.memory_budget)
+        raise ParamError([param_error(f"train.{name}", "RunConfig", "None unless exchange=halo without staleness "
+                                      "(G3 bins run on the exact per-layer P2P halo exchange)", value)])
+    sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
+    check_memory(sizes, widths_in, widths_out, memory_budget=train.memory_budget, bin_limit=train.bin_limit)
+    if train.bin_limit is None:
+        return None
+    cap = bin_byte_cap(train.memory_budget)
+    schedules = []
+    for shard in shards:
+        plan = shard.plan
+        n = plan.num_inner
+        send_count = torch.zeros(n, dtype=torch.int64)
+        for j, idx in enumerate(plan.send_local_nid):
+            if j != plan.rank and idx.numel():
+                send_count.index_add_(0, idx, torch.ones_like(idx))
+        remote_in = torch.zeros(n, dtype=torch.bool)
+        remote_in[shard.agg_rows[shard.agg_cols >= n]] = True
+        order = priority_order(n, shard.agg_rows, shard.agg_cols, remote_in | (send_count > 0))
+        try:
+            s = build_schedule(n, plan.num_halo, shard.agg_rows, shard.agg_cols, shard.agg_weights, order,
+                               widths_in=widths_in, widths_out=widths_out, bin_limit=train.bin_limit or None,
+                               byte_cap=cap, send_count=send_count.numpy())
+        except ValueError as exc:
+            raise ParamError([param_error("memory_budget", "TrainLoopConfig", f"large enough that half of it holds "
+                                          f"one vertex and its neighbours (part {plan.rank}: {exc})",
+                                          train.memory_budget)]) from None
+        s.num_boundary = int((remote_in | (send_count > 0)).sum())
+        schedules.append(s)
+    return BinPlan(schedules=schedules, deps=_dependencies(graph, node_part, shards, schedules),
+                   widths_in=list(widths_in), widths_out=list(widths_out))
+
+
+def _dependencies(graph: Any, node_part: torch.Tensor, shards: list, schedules: list[BinSchedule]) -> list:
+    """Per layer, rank and bin: the ``(rank, bin)`` pairs of the previous layer whose outputs it reads."""
+    n = graph.num_nodes
+    num_layers = len(schedules[0].layers)
+    owner = node_part.numpy()
+    local = np.empty(n, dtype=np.int64)
+    for shard in shards:
+        local[shard.plan.inner_gid.numpy()] = np.arange(shard.plan.num_inner)
+    bin_of = []            # per layer: (N,) bin of each vertex's output, in its owner's bins
+    for k in range(num_layers):
+        b = np.empty(n, dtype=np.int64)
+        for r, (shard, s) in enumerate(zip(shards, schedules)):
+            lb = s.layers[k]
+            per_local = np.repeat(np.arange(lb.num_bins), [len(d) for d in lb.dst])
+            pos = lb.inverse.numpy()
+            b[shard.plan.inner_gid.numpy()] = per_local[pos]
+        bin_of.append(b)
+    deps = [[[np.zeros((0, 2), dtype=np.int64)] * s.layers[0].num_bins for s in schedules]]
+    for k in range(1, num_layers):
+        per_rank = []
+        for shard, s in zip(shards, schedules):
+            plan = shard.plan
+            gid_of_local = torch.cat([plan.inner_gid, plan.halo_gid]).numpy()
+            lb = s.layers[k]
+            rows = []
+            for src in lb.src:
+                g = gid_of_local[src.numpy()]
+                pairs = np.unique(owner[g] * (n + 1) + bin_of[k - 1][g])
+                rows.append(np.stack([pairs // (n + 1), pairs % (n + 1)], 1))
+            per_rank.append(rows)
+        deps.append(per_rank)
+    return deps
+
+
+class BinnedFullGraphLoop(FullGraphLoop):
+    """:class:`~workbench.train.full_graph.FullGraphLoop` computing each layer bin by bin (exact)."""
+
+    def __init__(self, ctx, model, config, *, exchange, shard: Any, schedule: BinSchedule):
+        super().__init__(ctx, model, config, exchange=exchange, shard=shard)
+        self.schedule = schedule
+        self.build_s = schedule.build()                    # the bins' CSR blocks, built on the rank
+        self.bin_times: list[list[list[float]]] = []     # per epoch, per layer, per bin: forward seconds
+        self.forward_s: list[float] = []
+        self.backward_s: list[float] = []
+        self._t_forward_end = 0.0
+
+    def _exchange_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        return self.exchange.plan.exchange(h, self.exchange.comm, layer)
+
+    def forward(self, batch: Any) -> StepOutput:
+        timings: list[list[float]] = []
+        t0 = time.perf_counter()
+        logits = binned_forward(self.model, self.x, self._exchange_rows, self.schedule, timings)
+        loss = masked_loss(logits, self.labels, self.masks[0], self.num_train_global)
+        self._t_forward_end = time.perf_counter()
+        self.forward_s.append(self._t_forward_end - t0)
+        self.bin_times.append(timings)
+        return StepOutput(loss, logits, self.labels, self.masks)
+
+    def after_backward(self, batch: Any, out: StepOutput) -> None:
+        self.backward_s.append(time.perf_counter() - self._t_forward_end)
+        super().after_backward(batch, out)
+
+    def extra_result(self) -> dict:
+        out = super().extra_result()
+        times = self.bin_times[1:] or self.bin_times                  # the first epoch warms up
+        mean = [np.mean([epoch[k] for epoch in times], axis=0).tolist() for k in range(len(times[0]))] if times else []
+        fwd = sum(sum(layer) for layer in mean)
+        bwd = float(np.mean(self.backward_s[1:] or self.backward_s)) if self.backward_s else 0.0
+        out["g3_bins"] = {"bin_compute_s": mean, "backward_ratio": bwd / fwd if fwd > 0 else 1.0,
+                          "pack_s": self.schedule.pack_s + self.build_s, "bins_per_layer": [lb.num_bins for lb in self.schedule.layers]}
+        return out
+
+
+def bin_costs(plan: BinPlan, rank_results: list[dict]) -> tuple[list[list[BinCosts]], float]:
+    """Per layer and worker, the bins' :class:`BinCosts` from the plan and the ranks' measured times."""
+    results = sorted(rank_results, key=lambda r: r.get("rank", 0))
+    layers = []
+    for k, (f_in, f_out) in enumerate(zip(plan.widths_in, plan.widths_out)):
+        row = []
+        for r, s in enumerate(plan.schedules):
+            lb = s.layers[k]
+            measured = results[r]["g3_bins"]["bin_compute_s"]
+            comp = np.asarray(measured[k], dtype=float) if measured else np.zeros(lb.num_bins)
+            work = lb.num_edges + np.array([len(d) for d in lb.dst])
+            pack = results[r]["g3_bins"]["pack_s"] / len(s.layers) * work / max(work.sum(), 1)
+            halo_rows = np.array([int((src >= len(lb.inverse)).sum()) for src in lb.src])
+            row.append(BinCosts(pack_s=pack, h2d_bytes=(lb.footprint - 4 * np.array([len(d) for d in lb.dst]) * f_out)
+                                + 12 * lb.num_edges, compute_s=comp,
+                                d2h_bytes=4 * f_out * np.array([len(d) for d in lb.dst], dtype=float),
+                                send_bytes=4 * f_out * lb.send_rows.astype(float),
+                                back_bytes=4 * f_in * halo_rows.astype(float), deps=plan.deps[k][r]))
+        layers.append(row)
+    ratio = float(np.mean([r["g3_bins"]["backward_ratio"] for r in results]))
+    return layers, ratio
+
+
+def bins_summary(plan: BinPlan, rank_results: list[dict], train: Any, num_params: int) -> dict:
+    """The ``g3`` block of the run summary: bins and the simulated epoch of every pipeline variant."""
+    layers, ratio = bin_costs(plan, rank_results)
+    sim = simulate_all(layers, ratio, 4 * num_params)
+    return {
+        "bin_limit": train.bin_limit, "memory_budget": train.memory_budget, "pipeline": train.pipeline,
+        "bins_per_layer": [[lb.num_bins for lb in s.layers] for s in plan.schedules],
+        "max_bin_bytes": max(int(lb.footprint.max()) for s in plan.schedules for lb in s.layers),
+        "backward_ratio": ratio,
+        "simulated_epoch_s": {v: sim[v]["epoch_s"] for v in sim},
+        "idle_fraction": {v: sim[v]["idle_fraction"] for v in sim},
+        "speedup_over_sequential": {v: sim[v]["speedup"] for v in sim},
+        "simulated_epoch_s_chosen": sim[train.pipeline]["epoch_s"],
+    }
