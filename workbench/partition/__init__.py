@@ -25,6 +25,7 @@ from workbench.partition.metrics import PartitionMetrics, compute_metrics
 from workbench.partition.simple import BlockPartitioner, RandomPartitioner
 from workbench.partition.metis import MetisPartitioner
 from workbench.partition.distdgl import export_distdgl
+import workbench.partition.streaming  # noqa: F401,E402  (registers the streaming partitioners)
 
 __all__ = [
     "PARTITIONERS",
