@@ -338,6 +338,13 @@ class StreamPartition:
         (out / "metrics.json").write_text(json.dumps(info, indent=2) + "\n")
         return out
 
+    def line_parts(self) -> Optional[np.ndarray]:
+        """The part of every line (``(num_lines,)`` int64, read from the temporary file if there is one), or
+        ``None`` when the assignment was not kept."""
+        if self.line_part is not None:
+            return self.line_part
+        return None if self._assignment is None else self._assignment.to_array()
+
     def close(self) -> None:
         """Remove the temporary assignment file, if any."""
         if self._assignment is not None:
@@ -493,8 +500,8 @@ class StreamingPartitioner(Partitioner):
 
 
 def stream_partition(path_or_graph, num_parts: int, method: str = "spring", *, chunk_edges: int = 1 << 20,
-                     directed: bool = False, keep_assignment: bool = False, seed: int = 0,
-                     **options: Any) -> StreamPartition:
+                     directed: bool = False, num_nodes: Optional[int] = None, keep_assignment: bool = False,
+                     seed: int = 0, **options: Any) -> StreamPartition:
     """Partition an edge file (or an in-memory graph) with a streaming method.
 
     Example:
@@ -517,5 +524,5 @@ def stream_partition(path_or_graph, num_parts: int, method: str = "spring", *, c
     if isinstance(path_or_graph, Graph):
         edges = GraphEdgeStream(path_or_graph, chunk_edges=chunk_edges)
     else:
-        edges = EdgeFileStream(path_or_graph, chunk_edges=chunk_edges, directed=directed)
+        edges = EdgeFileStream(path_or_graph, chunk_edges=chunk_edges, directed=directed, num_nodes=num_nodes)
     return part.stream(edges, num_parts, keep_assignment=keep_assignment)
