@@ -283,3 +283,26 @@ def test_bad_options_use_the_message_template():
         stream_partition("karate", 2, method="spring", variant="nope")
     with pytest.raises(ParamError, match="'method' parameter of stream_partition must be a streaming"):
         stream_partition("karate", 2, method="metis")
+
+
+def test_cli_stream_json_and_out(edge_file, tmp_path, capsys):
+    from workbench.cli import main
+
+    path, lines, n = edge_file
+    out = tmp_path / "o"
+    assert main(["partition", str(path), "--parts", "4", "--method", "spring", "--stream", "--chunk-edges", "64",
+                 "--json", "--out", str(out), "--set", "variant=reference"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for key in ("replication_factor", "replication_factor_completed", "edge_balance", "edges_per_s", "peak_rss_mb"):
+        assert key in d
+    assert d["replication_factor_completed"] == pytest.approx(
+        completed_brute(lines, spring_brute(lines, n - 3, 4, variant="reference"), n - 3, 4)[0])
+    owner = np.load(out / "owner.npy")
+    assign = np.load(out / "edge_assignment.npy")
+    assert assign.tolist() == owner[[v for u, v in lines]].tolist()  # owner side, file order
+    assert not list(out.glob("assign-*.bin"))  # the temporary file is gone
+    assert main(["partition", str(path), "--parts", "4", "--method", "hdrf", "--stream", "--out", str(out)]) == 0
+    assert np.load(out / "edge_assignment.npy").tolist() == hdrf_brute(lines, 4)[0]
+    assert "replication_factor_completed" in capsys.readouterr().out
+    assert main(["partition", str(path), "--parts", "4", "--method", "metis", "--stream"]) == 2
+    assert "must be one of ['hash', 'dbh'" in capsys.readouterr().err

@@ -199,6 +199,7 @@ class StreamRun:
     def new_assignment(self) -> _Assignment:
         path = None
         if self._assignment_dir is not None:
+            self._assignment_dir.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(prefix="assign-", suffix=".bin", dir=self._assignment_dir)
             os.close(fd)
             path = Path(name)
