@@ -9,8 +9,8 @@ Example:
     >>> from workbench.graph import Graph
     >>> from workbench.partition import partition
     >>> g = Graph.from_edges(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]), 4)
-    >>> partition(g, 2, method="spring").node_part.tolist()
-    [0, 0, 1, 1]
+    >>> partition(g, 2, method="spring").node_part.tolist()  # the 4-cycle cut into {0, 3} and {1, 2}
+    [0, 1, 1, 0]
 """
 
 from __future__ import annotations

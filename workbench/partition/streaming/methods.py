@@ -124,9 +124,9 @@ class HDRFPartitioner(_VertexCut):
     Example:
         >>> import torch
         >>> from workbench.graph import Graph
-        >>> g = Graph.from_edges(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]), 4)
+        >>> g = Graph.from_edges(torch.tensor([0, 1, 2, 3, 4]), torch.tensor([1, 2, 0, 4, 5]), 6)  # 2 components
         >>> HDRFPartitioner(lam=1.0).partition(g, 2).edge_part.tolist()
-        [0, 0, 1, 1]
+        [0, 0, 0, 1, 1]
     """
 
     name = "hdrf"
@@ -165,9 +165,9 @@ class GreedyPartitioner(_VertexCut):
     Example:
         >>> import torch
         >>> from workbench.graph import Graph
-        >>> g = Graph.from_edges(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]), 4)
+        >>> g = Graph.from_edges(torch.tensor([0, 1, 2, 3, 4]), torch.tensor([1, 2, 0, 4, 5]), 6)  # 2 components
         >>> GreedyPartitioner(rule="cases").partition(g, 2).edge_part.tolist()
-        [0, 0, 1, 1]
+        [0, 0, 0, 1, 1]
     """
 
     name = "greedy"

@@ -112,7 +112,7 @@ class GraphEdgeStream:
         >>> g = Graph.from_edges(torch.tensor([0, 1, 1, 2]), torch.tensor([1, 0, 2, 1]), 3, directed=False)
         >>> s = GraphEdgeStream(g)
         >>> [c[0].tolist() for c in s], s.line_of_edge.tolist()
-        [[0, 1]], [0, 0, 1, 1]
+        ([[0, 1]], [0, 0, 1, 1])
     """
 
     def __init__(self, graph, *, chunk_edges: int = 1 << 20):
