@@ -153,7 +153,7 @@ class StreamRun:
         self.edges, self.num_parts, self.seed = edges, num_parts, seed
         self.words = (num_parts + 63) // 64
         self.num_nodes = int(getattr(edges, "num_nodes", None) or 0)
-        self.capacity = max(self.num_nodes, 1024)
+        self.capacity = max(self.num_nodes + 1, 1024)  # > num_nodes: cluster ids run to num_nodes
         self._arrays: dict[str, tuple[Any, Any]] = {}
         self.num_lines = 0
         self.phase_s: dict[str, float] = {}
@@ -174,9 +174,9 @@ class StreamRun:
             raise ParamError(["The 'edges' parameter of StreamingPartitioner must be non-negative vertex ids. "
                               "Got a negative id instead."])
         self.num_nodes = max(self.num_nodes, hi)
-        if hi <= self.capacity:
+        if hi < self.capacity:
             return
-        new_cap = max(hi, 2 * self.capacity)
+        new_cap = max(hi + 1, 2 * self.capacity)
         for name, (dtype, fill) in self._arrays.items():
             old = getattr(self, name)
             grown = np.full((new_cap,) + old.shape[1:], fill, dtype=dtype)
