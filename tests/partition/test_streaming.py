@@ -306,3 +306,12 @@ def test_cli_stream_json_and_out(edge_file, tmp_path, capsys):
     assert "replication_factor_completed" in capsys.readouterr().out
     assert main(["partition", str(path), "--parts", "4", "--method", "metis", "--stream"]) == 2
     assert "must be one of ['hash', 'dbh'" in capsys.readouterr().err
+
+
+def test_npy_edge_file_streams_like_text(edge_file, tmp_path):
+    path, lines, n = edge_file
+    npy = tmp_path / "e.npy"
+    np.save(npy, np.array(lines, dtype=np.int64))
+    a = stream_partition(npy, 4, method="spring", chunk_edges=33)
+    b = stream_partition(path, 4, method="spring")
+    assert np.array_equal(a.owner, b.owner)

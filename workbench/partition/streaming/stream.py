@@ -57,15 +57,24 @@ class EdgeFileStream:
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if self.path.suffix == ".npy":
-            arr = np.load(self.path, mmap_mode="r")
-            if arr.ndim != 2 or arr.shape[1] != 2:
-                raise ParamError([param_error("path", "EdgeFileStream", "a .npy array of shape (E, 2)",
-                                              f"shape {arr.shape}")])
-            for lo in range(0, arr.shape[0], self.chunk_edges):
-                block = np.asarray(arr[lo:lo + self.chunk_edges], dtype=np.int64)
-                yield np.ascontiguousarray(block[:, 0]), np.ascontiguousarray(block[:, 1])
+            yield from self._npy_chunks()
             return
         yield from self._text_chunks()
+
+    def _npy_chunks(self):
+        """Plain reads of an ``(E, 2)`` ``.npy`` (no memory map: mapped file pages would count as resident)."""
+        with open(self.path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+            if len(shape) != 2 or shape[1] != 2 or fortran or dtype.kind not in "iu":
+                raise ParamError([param_error("path", "EdgeFileStream", "a C-order integer .npy array of shape (E, 2)",
+                                              f"shape {shape}, dtype {dtype}")])
+            for lo in range(0, shape[0], self.chunk_edges):
+                n = min(self.chunk_edges, shape[0] - lo)
+                block = np.fromfile(f, dtype=dtype, count=2 * n).reshape(n, 2).astype(np.int64, copy=False)
+                yield np.ascontiguousarray(block[:, 0]), np.ascontiguousarray(block[:, 1])
 
     def _text_chunks(self):
         import pandas as pd
