@@ -178,17 +178,6 @@ def greedy_cases_chunk(src, dst, num_parts, deg, seen, rep, load, last, out):
 
 # ----------------------------------------------------------------------------------------------- clustering
 
-@numba.njit(cache=True, inline="always")
-def _new_cluster(x, deg, cid, vol, first, counters, partial):
-    if cid[x] == 0:
-        cid[x] = counters[0]
-        counters[0] += 1
-        first[x] = counters[1]
-        counters[1] += 1
-        if not partial:
-            vol[cid[x]] += deg[x]
-
-
 @numba.njit(cache=True)
 def hollocou_chunk(src, dst, deg, cid, vol, rn, first, counters, tau, partial):
     """SPRING's Step A (Algorithm 1, lines 2-21) = Hollocou et al.'s volume-capped streaming clustering.
@@ -196,11 +185,25 @@ def hollocou_chunk(src, dst, deg, cid, vol, rn, first, counters, tau, partial):
     ``counters = [next cluster id k, next first-seen rank]``; ``rn`` the richest neighbour (-1: none, degree 0),
     updated for both endpoints of every line, strict ``<`` (first seen wins ties). ``partial=True`` is
     Hollocou's original online form: degrees and volumes grow by one per endpoint before the move test.
+    (The counters live in locals inside the loop: kept in the array, they made the pass several times slower.)
     """
+    k, f = counters[0], counters[1]
     for i in range(src.shape[0]):
         u, v = src[i], dst[i]
-        _new_cluster(u, deg, cid, vol, first, counters, partial)
-        _new_cluster(v, deg, cid, vol, first, counters, partial)
+        if cid[u] == 0:
+            cid[u] = k
+            k += 1
+            first[u] = f
+            f += 1
+            if not partial:
+                vol[cid[u]] += deg[u]
+        if cid[v] == 0:
+            cid[v] = k
+            k += 1
+            first[v] = f
+            f += 1
+            if not partial:
+                vol[cid[v]] += deg[v]
         if partial:
             deg[u] += 1
             deg[v] += 1
@@ -222,6 +225,7 @@ def hollocou_chunk(src, dst, deg, cid, vol, rn, first, counters, tau, partial):
         dv = deg[rn[v]] if rn[v] >= 0 else 0
         if dv < deg[u]:
             rn[v] = u
+    counters[0], counters[1] = k, f
 
 
 @numba.njit(cache=True)
@@ -229,10 +233,21 @@ def twops_cluster_chunk(src, dst, deg, cid, vol, first, counters, cap):
     """2PS-L phase 1 (Mayer et al.): streaming clustering with full degrees; with
     ``real(x) = vol(c_x) - d(x)``, ``u`` joins ``c_v`` if ``real(u) <= real(v)`` and ``vol(c_v) + d(u) <= cap``,
     else ``v`` joins ``c_u`` if ``real(v) < real(u)`` and ``vol(c_u) + d(v) <= cap``."""
+    k, f = counters[0], counters[1]
     for i in range(src.shape[0]):
         u, v = src[i], dst[i]
-        _new_cluster(u, deg, cid, vol, first, counters, False)
-        _new_cluster(v, deg, cid, vol, first, counters, False)
+        if cid[u] == 0:
+            cid[u] = k
+            k += 1
+            first[u] = f
+            f += 1
+            vol[cid[u]] += deg[u]
+        if cid[v] == 0:
+            cid[v] = k
+            k += 1
+            first[v] = f
+            f += 1
+            vol[cid[v]] += deg[v]
         cu, cv = cid[u], cid[v]
         if cu == cv or vol[cu] > cap or vol[cv] > cap:
             continue
@@ -245,6 +260,7 @@ def twops_cluster_chunk(src, dst, deg, cid, vol, first, counters, cap):
             vol[cv] -= deg[v]
             vol[cu] += deg[v]
             cid[v] = cu
+    counters[0], counters[1] = k, f
 
 
 @numba.njit(cache=True)
