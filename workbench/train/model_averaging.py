@@ -101,6 +101,34 @@ class ModelAveragingConfig(Config):
         """The registered method name of ``partition`` or ``model``."""
         return (registry("partition") if section == "partition" else MODELS).name_of(getattr(self, section))
 
+    def with_strings(self, settings) -> "ModelAveragingConfig":
+        """``--set`` strings: ``SECTION.FIELD`` (``partition``, ``model``, ``train``), a flat name of one section
+        (``epochs``, ``lr``, ``hidden``, ``variant``, ...; ``seed`` seeds the weights and the partitioner), or a
+        field of this config.
+
+        Example:
+            >>> c = ModelAveragingConfig().with_strings({"epochs": "3", "seed": "2", "partition.variant": "reference"})
+            >>> c.train.epochs, c.partition.seed, c.partition.variant
+            (3, 2, 'reference')
+        """
+        sections = {"partition": self.partition, "model": self.model, "train": self.train}
+        per: dict = {name: {} for name in sections}
+        own: dict = {}
+        for key, text in settings.items():
+            section, _, field = key.partition(".")
+            if field and section in sections:
+                per[section][field] = text
+            elif key == "seed":
+                per["train"][key] = text
+                if "seed" in type(self.partition).field_names():
+                    per["partition"][key] = text
+            else:
+                owner = next((s for s, cfg in sections.items() if key in type(cfg).field_names()), None)
+                (per[owner] if owner and key not in type(self).field_names() else own)[key] = text
+        changes = {s: sections[s].with_strings(v).validate() for s, v in per.items() if v}
+        base = super().with_strings(own) if own else self
+        return dataclasses.replace(base, **changes) if changes else base
+
     def build(self) -> "ModelAveragingProgram":
         return ModelAveragingProgram(self)
 
