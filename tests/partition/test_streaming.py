@@ -315,3 +315,12 @@ def test_npy_edge_file_streams_like_text(edge_file, tmp_path):
     a = stream_partition(npy, 4, method="spring", chunk_edges=33)
     b = stream_partition(path, 4, method="spring")
     assert np.array_equal(a.owner, b.owner)
+
+
+def test_train_balance_and_options(multigraph):
+    g = multigraph(200, 600, directed=False, seed=1, with_masks=True)
+    for method, opts in (("clustering", {"degrees": "partial"}), ("dbh", {"degrees": "partial"}),
+                         ("greedy", {"rule": "cases"}), ("2ps-l", {"scoring": "port"}), ("hdrf", {"lam": 2.0})):
+        m = stream_partition(g, 4, method=method, **opts).metrics
+        assert m.part_train.sum() == int(g.train_mask.sum()) and m.train_balance >= 1.0
+        assert m.owner_balance >= 1.0 and m.part_owned.sum() == g.num_nodes

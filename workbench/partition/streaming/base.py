@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 import torch
 
-from workbench._validation import ErrorCollector, ParamError, check_int
+from workbench._validation import ErrorCollector, ParamError
 from workbench.partition.base import Partitioner, _json_safe
 from workbench.partition.streaming import kernels as K
 from workbench.partition.streaming.stream import GraphEdgeStream, as_numpy_mask
@@ -437,7 +437,9 @@ class StreamingPartitioner(Partitioner):
         mask = as_numpy_mask(train_mask if train_mask is not None else getattr(edges, "train_mask", None))
         part_train = None
         if mask is not None:
-            check_int(mask.size, "train_mask size", type(self).__name__, run.num_nodes, run.num_nodes)
+            if mask.size != run.num_nodes:
+                raise ParamError([f"The 'train_mask' parameter of {type(self).__name__} must be a mask of "
+                                  f"num_nodes={run.num_nodes} vertices. Got {mask.size} entries instead."])
             part_train = np.bincount(owner[mask], minlength=num_parts)
         m = StreamMetrics(
             shape=self.shape, num_nodes=run.num_nodes, num_lines=run.num_lines, num_parts=num_parts,

@@ -290,10 +290,8 @@ class _Owner(StreamingPartitioner):
         """Degree pass (unless ``partial``) and Step A passes."""
         if partial:
             run.array("deg", np.int64, 0)
-            run.num_lines = 0
-            for src, dst in run.edges:  # lines and max id, for tau
-                run.ensure(src, dst)
-                run.num_lines += src.size
+            for _ in run.chunks("scan", count_lines=True):  # lines and max id, for tau
+                pass
             tau = self.config.tau_factor * 2 * run.num_lines / run.num_parts
         else:
             _degree_pass(run)
