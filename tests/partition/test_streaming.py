@@ -215,8 +215,11 @@ def test_file_and_graph_paths_agree_with_partition_metrics(edge_file):
         r = stream_partition(g, 4, method=method)
         pr = partition(g, 4, method=method)
         assert pr.node_part.tolist() == r.owner.tolist()
-        # Edge-cut halo = completion: the RFs agree.
+        # Edge-cut halo = completion: the RFs and the halo rows per pair of parts agree.
         assert pr.metrics().replication_factor == pytest.approx(r.metrics.replication_factor_completed)
+        assert pr.metrics().comm_rows.tolist() == r.metrics.comm_rows.tolist()
+        ev = r.to_event()
+        assert ev.part_sizes == pr.part_sizes().tolist() and ev.halo_sizes == pr.metrics().part_halo.tolist()
     for method in ("hdrf", "hash", "dbh", "greedy", "2ps-l"):
         pr = partition(g, 4, method=method)
         r = stream_partition(g, 4, method=method)

@@ -253,6 +253,8 @@ class StreamMetrics:
     part_owned: np.ndarray
     part_vertices_completed: np.ndarray
     part_train: Optional[np.ndarray]
+    comm_rows: np.ndarray
+    """``(P, P)`` halo rows part ``p`` sends part ``q`` in one layer after completion (owned rows to replicas)."""
     phase_s: dict
     elapsed_s: float
     edges_per_s: float
@@ -338,6 +340,20 @@ class StreamPartition:
         info.update(method=self.method, shape=self.shape, options=_json_safe(self.options), source=self.source)
         (out / "metrics.json").write_text(json.dumps(info, indent=2) + "\n")
         return out
+
+    def to_event(self):
+        """A :class:`workbench.events.PartitionComputed` for the partition view (owned vertices, halo =
+        completed minus owned, the completed result's halo rows per pair of parts)."""
+        from workbench.events import PartitionComputed
+
+        m = self.metrics
+        metrics = {k: v for k, v in m.summary().items() if v is not None}
+        metrics["replication_factor"] = m.replication_factor_completed
+        metrics["comm_volume_rows"] = int(m.comm_rows.sum())
+        return PartitionComputed(method=self.method, num_parts=self.num_parts, metrics=metrics,
+                                 part_sizes=m.part_owned.tolist(),
+                                 halo_sizes=(m.part_vertices_completed - m.part_owned).tolist(),
+                                 comm_rows=m.comm_rows.tolist())
 
     def line_parts(self) -> Optional[np.ndarray]:
         """The part of every line (``(num_lines,)`` int64, read from the temporary file if there is one), or
@@ -498,7 +514,7 @@ class StreamingPartitioner(Partitioner):
             edge_balance=None if part_lines is None else _balance(part_lines),
             edge_balance_completed=_balance(load_c), owner_balance=_balance(np.bincount(owner, minlength=P)),
             part_lines=part_lines, part_lines_completed=load_c, part_owned=np.bincount(owner, minlength=P),
-            part_vertices_completed=K.part_counts(rep_c, P))
+            part_vertices_completed=K.part_counts(rep_c, P), comm_rows=K.owner_comm_rows(rep_c, owner, P))
         return metrics, out_assign
 
 

@@ -505,3 +505,16 @@ def part_counts(rep, num_parts):
             if _has(rep, v, p):
                 out[p] += 1
     return out
+
+
+@numba.njit(cache=True)
+def owner_comm_rows(rep, owner, num_parts):
+    """``(P, P)`` rows part ``p`` sends part ``q`` per layer after completion: every replica of ``v`` on a part
+    ``q != owner[v]`` is a halo row that ``owner[v]`` sends to ``q``."""
+    out = np.zeros((num_parts, num_parts), np.int64)
+    for v in range(rep.shape[0]):
+        o = owner[v]
+        for q in range(num_parts):
+            if q != o and _has(rep, v, q):
+                out[o, q] += 1
+    return out
