@@ -12,17 +12,29 @@ from workbench.graph import Graph
 from workbench.partition import PARTITIONERS, Partitioner, get_partitioner, partition, register_partitioner
 
 
+def _assignment(result):
+    return result.node_part if result.kind == "edge-cut" else result.edge_part
+
+
 @pytest.mark.parametrize("method", sorted(PARTITIONERS))
 def test_conformance(method, karate):
+    """Every registered partitioner. Documented exclusion: vertex-cut partitioners (the streaming hash, dbh,
+    greedy, hdrf, 2ps-l) place edges, not vertices, so the owned-vertex balance and "34 parts: one vertex each"
+    checks do not apply; nor does a balance bound on karate: HDRF/greedy with lambda = 1 leave a part empty on a
+    34-vertex graph (their replication term outweighs the balance term; the brute-force reimplementation in
+    test_streaming.py agrees) and DBH follows the hub's hash. They are held to valid, deterministic ids."""
     cls = PARTITIONERS[method]
     assert cls.Config.field_docs().get("seed")
     a = cls(seed=3).partition(karate, 3)
     b = cls(seed=3).partition(karate, 3)
-    assert torch.equal(a.node_part, b.node_part), "deterministic under a seed"
+    assert torch.equal(_assignment(a), _assignment(b)), "deterministic under a seed"
     assert a.method == method and a.num_parts == 3 and a.seed == 3 and a.elapsed_s >= 0
-    assert set(a.node_part.tolist()) == {0, 1, 2}
-    if a.options.get("vertex_weight") != "nnz":   # nnz-weighted partitioners balance row nnz, not vertex counts
-        assert a.metrics().vertex_balance <= 1.2
+    if a.kind == "edge-cut":
+        assert set(a.node_part.tolist()) == {0, 1, 2}
+        if a.options.get("vertex_weight") != "nnz":   # nnz-weighted partitioners balance row nnz, not vertex counts
+            assert a.metrics().vertex_balance <= 1.2
+    else:
+        assert set(a.edge_part.tolist()) <= {0, 1, 2}
     for bad in (0, 35, 2.5, True):
         with pytest.raises(ParamError, match=r"'num_parts' parameter .* an int in \[1, num_nodes=34\]"):
             cls().partition(karate, bad)
@@ -31,15 +43,17 @@ def test_conformance(method, karate):
     with pytest.raises(ParamError, match="'seed' parameter"):
         cls(seed=-1)
     one = cls().partition(karate, 1)
-    assert one.node_part.eq(0).all() and one.metrics().comm_volume_rows == 0
-    # one part per vertex: METIS (and G3's METIS stage) leaves parts empty, ByteGNN assigns whole K-hop blocks
-    everyone = cls().partition(karate, 34) if method not in ("metis", "g3", "bytegnn") else None
+    assert _assignment(one).eq(0).all() and one.metrics().comm_volume_rows == 0
+    # one part per vertex: METIS (and G3's METIS stage) leaves parts empty, ByteGNN assigns whole K-hop blocks,
+    # and a vertex-cut partition assigns edges, not vertices
+    everyone = (cls().partition(karate, 34)
+                if method not in ("metis", "g3", "bytegnn") and a.kind == "edge-cut" else None)
     if everyone is not None:
         assert sorted(everyone.node_part.tolist()) == list(range(34))
 
 
 def test_unknown_method_lists_valid_ones(karate):
-    with pytest.raises(ParamError, match=r"'method' parameter .* one of \['block', .*'metis', 'random'.*\]"):
+    with pytest.raises(ParamError, match=r"'method' parameter .* one of \[.*'block'.*'metis'.*'random'.*\]"):
         partition(karate, 2, method="metys")
     with pytest.raises(ParamError, match="did you mean 'metis'"):
         partition(karate, 2, method="metys")

@@ -29,6 +29,7 @@ from workbench.partition.bytegnn import ByteGNNPartitioner
 from workbench.partition.gnn_metrics import SamplingMetrics, sampling_metrics
 from workbench.partition.hypergraph import HypergraphPartitioner, StochasticHypergraphPartitioner
 from workbench.partition.g3 import G3Partitioner
+import workbench.partition.streaming  # noqa: F401,E402  (registers the streaming partitioners)
 
 __all__ = [
     "PARTITIONERS",

@@ -58,6 +58,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--khop", type=str, default=None, metavar="F1,F2,...",
                    help="also report sampling metrics (per-split balance, K-hop blocks, remote K-hop accesses "
                         "per split) with these fan-outs, e.g. 10,10")
+    p.add_argument("--stream", action="store_true",
+                   help="streaming methods only: read GRAPH (an edge file) in chunks with state bounded by the "
+                        "vertex count; --out writes edge_assignment.npy (file order), owner.npy, metrics.json")
+    p.add_argument("--chunk-edges", type=int, default=1 << 20, metavar="N", help="lines per chunk with --stream")
+    p.add_argument("--directed", action="store_true",
+                   help="with --stream: a line u v is the directed edge u->v (default: an undirected edge)")
     p.set_defaults(func=_partition_command)
 
     e = subparsers.add_parser(
@@ -119,6 +125,10 @@ def _khop(text: str) -> tuple[int, ...]:
 
 
 def _partition_command(args: argparse.Namespace) -> int:
+    if args.stream:
+        from workbench.partition.streaming.cli import stream_command
+
+        return stream_command(args)
     with _steps(args, 3) as bar:   # load, partition, metrics
         partitioner, graph = _build(args, bar)
         result = partitioner.partition(graph, args.parts)

@@ -1,0 +1,396 @@
+"""Local training per part with periodic weighted model averaging (CATGNN's training module).
+
+Each part is a standalone subgraph: its owned vertices (the only training targets) plus a halo of ``halo_hops``
+hops, with every edge that touches a vertex within ``halo_hops - 1`` hops of the owned set (``halo_hops = 1``:
+every owned vertex keeps its full 1-hop neighbourhood; ``0``: the ablation where a cross edge sits only in the
+part that owns its smaller endpoint id, as CATGNN's reference code does). Normalisation uses the subgraph's own
+degrees, as a standalone DGL partition graph would.
+
+A rank trains its parts' models locally (full batch) with no gradient all-reduce. Every ``sync_interval``
+epochs (and after the last epoch) the models are averaged, ``W = sum_k alpha_k W_k`` with ``alpha_k`` the part's
+share of training vertices (``weighting="train"``, CATGNN §1.5) or ``1 / P``, in ONE all-reduce of the
+flattened parameters (kind ``model_avg``; a ring all-reduce of ``4 * num_params`` bytes). Optimiser state is
+never averaged (each part keeps its Adam moments, as the reference code). More parts than ranks: rank ``r``
+trains parts ``r, r + q, ...`` one after another, each with its own model and optimiser (§1.5's ``p > q``).
+
+Evaluation is on the full graph with full-neighbour inference, on rank 0, with the model rank 0 holds (the
+averaged one after a sync); the summary reports the last epoch and the best-validation epoch (§5).
+
+Example:
+    >>> cfg = ModelAveragingConfig(graph="karate", num_parts=2, sync_interval=2)
+    >>> cfg.method("partition"), cfg.build().world_size_for(4)
+    ('spring', 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+import torch
+
+from workbench._validation import Config, ErrorCollector
+from workbench.events import Event, Progress
+from workbench.graph import Graph
+from workbench.runtime.program import Program, RankContext
+from workbench.stages import registry
+from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig, make_optimizer, summarize_ranks
+from workbench.train.models import MODELS, SpMM, edge_weights, sparse_aggregator
+
+__all__ = ["ModelAveragingConfig", "ModelAveragingProgram", "PartShard", "part_subgraph", "AveragingLoop"]
+
+WEIGHTINGS = ("train", "uniform")
+INITS = ("same", "independent")
+
+
+def _spring_config():
+    from workbench.partition.streaming import SpringPartitioner
+
+    return SpringPartitioner.Config()
+
+
+def _gcn_config():
+    from workbench.train.models import GCN
+
+    return GCN.Config(hidden=32, num_layers=2)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelAveragingConfig(Config):
+    """A CATGNN-style run: partition, local training per part, weighted model averaging."""
+
+    graph: Any = "karate"
+    """Graph spec for ``workbench.data.load_graph`` (or a Graph)."""
+    num_parts: Optional[int] = None
+    """Number of parts (``None``: one per rank). More parts than ranks: round-robin over the ranks."""
+    partition: Any = dataclasses.field(default_factory=_spring_config)
+    """The partitioner's config (any registered partitioner; default SPRING)."""
+    model: Any = dataclasses.field(default_factory=_gcn_config)
+    """The model stage's config (``gcn`` or ``sage``)."""
+    train: Any = dataclasses.field(default_factory=TrainLoopConfig)
+    """Epochs, learning rate, optimiser, seed of the local training."""
+    sync_interval: int = 1
+    """Average the models every this many epochs (and after the last one)."""
+    halo_hops: int = 1
+    """Halo depth K of each part's subgraph: 0 (no full neighbourhood), 1 (CATGNN's default), 2, 3."""
+    weighting: str = "train"
+    """Averaging weights: 'train' (share of training vertices, CATGNN) or 'uniform'."""
+    init: str = "same"
+    """'same' seed on every part (identical replicas, as a broadcast from rank 0 would give, without its
+    traffic) or 'independent' (seed + part id, the reference code's choice)."""
+
+    def _validate(self, errs: ErrorCollector) -> None:
+        def is_int(v):
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        errs.check(self.num_parts is None or (is_int(self.num_parts) and self.num_parts >= 1), "num_parts",
+                   "None or an int >= 1", self.num_parts)
+        errs.check(is_int(self.sync_interval) and self.sync_interval >= 1, "sync_interval", "an int >= 1",
+                   self.sync_interval)
+        errs.check(is_int(self.halo_hops) and 0 <= self.halo_hops <= 3, "halo_hops", "an int in [0, 3]",
+                   self.halo_hops)
+        errs.check(self.weighting in WEIGHTINGS, "weighting", f"one of {list(WEIGHTINGS)}", self.weighting)
+        errs.check(self.init in INITS, "init", f"one of {list(INITS)}", self.init)
+        errs.check(registry("partition").name_of(self.partition) is not None, "partition",
+                   "a registered partitioner's Config", type(self.partition).__name__)
+        errs.check(MODELS.name_of(self.model) is not None, "model", "a registered model's Config",
+                   type(self.model).__name__)
+        errs.check(isinstance(self.train, TrainLoopConfig), "train", "a TrainLoopConfig", type(self.train).__name__)
+
+    def method(self, section: str) -> str:
+        """The registered method name of ``partition`` or ``model``."""
+        return (registry("partition") if section == "partition" else MODELS).name_of(getattr(self, section))
+
+    def with_strings(self, settings) -> "ModelAveragingConfig":
+        """``--set`` strings: ``SECTION.FIELD`` (``partition``, ``model``, ``train``), a flat name of one section
+        (``epochs``, ``lr``, ``hidden``, ``variant``, ...; ``seed`` seeds the weights and the partitioner), or a
+        field of this config.
+
+        Example:
+            >>> c = ModelAveragingConfig().with_strings({"epochs": "3", "seed": "2", "partition.variant": "reference"})
+            >>> c.train.epochs, c.partition.seed, c.partition.variant
+            (3, 2, 'reference')
+        """
+        sections = {"partition": self.partition, "model": self.model, "train": self.train}
+        per: dict = {name: {} for name in sections}
+        own: dict = {}
+        for key, text in settings.items():
+            section, _, field = key.partition(".")
+            if field and section in sections:
+                per[section][field] = text
+            elif key == "seed":
+                per["train"][key] = text
+                if "seed" in type(self.partition).field_names():
+                    per["partition"][key] = text
+            else:
+                owner = next((s for s, cfg in sections.items() if key in type(cfg).field_names()), None)
+                (per[owner] if owner and key not in type(self).field_names() else own)[key] = text
+        changes = {s: sections[s].with_strings(v).validate() for s, v in per.items() if v}
+        base = super().with_strings(own) if own else self
+        return dataclasses.replace(base, **changes) if changes else base
+
+    def build(self) -> "ModelAveragingProgram":
+        return ModelAveragingProgram(self)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Part subgraphs
+# --------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False)
+class PartShard:
+    """One part's standalone subgraph (local ids ``0..num_local-1``; owned vertices first).
+
+    Attributes:
+        part: the part id.
+        gid: ``(num_local,)`` global id of each local vertex.
+        num_owned: owned vertices (local ids ``0..num_owned-1``).
+        agg_rows, agg_cols, agg_weights: COO of the local ``Â`` (local degrees; GCN self-loops included).
+        features, labels: rows of the local vertices.
+        train_mask: owned training vertices (halo vertices are never targets).
+        alpha: the part's averaging weight.
+    """
+
+    part: int
+    gid: torch.Tensor
+    num_owned: int
+    agg_rows: torch.Tensor
+    agg_cols: torch.Tensor
+    agg_weights: torch.Tensor
+    features: torch.Tensor
+    labels: torch.Tensor
+    train_mask: torch.Tensor
+    alpha: float = 1.0
+
+    @property
+    def num_local(self) -> int:
+        return int(self.gid.numel())
+
+    @property
+    def num_train(self) -> int:
+        return int(self.train_mask.sum())
+
+
+def _triplets(model: str, src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
+    """``(rows, cols, weights)`` of ``Â`` for the edges ``src -> dst`` of a standalone graph (its degrees)."""
+    in_deg = torch.bincount(dst, minlength=num_nodes)
+    out_deg = torch.bincount(src, minlength=num_nodes)
+    s, d = src, dst
+    if model == "gcn":
+        ids = torch.arange(num_nodes)
+        s, d = torch.cat([s, ids]), torch.cat([d, ids])
+    return d, s, edge_weights(model, s, d, in_deg[d], out_deg[s])
+
+
+def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: int, model: str) -> PartShard:
+    """Part ``part``'s standalone subgraph with a ``halo_hops`` halo (see the module docstring; vectorised).
+
+    Example:
+        >>> import torch
+        >>> from workbench.graph import Graph
+        >>> g = Graph.from_edges(torch.tensor([0, 1, 1, 2, 2, 3]), torch.tensor([1, 0, 2, 1, 3, 2]), 4,
+        ...                      directed=False, features=torch.eye(4), labels=torch.tensor([0, 1, 0, 1]),
+        ...                      train_mask=torch.ones(4, dtype=torch.bool))
+        >>> s = part_subgraph(g, torch.tensor([0, 0, 1, 1]), 0, 1, "sage")
+        >>> s.gid.tolist(), s.num_owned, s.train_mask.tolist()
+        ([0, 1, 2], 2, [True, True, False])
+    """
+    src, dst = graph.edges()
+    n = graph.num_nodes
+    owned = node_part == part
+    if halo_hops == 0:
+        lo = torch.minimum(src, dst)
+        keep = (owned[src] & owned[dst]) | ((node_part[src] != node_part[dst]) & (node_part[lo] == part))
+        inside = owned.clone()
+        inside[src[keep]] = True
+        inside[dst[keep]] = True
+    else:
+        core = owned.clone()   # vertices within halo_hops - 1 hops: their full in-neighbourhood is kept
+        for _ in range(halo_hops - 1):
+            grown = core.clone()
+            grown[src[core[dst]]] = True
+            core = grown
+        inside = core.clone()
+        inside[src[core[dst]]] = True
+        keep = (core[dst] | core[src]) & inside[src] & inside[dst]
+    gid = torch.cat([torch.nonzero(owned).flatten(), torch.nonzero(inside & ~owned).flatten()])
+    g2l = torch.full((n,), -1, dtype=torch.int64)
+    g2l[gid] = torch.arange(gid.numel())
+    rows, cols, w = _triplets(model, g2l[src[keep]], g2l[dst[keep]], gid.numel())
+    num_owned = int(owned.sum())
+    labels = graph.labels[gid]
+    train = torch.zeros(gid.numel(), dtype=torch.bool)
+    if graph.train_mask is not None:
+        train[:num_owned] = graph.train_mask[gid[:num_owned]] & (labels[:num_owned] >= 0)
+    return PartShard(part=part, gid=gid, num_owned=num_owned, agg_rows=rows, agg_cols=cols, agg_weights=w,
+                     features=graph.features[gid], labels=labels, train_mask=train)
+
+
+@dataclasses.dataclass(eq=False)
+class _Payload:
+    shards: list
+    num_classes: int
+    full: Optional[dict] = None   # rank 0: the full graph for evaluation
+    num_params_bytes: int = 0
+
+
+# --------------------------------------------------------------------------------------------------------
+# Program and loop
+# --------------------------------------------------------------------------------------------------------
+
+
+class ModelAveragingProgram(Program):
+    """Prepare the parts' subgraphs on the client; train locally and average on the ranks."""
+
+    name = "catgnn"
+
+    def __init__(self, config: ModelAveragingConfig, *, graph: Optional[Graph] = None):
+        super().__init__(config)
+        self._graph = graph
+        self.partition_result: Any = None
+        self.shard_sizes: list[dict] = []
+
+    def world_size_for(self, requested: Optional[int]) -> int:
+        ranks = int(requested or 1)
+        return min(ranks, self.config.num_parts) if self.config.num_parts else ranks
+
+    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
+        from workbench.train.full_graph import load_and_partition
+
+        cfg = self.config
+        num_parts = cfg.num_parts or world_size
+        graph, node_part, result = load_and_partition(cfg, world_size, graph=self._graph if self._graph is not None else cfg.graph,
+                                                      owner=type(self).__name__, emit=emit, num_parts=num_parts)
+        self.partition_result = result
+        if result is not None:
+            try:
+                emit(result.to_event())
+            except Exception:  # a metrics failure must not stop training
+                pass
+        model = cfg.method("model")
+        emit(Progress(stage="subgraphs", done=0, total=num_parts, message=f"K = {cfg.halo_hops}"))
+        shards = [part_subgraph(graph, node_part, p, cfg.halo_hops, model) for p in range(num_parts)]
+        total_train = sum(s.num_train for s in shards)
+        for s in shards:
+            s.alpha = (s.num_train / total_train if total_train else 1.0 / num_parts) if cfg.weighting == "train" \
+                else 1.0 / num_parts
+        self.shard_sizes = [{"part": s.part, "owned": s.num_owned, "local": s.num_local, "train": s.num_train,
+                             "alpha": s.alpha, "local_edges": int(s.agg_rows.numel())} for s in shards]
+        emit(Progress(stage="subgraphs", done=num_parts, total=num_parts))
+        src, dst = graph.edges()
+        rows, cols, w = _triplets(model, src, dst, graph.num_nodes)
+        full = {"rows": rows, "cols": cols, "weights": w, "features": graph.features, "labels": graph.labels,
+                "masks": tuple(m if m is not None else torch.zeros(graph.num_nodes, dtype=torch.bool)
+                               for m in (graph.train_mask, graph.val_mask, graph.test_mask))}
+        return [_Payload(shards=shards[r::world_size], num_classes=graph.num_classes, full=full if r == 0 else None)
+                for r in range(world_size)]
+
+    def run_rank(self, ctx: RankContext, payload: _Payload) -> dict:
+        cfg = self.config
+        stage = MODELS.build(cfg.method("model"), cfg.model)
+        in_dim = payload.shards[0].features.shape[1]
+        models = [stage.build(in_dim=in_dim, out_dim=payload.num_classes,
+                              seed=cfg.train.seed + (s.part if cfg.init == "independent" else 0)).to(ctx.device)
+                  for s in payload.shards]
+        return AveragingLoop(ctx, models, cfg, payload).run()
+
+    def summarize(self, rank_results: list[dict]) -> dict:
+        cfg = self.config
+        r0 = min(rank_results, key=lambda r: r.get("rank", 0))
+        summary = summarize_ranks(rank_results, name=self.name, predicted={},
+                                  extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
+                                         "sync_interval": cfg.sync_interval, "halo_hops": cfg.halo_hops,
+                                         "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
+        summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
+                                           "num_params")})
+        p = len(rank_results)
+        per_sync = sum(2 * (p - 1) * 4 * r0["num_params"] // p for _ in range(p)) if p > 1 else 0
+        summary["predicted_model_avg_bytes"] = per_sync * r0["num_syncs"]
+        return summary
+
+
+class AveragingLoop(TrainLoop):
+    """Local full-batch training of a rank's parts (no gradient all-reduce) and weighted model averaging."""
+
+    def __init__(self, ctx, models: list, config: ModelAveragingConfig, payload: _Payload):
+        tc = config.train
+        super().__init__(ctx, models[0], tc, exchange_kinds=("model_avg",))
+        self.cfg = config
+        self.models = models
+        self.optimizers = [self.optimizer] + [make_optimizer(tc.optimizer, m.parameters(), tc.lr, tc.weight_decay)
+                                              for m in models[1:]]
+        dev = ctx.device
+        self.parts = []
+        for s in payload.shards:
+            a, a_t = sparse_aggregator(s.agg_rows, s.agg_cols, s.agg_weights, (s.num_local, s.num_local))
+            self.parts.append((s, a.to(dev), a_t.to(dev), s.features.to(dev), s.labels.to(dev), s.train_mask.to(dev)))
+        self.full = None
+        if payload.full is not None:
+            f = payload.full
+            n = f["features"].shape[0]
+            a, a_t = sparse_aggregator(f["rows"], f["cols"], f["weights"], (n, n))
+            self.full = (a.to(dev), a_t.to(dev), f["features"].to(dev), f["labels"].to(dev),
+                         tuple(m.to(dev) for m in f["masks"]))
+        self.num_params = sum(p.numel() for p in models[0].parameters())
+        self.num_syncs = 0
+        self.best = (-1, -1.0, None)
+
+    def batches(self, epoch: int):
+        for k in range(len(self.models)):
+            self.model, self.optimizer = self.models[k], self.optimizers[k]
+            yield k
+
+    def forward(self, k: int) -> StepOutput:
+        s, a, a_t, x, labels, train = self.parts[k]
+        logits = self.model(x, lambda h, layer: SpMM.apply(a, a_t, h))
+        if bool(train.any()):
+            loss = torch.nn.functional.cross_entropy(logits[train], labels[train], reduction="sum") / int(train.sum())
+        else:
+            loss = logits.sum() * 0.0
+        none = torch.zeros_like(train)
+        return StepOutput(loss, logits, labels, (train, none, none), extra={"alpha": s.alpha})
+
+    def reduce_gradients(self) -> None:
+        """No gradient synchronisation: the parts train independently between averages."""
+
+    def average(self) -> None:
+        """``W = sum_k alpha_k W_k`` over all parts: one all-reduce of the flat parameters (kind ``model_avg``)."""
+        flat = None
+        for (s, *_), m in zip(self.parts, self.models):
+            v = torch.cat([p.detach().reshape(-1) for p in m.parameters()]) * s.alpha
+            flat = v if flat is None else flat + v
+        if self.ctx.world_size > 1:
+            self.comm.all_reduce(flat, kind="model_avg")
+        for m in self.models:
+            offset = 0
+            with torch.no_grad():
+                for p in m.parameters():
+                    p.copy_(flat[offset:offset + p.numel()].view_as(p))
+                    offset += p.numel()
+        self.num_syncs += 1
+
+    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
+        if (epoch + 1) % self.cfg.sync_interval == 0 or epoch + 1 == self.config.epochs:
+            self.average()
+        loss = sum(float(o.loss.detach()) * o.extra["alpha"] for o in outputs)
+        vals = [loss, 0.0, 0.0, 0.0]
+        if self.full is not None:
+            a, a_t, x, labels, masks = self.full
+            with torch.no_grad():
+                pred = self.models[0](x, lambda h, layer: SpMM.apply(a, a_t, h)).argmax(dim=1)
+            for i, m in enumerate(masks):
+                m = m & (labels >= 0)
+                vals[1 + i] = float((pred[m] == labels[m]).float().mean()) if bool(m.any()) else float("nan")
+        t = torch.tensor(vals, dtype=torch.float64, device=self.ctx.device)
+        if self.ctx.world_size > 1:
+            self.comm.all_reduce(t, kind="metrics")
+        t = t.cpu().tolist()
+        metrics = {"loss": t[0], "train_acc": t[1], "val_acc": t[2], "test_acc": t[3]}
+        if t[2] == t[2] and t[2] > self.best[1]:
+            self.best = (epoch, t[2], t[3])
+        return metrics
+
+    def extra_result(self) -> dict:
+        return {"best_epoch": self.best[0], "best_val_acc": self.best[1], "test_acc_at_best_val": self.best[2],
+                "num_syncs": self.num_syncs, "num_params": self.num_params}
