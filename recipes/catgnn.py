@@ -57,6 +57,10 @@ def sage(**overrides) -> ModelAveragingConfig:
     return recipe(model=GraphSAGE.Config(hidden=hidden, num_layers=layers), **overrides)
 
 
+#: public helpers that are not variants of ``workbench run catgnn:...``
+__helpers__ = ("sync_sweep",)
+
+
 def sync_sweep(intervals=(1, 5, 10, 20), **overrides) -> list[ModelAveragingConfig]:
     """Figure 11: the same run averaging every ``k`` epochs, one config per interval."""
     return [recipe(sync_interval=k, **overrides) for k in intervals]

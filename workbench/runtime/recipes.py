@@ -46,9 +46,15 @@ def available_recipes() -> list[str]:
 
 
 def recipe_variants(module: ModuleType) -> list[str]:
-    """Public functions defined in a recipe module (its default and named variants)."""
+    """Public functions defined in a recipe module (its default and named variants).
+
+    A module lists public helpers that are not variants (a sweep returning several configs) in
+    ``__helpers__``.
+    """
+    helpers = set(getattr(module, "__helpers__", ()))
     return sorted(name for name, obj in vars(module).items()
-                  if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_"))
+                  if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_")
+                  and name not in helpers)
 
 
 def _load_path(path: Path) -> ModuleType:
