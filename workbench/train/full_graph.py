@@ -42,7 +42,7 @@ from workbench.runtime.program import Program, RankContext
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.loop import (LabelData, StepOutput, TrainLoop, load_training_graph, masked_loss, partition_nodes,
-                                  summarize_ranks)
+                                  split_sizes, summarize_ranks)
 from workbench.train.models import MODELS, SpMM, edge_weights, sparse_aggregator
 from workbench.train.staleness import predicted_bytes_by_epoch
 
@@ -249,6 +249,7 @@ class FullGraphProgram(Program):
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
         graph, node_part, result = self._load_and_partition(world_size, emit)
+        self.split_sizes = split_sizes(graph)
         widths = MODELS.build(cfg.method("model"), cfg.model).input_widths(graph.num_features)
         layout = self.exchange().layout(graph, node_part, world_size, cfg.method("model"), widths)
         self.predicted = layout.predicted
@@ -273,7 +274,7 @@ class FullGraphProgram(Program):
         predicted = self.predicted or rank_results[0].get("predicted", {})
         summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
                                   extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
-                                         "exchange": cfg.method("exchange")})
+                                         "exchange": cfg.method("exchange"), "split_sizes": getattr(self, "split_sizes", None)})
         baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
         moved = sum(summary["bytes_by_epoch"])
         # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)

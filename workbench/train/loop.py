@@ -20,7 +20,7 @@ from workbench._validation import Config, ErrorCollector
 from workbench.events import EpochEnd, Progress, Traffic
 from workbench.graph import Graph
 
-__all__ = ["load_training_graph", "check_training_graph", "make_optimizer", "allreduce_gradients",
+__all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer", "allreduce_gradients",
            "global_metrics", "EpochRecorder", "summarize_ranks", "partition_nodes", "OPTIMIZERS", "LabelData",
            "masked_loss", "TrainLoopConfig", "TrainLoop", "StepOutput", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
            "TRAFFIC_WINDOW_EPOCHS"]
@@ -46,6 +46,13 @@ def load_training_graph(spec: Any, owner: str) -> Graph:
         graph = load_graph(spec)
     check_training_graph(graph, owner)
     return graph
+
+
+def split_sizes(graph: Graph) -> dict[str, int]:
+    """Labelled vertices in each split (what the run trains and evaluates on; the run summary repeats it)."""
+    labelled = graph.labels >= 0 if graph.labels is not None else torch.zeros(graph.num_nodes, dtype=torch.bool)
+    return {k: int((getattr(graph, f"{k}_mask") & labelled).sum()) if getattr(graph, f"{k}_mask") is not None else 0
+            for k in ("train", "val", "test")}
 
 
 def check_training_graph(graph: Graph, owner: str) -> None:
