@@ -22,6 +22,7 @@ import gzip
 import io
 import os
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 from workbench._validation import ParamError, param_error
+from workbench.data.safe_io import MAX_NODES, check_num_nodes
 from workbench.graph import Graph
 
 __all__ = ["DataFormatError", "read_edge_list", "read_ogb_node_dataset", "read_dgl_binary", "progress_bar"]
@@ -110,8 +112,8 @@ def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed:
     path = Path(path)
     owner = "read_edge_list"
     if num_nodes is not None and (not isinstance(num_nodes, (int, np.integer)) or isinstance(num_nodes, bool)
-                                  or num_nodes < 0):
-        raise ParamError([param_error("num_nodes", owner, "a non-negative int or None", num_nodes)])
+                                  or not 0 <= num_nodes <= MAX_NODES):
+        raise ParamError([param_error("num_nodes", owner, f"an int in [0, {MAX_NODES}] or None", num_nodes)])
     if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise ParamError([param_error("chunk_bytes", owner, "a positive int", chunk_bytes)])
     if not path.is_file():
@@ -123,7 +125,10 @@ def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed:
         stream = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
         carry = b""
         while True:
-            block = stream.read(chunk_bytes)
+            try:
+                block = stream.read(chunk_bytes)
+            except (OSError, EOFError, zlib.error) as exc:   # a truncated or corrupt .gz
+                raise DataFormatError(owner, path, "a complete gzip file", f"{type(exc).__name__}: {exc}") from None
             data = carry + block
             if block:
                 cut = data.rfind(b"\n")
@@ -146,11 +151,28 @@ def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed:
     dst = torch.from_numpy(np.concatenate(state.dst))
     if num_nodes is None:
         num_nodes = int(max(src.max(), dst.max())) + 1
+    if num_nodes > MAX_NODES:   # refused before the (num_nodes + 1) row pointers are allocated
+        big = int(max(src.max(), dst.max()))
+        line = _line_of_id(path, big)
+        raise DataFormatError(owner, path, f"vertex ids below {MAX_NODES} (the most vertices a graph may have)",
+                              big, line=line)
     if not directed:
         from workbench.data.cleaning import symmetrize
 
         src, dst = symmetrize(src, dst, num_nodes, dedupe=False)
     return Graph.from_edges(src, dst, num_nodes=num_nodes, directed=directed, name=name or path.name)
+
+
+def _line_of_id(path: Path, vertex: int) -> Optional[int]:
+    """The first line holding ``vertex`` (error path only; plain text files)."""
+    if path.suffix == ".gz":
+        return None
+    token = str(vertex).encode()
+    with open(path, "rb") as f:
+        for i, raw_line in enumerate(f, 1):
+            if token in raw_line.translate(_TRANSLATE).split():
+                return i
+    return None
 
 
 class _EdgeListState:
@@ -273,6 +295,7 @@ def read_ogb_node_dataset(root: PathLike, *, split: str = "auto", symmetrize: bo
     if num_file.is_file():
         nums = _read_csv_ints(pd, num_file, owner, chunk_rows, False, num_cols=1)
         num_nodes = int(nums[:, 0].sum())
+        check_num_nodes(num_nodes, owner, num_file)
     feat_file, label_file = raw / "node-feat.csv.gz", raw / "node-label.csv.gz"
     features = _read_features(pd, feat_file, owner, chunk_rows, progress) if feat_file.is_file() else None
     labels = _read_labels(pd, label_file, owner, chunk_rows) if label_file.is_file() else None
@@ -283,6 +306,7 @@ def read_ogb_node_dataset(root: PathLike, *, split: str = "auto", symmetrize: bo
                 break
     if num_nodes is None:
         num_nodes = int(edges.max()) + 1 if edges.size else 0
+        check_num_nodes(num_nodes, owner, edge_file)
     for arr, f in ((features, feat_file), (labels, label_file)):
         if arr is not None and arr.shape[0] != num_nodes:
             raise DataFormatError(owner, f, f"one row per node (num_nodes={num_nodes})", f"{arr.shape[0]} rows",
