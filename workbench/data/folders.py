@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from workbench._validation import Config, ErrorCollector
-from workbench.data.safe_io import MAX_NODES, check_num_nodes, read_json, read_npy, read_npz
+from workbench.data.safe_io import check_inferred_num_nodes, check_num_nodes, read_json, read_npy, read_npz
 from workbench.graph import Graph
 
 __all__ = ["read_saint_folder", "read_array_folder", "attach_node_data", "is_saint_folder", "is_array_folder",
@@ -103,7 +103,8 @@ def read_saint_folder(folder: Any, *, name: Optional[str] = None, progress: Opti
         raise _error(owner, cmap_file, "a non-empty JSON object {vertex id: class}", type(cmap).__name__)
     n = n_adj if n_adj is not None else (features.shape[0] if features is not None else None)
     if n is None:
-        n = max(int(src.max()) + 1 if src.size else 0, len(cmap))
+        n = max(int(max(src.max(), dst.max())) + 1 if src.size else 0, len(cmap))
+        check_inferred_num_nodes(n, src.size, owner, edges_from)
     check_num_nodes(n, owner, edges_from)
     if features is not None and features.shape[0] != n:
         raise _error(owner, feat_file, f"one row per vertex ({n} in {edges_from.name})", f"{features.shape[0]} rows")
@@ -224,11 +225,13 @@ def _masks_from_ids(train: np.ndarray, val: np.ndarray, test: np.ndarray, n: int
             m = np.zeros(n, dtype=bool)
             m[ids] = True
         masks[name] = m
-    overlap = (masks["train_mask"] & masks["val_mask"]) | (masks["train_mask"] & masks["test_mask"]) \
-        | (masks["val_mask"] & masks["test_mask"])
-    if overlap.any():
-        raise _error(owner, path, "disjoint train, val and test sets",
-                     f"{int(overlap.sum())} vertices in two sets, e.g. {int(np.flatnonzero(overlap)[0])}")
+    for a, b in (("train_mask", "val_mask"), ("train_mask", "test_mask"), ("val_mask", "test_mask")):
+        overlap = masks[a] & masks[b]
+        if overlap.any():
+            where = path.get(b, path) if isinstance(path, dict) else path
+            other = f" in {Path(path[a]).name}" if isinstance(path, dict) and a in path else ""
+            raise _error(owner, where, f"disjoint train, val and test sets ({b[:-5]} overlaps {a[:-5]}{other})",
+                         f"{int(overlap.sum())} vertices in both, e.g. {int(np.flatnonzero(overlap)[0])}")
     return {k: torch.from_numpy(v) for k, v in masks.items()}
 
 
@@ -340,7 +343,7 @@ def attach_node_data(edges: Any, *, features: Any = None, labels: Any = None, tr
     max_id = max(int(src.max()), int(dst.max())) if src.size else -1
     if n is None:
         n = n_text if n_text is not None else max_id + 1
-        check_num_nodes(n, owner, edges)
+        check_inferred_num_nodes(n, src.size, owner, edges)
     elif max_id >= n:
         f = arrays["features" if "features" in arrays else "labels"][0]
         raise _error(owner, edges, f"vertex ids below the number of rows of {f.name} ({n})", max_id)
@@ -361,7 +364,7 @@ def attach_node_data(edges: Any, *, features: Any = None, labels: Any = None, tr
     if split_given:
         empty = np.zeros(0, dtype=np.int64)
         ids = [arrays[k][1] if k in arrays else empty for k in ("train", "val", "test")]
-        where = arrays[split_given[0]][0]
+        where = {f"{k}_mask": arrays[k][0] for k in split_given}
         node_data.update(_masks_from_ids(*ids, n, where, owner))
     elif "labels" in node_data:
         pool = np.flatnonzero(node_data["labels"].numpy() >= 0)

@@ -36,13 +36,14 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from workbench.data.safe_io import MAX_NODES, check_num_nodes, read_pickle
+from workbench.data.safe_io import check_num_nodes, read_pickle
 from workbench.graph import Graph
 
 __all__ = ["read_planetoid", "find_planetoid", "write_planetoid", "PLANETOID_PARTS"]
 
 PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
 _OWNER = "read_planetoid"
+_MAX_DENSE = 1 << 28   # entries of a dense feature block (PubMed: 19,717 x 500 = 9.9e6)
 
 
 def find_planetoid(folder: Path) -> Optional[tuple[Path, str]]:
@@ -68,8 +69,8 @@ def _dense(obj: Any, path: Path, what: str) -> np.ndarray:
         try:
             obj = obj.tocsr()
             obj.check_format(full_check=True)
-            if obj.shape[0] > MAX_NODES or obj.shape[0] * obj.shape[1] > 1 << 34:
-                raise ValueError(f"shape {obj.shape} too large")
+            if obj.shape[0] * obj.shape[1] > _MAX_DENSE:
+                raise ValueError(f"shape {obj.shape} is over {_MAX_DENSE:,} entries when dense")
             obj = obj.toarray()
         except Exception as exc:   # a matrix whose arrays disagree (crafted state)
             raise DataFormatError(_OWNER, path, f"a consistent scipy sparse {what} matrix", str(exc)[:160]) from None
@@ -126,6 +127,9 @@ def read_planetoid(folder: Any, name: Optional[str] = None) -> Graph:
         raise DataFormatError(_OWNER, files["test.index"], "distinct test ids", "repeated ids")
     lo, hi = int(sorted_test[0]), int(sorted_test[-1])
     span = hi - lo + 1
+    if span > 2 * tx.shape[0] + 1000:   # CiteSeer's gaps are 15 ids in 1015; refuse before allocating the span
+        raise DataFormatError(_OWNER, files["test.index"], f"test ids spanning at most 2 x {tx.shape[0]} + 1000 "
+                                                           f"(the rows of tx)", f"ids from {lo} to {hi}")
     check_num_nodes(allx.shape[0] + span, _OWNER, files["test.index"])
     if lo != allx.shape[0]:
         raise DataFormatError(_OWNER, files["test.index"], f"test ids starting at len(allx) = {allx.shape[0]}", lo)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from workbench._validation import ParamError, param_error
-from workbench.data.safe_io import MAX_NODES, check_num_nodes
+from workbench.data.safe_io import MAX_NODES, check_inferred_num_nodes, check_num_nodes
 from workbench.graph import Graph
 
 __all__ = ["DataFormatError", "read_edge_list", "read_ogb_node_dataset", "read_dgl_binary", "progress_bar"]
@@ -151,11 +151,13 @@ def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed:
     dst = torch.from_numpy(np.concatenate(state.dst))
     if num_nodes is None:
         num_nodes = int(max(src.max(), dst.max())) + 1
-    if num_nodes > MAX_NODES:   # refused before the (num_nodes + 1) row pointers are allocated
-        big = int(max(src.max(), dst.max()))
-        line = _line_of_id(path, big)
-        raise DataFormatError(owner, path, f"vertex ids below {MAX_NODES} (the most vertices a graph may have)",
-                              big, line=line)
+        try:   # refused before the (num_nodes + 1) row pointers are allocated
+            check_inferred_num_nodes(num_nodes, src.numel(), owner, path)
+        except DataFormatError:
+            line = _line_of_id(path, num_nodes - 1)
+            raise DataFormatError(owner, path, f"vertex ids below {min(MAX_NODES, 64 * src.numel() + (1 << 20)):,} "
+                                               f"(64 x edges + 2^20; relabel sparse ids or pass num_nodes)",
+                                  num_nodes - 1, line=line) from None
     if not directed:
         from workbench.data.cleaning import symmetrize
 
@@ -306,7 +308,7 @@ def read_ogb_node_dataset(root: PathLike, *, split: str = "auto", symmetrize: bo
                 break
     if num_nodes is None:
         num_nodes = int(edges.max()) + 1 if edges.size else 0
-        check_num_nodes(num_nodes, owner, edge_file)
+        check_inferred_num_nodes(num_nodes, edges.shape[0], owner, edge_file)
     for arr, f in ((features, feat_file), (labels, label_file)):
         if arr is not None and arr.shape[0] != num_nodes:
             raise DataFormatError(owner, f, f"one row per node (num_nodes={num_nodes})", f"{arr.shape[0]} rows",
@@ -375,9 +377,9 @@ def _csv_chunks(pd, path: Path, chunk_rows: int, progress: Optional[bool], **kw)
                 bar.update(raw.tell() - bar.n)
         except pd.errors.EmptyDataError:
             return
-        except (pd.errors.ParserError, OSError, EOFError) as exc:
-            raise DataFormatError("read_ogb_node_dataset", path, "a well-formed gzip CSV file", str(exc),
-                                  param="root") from exc
+        except (pd.errors.ParserError, OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+            raise DataFormatError("read_ogb_node_dataset", path, "a well-formed gzip CSV file",
+                                  f"{type(exc).__name__}: {str(exc)[:160]}", param="root") from None
 
 
 def _read_csv_ints(pd, path: Path, owner: str, chunk_rows: int, progress: Optional[bool], num_cols: int) -> np.ndarray:

@@ -38,7 +38,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["MAX_NODES", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes"]
+__all__ = ["MAX_NODES", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes",
+           "check_inferred_num_nodes"]
 
 MAX_NODES = 2 ** 32
 """Most vertices a file may claim (ogbn-papers100M has 1.1e8); larger claims are refused before allocation."""
@@ -56,6 +57,16 @@ def check_num_nodes(num_nodes: int, owner: str, path: Any) -> None:
     """Refuse a vertex count over :data:`MAX_NODES` (before anything of that size is allocated)."""
     if not 0 <= int(num_nodes) <= MAX_NODES:
         raise _err(owner, path, f"a vertex count in [0, {MAX_NODES}]", int(num_nodes))
+
+
+def check_inferred_num_nodes(num_nodes: int, num_edges: int, owner: str, path: Any) -> None:
+    """Refuse a vertex count taken from the largest id when the ids are far sparser than any real graph's
+    (more than ``64 * edges + 2^20`` vertices, almost all isolated): one stray digit must not allocate
+    gigabytes. Relabel the ids, or give the vertex count (features, labels, ``num_nodes``)."""
+    check_num_nodes(num_nodes, owner, path)
+    if num_nodes > 64 * num_edges + (1 << 20):
+        raise _err(owner, path, f"vertex ids below 64 x edges + 2^20 = {64 * num_edges + (1 << 20):,} when the "
+                                f"vertex count comes from the largest id (relabel sparse ids)", num_nodes - 1)
 
 
 def _header(fp, owner: str, path: Any) -> tuple[tuple, np.dtype, bool]:
