@@ -191,6 +191,19 @@ class Graph:
 
         return from_dgl(g, name=name)
 
+    def to_pyg(self):
+        """A ``torch_geometric.data.Data`` (``edge_index``, ``x``, ``y``, masks); see :func:`workbench.interop.to_pyg`."""
+        from workbench.interop import to_pyg
+
+        return to_pyg(self)
+
+    @classmethod
+    def from_pyg(cls, data, *, name: str = "pyg") -> "Graph":
+        """From a ``torch_geometric.data.Data`` (``edge_index``, ``x``, ``y``, masks are carried)."""
+        from workbench.interop import from_pyg
+
+        return from_pyg(data, name=name)
+
     # ---------------------------------------------------------------------------------------------- repr
     def summary(self) -> dict[str, Any]:
         deg = self.in_degrees().to(torch.float64)

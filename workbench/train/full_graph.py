@@ -317,14 +317,26 @@ class FullGraphLoop(TrainLoop):
         dev = ctx.device
         self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
         self.masks = tuple(m.to(dev) for m in shard.data.masks)
+        gid = shard.data.global_nid
+        self.node_ids = gid.to(dev) if gid is not None else None
 
     def on_epoch_start(self, epoch: int) -> None:
         self.exchange.epoch = epoch
 
     def forward(self, batch: Any) -> StepOutput:
-        logits = self.model(self.x, self.exchange.aggregate)
+        logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
         loss = masked_loss(logits, self.labels, self.masks[0], self.num_train_global)
         return StepOutput(loss, logits, self.labels, self.masks)
+
+    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
+        if getattr(self.model, "dropout", 0.0) > 0:   # accuracy without dropout: one more forward pass, eval mode
+            self.model.eval()
+            with torch.no_grad():
+                logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
+            self.model.train()
+            o = outputs[0]
+            outputs = [StepOutput(o.loss, logits, o.labels, o.masks)]
+        return super().evaluate(epoch, outputs)
 
     def after_backward(self, batch: Any, out: StepOutput) -> None:
         self.exchange.after_backward(self.model)
