@@ -290,7 +290,7 @@ def runs_command(args: argparse.Namespace) -> int:
         meta = {}
         if (run_dir / "config.json").exists():
             meta = json.loads((run_dir / "config.json").read_text())
-        status, epochs, world = "running or crashed", -1, "?"
+        status, epochs, world = "unfinished", -1, "?"   # no run_finished: running, or killed
         for ev in iter_run_log(run_dir):
             if isinstance(ev, RunFinished):
                 status = ev.status
