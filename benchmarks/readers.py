@@ -76,12 +76,10 @@ def _write_inputs(folder: Path, lines: int, num_nodes: int) -> tuple[Path, Path]
     rng = np.random.default_rng(0)
     src = rng.integers(0, num_nodes, lines)
     dst = rng.integers(0, num_nodes, lines)
+    import pandas as pd
+
     text = folder / "edges.txt"
-    with open(text, "w") as f:
-        step = 1_000_000
-        for i in range(0, lines, step):
-            s, d = src[i:i + step], dst[i:i + step]
-            f.write("\n".join(np.char.add(np.char.add(s.astype(str), " "), d.astype(str)).tolist()) + "\n")
+    pd.DataFrame({"s": src, "d": dst}).to_csv(text, sep=" ", header=False, index=False, chunksize=1_000_000)
     saint = folder / "saint"
     saint.mkdir()
     adj = sp.csr_matrix((np.ones(lines, np.float32), (src, dst)), shape=(num_nodes, num_nodes))
