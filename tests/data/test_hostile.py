@@ -8,6 +8,7 @@ only error that comes out is the documented one (:class:`~workbench._validation.
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import io
 import json
@@ -207,6 +208,7 @@ _TEMPLATES: dict[str, tuple[Path, Path]] = {}
 def _template(fmt: str) -> tuple[Path, Path]:
     if fmt not in _TEMPLATES:
         root = Path(tempfile.mkdtemp(prefix=f"hostile-{fmt}-"))
+        atexit.register(shutil.rmtree, root, True)
         _TEMPLATES[fmt] = (root, make(fmt, root))
     return _TEMPLATES[fmt]
 

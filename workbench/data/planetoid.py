@@ -43,7 +43,7 @@ __all__ = ["read_planetoid", "find_planetoid", "write_planetoid", "PLANETOID_PAR
 
 PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
 _OWNER = "read_planetoid"
-_MAX_DENSE = 1 << 28   # entries of a dense feature block (PubMed: 19,717 x 500 = 9.9e6)
+_MAX_DENSE = 1 << 25   # entries of a dense block (CiteSeer 3,327 x 3,703 = 1.2e7; PubMed 19,717 x 500 = 9.9e6)
 
 
 def find_planetoid(folder: Path) -> Optional[tuple[Path, str]]:
@@ -105,6 +105,12 @@ def read_planetoid(folder: Any, name: Optional[str] = None) -> Graph:
         if not f.is_file():
             raise DataFormatError(_OWNER, f, "a Planetoid file next to the others", "missing file")
     objs = {part: read_pickle(files[part], _OWNER) for part in PLANETOID_PARTS if part != "test.index"}
+    for group in (("allx", "x", "tx"), ("ally", "y", "ty")):   # widths agree before anything is made dense
+        widths = [getattr(objs[k], "shape", (0, None))[1:2] for k in group]
+        for k, w in zip(group[1:], widths[1:]):
+            if w != widths[0]:
+                raise DataFormatError(_OWNER, files[k], f"{widths[0][0] if widths[0] else '?'} columns (as in "
+                                                        f"{group[0]})", w[0] if w else "no 2-D matrix")
     test_index = _read_index(files["test.index"])
     x, tx, allx = (_dense(objs[k], files[k], "feature") for k in ("x", "tx", "allx"))
     y, ty, ally = (_dense(objs[k], files[k], "one-hot label") for k in ("y", "ty", "ally"))
