@@ -236,3 +236,17 @@ def test_mutated_files_raise_only_the_documented_error(fmt, which, op, pos, blob
             assert "\n" not in str(exc)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.parametrize("cut", [None, 40])
+def test_dgl_binary_random_or_truncated_is_one_line(tmp_path, capsys, cut):
+    dgl = pytest.importorskip("dgl")
+    p = tmp_path / "g.bin"
+    if cut is None:
+        p.write_bytes(np.random.default_rng(0).bytes(5000))
+    else:
+        dgl.save_graphs(str(p), [graph().to_dgl()])
+        p.write_bytes(p.read_bytes()[:cut])
+    assert main(["info", str(p)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "g.bin" in err and "Stack trace" not in err

@@ -477,7 +477,9 @@ def read_dgl_binary(path: PathLike, *, index: int = 0, name: Optional[str] = Non
     try:
         graphs, _ = dgl.load_graphs(str(path))
     except Exception as exc:  # DGL raises bare DGLError/RuntimeError on a malformed file
-        raise DataFormatError(owner, path, "a file written by dgl.save_graphs", f"{type(exc).__name__}: {exc}") from exc
+        first = str(exc).split("Stack trace")[0].strip().splitlines()
+        raise DataFormatError(owner, path, "a file written by dgl.save_graphs",
+                              f"{type(exc).__name__}: {(first[0] if first else '')[:200]}") from None
     if not 0 <= index < len(graphs):
         raise ParamError([param_error("index", owner, f"an int in [0, {len(graphs) - 1}] (graphs in {path.name})",
                                       index)])
