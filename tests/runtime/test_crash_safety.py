@@ -78,15 +78,16 @@ def test_client_killed_mid_local_run(tmp_path, capsys):
 @pytest.mark.slow
 def test_worker_killed_mid_dask_run(dask_client, tmp_path, capsys):
     handle = launch(TinyConfig(epochs=400, sleep_s=0.05), runner="dask", scheduler=dask_client, out=tmp_path,
-                    timeout=30)
+                    timeout=8)   # the surviving rank gives up on its peer after 8 s
     _wait_for_epochs(Path(handle.log_dir) / "events.jsonl", 4)
     pids = dask_client.run(os.getpid)
     victim = sorted(pids)[1]
     os.kill(pids[victim], signal.SIGKILL)
+    t0 = time.monotonic()
     with pytest.raises(WorkerLost):
         handle.wait(60)
+    print(f"worker loss reported after {time.monotonic() - t0:.1f} s")
     events = list(iter_run_log(handle.log_dir))
     assert len([e for e in events if isinstance(e, EpochEnd)]) >= 4
     assert events[-1].type == "run_finished" and events[-1].status == "failed"
     _check_listed_and_viewable(tmp_path, Path(handle.log_dir), {"failed"}, capsys)
-    dask_client.wait_for_workers(2, timeout=60)
