@@ -10,7 +10,7 @@ point-to-point before every layer and their gradients move back, weight gradient
 GCN normalisation with self-loops and global degrees; the run is numerically the single-process model.
 
 Simplified: DistDGL trains with neighbour sampling on mini-batches; here every epoch is one full-graph
-step (as in SANCUS/CAGNET). No dropout, Adam by default, no multi-constraint balancing (``--set
+step (as in SANCUS/CAGNET). No dropout by default (``kipf`` turns it on), Adam by default, no multi-constraint balancing (``--set
 partition.balance_train=true`` turns it on).
 
 Composition: graph, METIS partition, ``halo`` exchange (no staleness), GCN, the training loop.
@@ -62,3 +62,18 @@ def halo_stale(epsilon: int = 1, **overrides) -> RunConfig:
     """Owner-compute halo exchange with SANCUS's epoch-fixed staleness: halo rows from a peer are reused for
     up to ε epochs (the first cross-system mix; decisions H1-H4 in ``workbench.train.staleness``)."""
     return recipe(exchange=OwnerComputeHalo.Config(staleness="epoch-fixed", epsilon=float(epsilon))).replace(**overrides)
+
+
+def kipf(**overrides) -> RunConfig:
+    """Kipf & Welling's GCN setup (ICLR 2017, §5.2 / their reference code): 2 layers, hidden 16, dropout 0.5 on
+    both layers' inputs, L2 5e-4 on the first layer's weights only, Adam with lr 0.01, 200 epochs, Glorot
+    initialisation. Run it on Cora as ``--graph <folder with ind.cora.*>`` (their paper reports 81.5 % test
+    accuracy on the public split; not measured here, as nothing is downloaded).
+
+    Faithful: the layer sizes, dropout, regulariser, optimiser, epochs and initialisation. Simplified: no early
+    stopping on validation loss (their window of 10 epochs); biases are kept (zero-initialised); dropout masks
+    are drawn per (seed, epoch, layer, vertex, column), so the run is the same on any number of ranks.
+    """
+    return recipe(model=GCN.Config(hidden=16, num_layers=2, dropout=0.5, init="glorot"),
+                  train=TrainLoopConfig(epochs=200, lr=0.01, optimizer="adam", weight_decay=5e-4,
+                                        weight_decay_layers="first", seed=0)).replace(**overrides)

@@ -38,6 +38,17 @@ def test_core_imports_dgl_only_inside_functions(path):
     assert "dgl" not in _imports(path, top_level_only=True), f"{path.relative_to(ROOT)} imports dgl at import time"
 
 
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_imports_pyg_only_inside_functions(path):
+    assert "torch_geometric" not in _imports(path, top_level_only=True), f"{path.relative_to(ROOT)} imports PyG"
+
+
+def test_graph_and_interop_do_not_import_each_other_at_load_time():
+    for path, other in (("interop.py", "workbench.graph"), ("graph.py", "workbench.interop")):
+        body = ast.parse((ROOT / "workbench" / path).read_text()).body
+        assert not any(isinstance(n, ast.ImportFrom) and n.module == other for n in body), path
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "recipes").glob("*.py")), ids=lambda p: p.name)
 def test_recipes_do_not_import_views(path):
     assert not _imports(path) & {"widgets", "panel", "holoviews", "ipywidgets"}

@@ -19,6 +19,7 @@ _CORE_COMMAND_MODULES = (
     "workbench.partition.cli",
     "workbench.runtime.cli",
     "workbench.sample.cli",
+    "workbench.data.cli",
 )
 
 

@@ -191,6 +191,19 @@ class Graph:
 
         return from_dgl(g, name=name)
 
+    def to_pyg(self):
+        """A ``torch_geometric.data.Data`` (``edge_index``, ``x``, ``y``, masks); see :func:`workbench.interop.to_pyg`."""
+        from workbench.interop import to_pyg
+
+        return to_pyg(self)
+
+    @classmethod
+    def from_pyg(cls, data, *, name: str = "pyg") -> "Graph":
+        """From a ``torch_geometric.data.Data`` (``edge_index``, ``x``, ``y``, masks are carried)."""
+        from workbench.interop import from_pyg
+
+        return from_pyg(data, name=name)
+
     # ---------------------------------------------------------------------------------------------- repr
     def summary(self) -> dict[str, Any]:
         deg = self.in_degrees().to(torch.float64)
@@ -217,8 +230,52 @@ class Graph:
         extra += f", classes={s['num_classes']}" if self.labels is not None else ""
         return f"Graph({self.name!r}, {kind}, nodes={s['num_nodes']:,}, edges={s['num_edges']:,}{extra})"
 
+    def info(self) -> dict[str, Any]:
+        """What ``workbench info`` prints: sizes, the cleaning report (when the graph was read from a file),
+        isolated vertices, feature width, classes, split sizes and degree statistics (in-degree, stored edges).
+
+        Example:
+            >>> import torch
+            >>> g = Graph.from_edges(torch.tensor([0, 1]), torch.tensor([1, 0]), num_nodes=3, directed=False)
+            >>> info = g.info()
+            >>> info["num_undirected_edges"], info["num_isolated_nodes"], info["degree"]
+            (1, 1, {'min': 0, 'mean': 0.667, 'max': 1})
+        """
+        deg = self.in_degrees()
+        touched = (deg + self.out_degrees()) > 0
+        report = getattr(self, "cleaning_report", None)
+        labels = self.labels
+        labelled = int((labels >= 0).sum()) if labels is not None else 0
+        out: dict[str, Any] = {
+            "name": self.name,
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "num_undirected_edges": self.num_undirected_edges,
+            "directed": self.directed,
+            "self_loops_removed": report.self_loops_removed if report is not None else None,
+            "duplicates_removed": report.duplicates_removed if report is not None else None,
+            "edges_added_by_symmetrization": report.edges_added_by_symmetrization if report is not None else None,
+            "num_isolated_nodes": int((~touched).sum()),
+            "num_features": self.num_features,
+            "num_classes": self.num_classes,
+            "multi_label": False,
+            "num_labelled_nodes": labelled,
+            "split": {k: (int(getattr(self, f"{k}_mask").sum()) if getattr(self, f"{k}_mask") is not None else None)
+                      for k in ("train", "val", "test")},
+            "degree": {"min": int(deg.min()) if self.num_nodes else 0,
+                       "mean": round(float(deg.to(torch.float64).mean()), 3) if self.num_nodes else 0.0,
+                       "max": int(deg.max()) if self.num_nodes else 0},
+        }
+        return out
+
     def _repr_html_(self) -> str:
+        def fmt(v: Any) -> str:
+            if isinstance(v, dict):
+                return ", ".join(f"{k} {fmt(x)}" for k, x in v.items())
+            if v is None:
+                return "-"
+            return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
         rows = "".join(f"<tr><td style='text-align:left'>{html.escape(k)}</td>"
-                       f"<td style='text-align:right'>{html.escape(f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else str(v))}</td></tr>"
-                       for k, v in self.summary().items())
+                       f"<td style='text-align:right'>{html.escape(fmt(v))}</td></tr>" for k, v in self.info().items())
         return f"<b>Graph</b><table>{rows}</table>"

@@ -6,7 +6,7 @@
 Example:
     >>> from workbench.data import load_graph, GENERATORS
     >>> sorted(GENERATORS)[:3]
-    ['chunglu', 'karate', 'lesmis']
+    ['chunglu', 'files', 'karate']
     >>> load_graph("rmat:scale=8,edge_factor=4,seed=0").num_nodes
     256
 """

@@ -22,6 +22,7 @@ import gzip
 import io
 import os
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 from workbench._validation import ParamError, param_error
+from workbench.data.safe_io import MAX_NODES, check_inferred_num_nodes, check_num_nodes
 from workbench.graph import Graph
 
 __all__ = ["DataFormatError", "read_edge_list", "read_ogb_node_dataset", "read_dgl_binary", "progress_bar"]
@@ -110,8 +112,8 @@ def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed:
     path = Path(path)
     owner = "read_edge_list"
     if num_nodes is not None and (not isinstance(num_nodes, (int, np.integer)) or isinstance(num_nodes, bool)
-                                  or num_nodes < 0):
-        raise ParamError([param_error("num_nodes", owner, "a non-negative int or None", num_nodes)])
+                                  or not 0 <= num_nodes <= MAX_NODES):
+        raise ParamError([param_error("num_nodes", owner, f"an int in [0, {MAX_NODES}] or None", num_nodes)])
     if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
         raise ParamError([param_error("chunk_bytes", owner, "a positive int", chunk_bytes)])
     if not path.is_file():
@@ -123,7 +125,10 @@ def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed:
         stream = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
         carry = b""
         while True:
-            block = stream.read(chunk_bytes)
+            try:
+                block = stream.read(chunk_bytes)
+            except (OSError, EOFError, zlib.error) as exc:   # a truncated or corrupt .gz
+                raise DataFormatError(owner, path, "a complete gzip file", f"{type(exc).__name__}: {exc}") from None
             data = carry + block
             if block:
                 cut = data.rfind(b"\n")
@@ -146,11 +151,30 @@ def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed:
     dst = torch.from_numpy(np.concatenate(state.dst))
     if num_nodes is None:
         num_nodes = int(max(src.max(), dst.max())) + 1
+        try:   # refused before the (num_nodes + 1) row pointers are allocated
+            check_inferred_num_nodes(num_nodes, src.numel(), owner, path)
+        except DataFormatError:
+            line = _line_of_id(path, num_nodes - 1)
+            raise DataFormatError(owner, path, f"vertex ids below {min(MAX_NODES, 64 * src.numel() + (1 << 20)):,} "
+                                               f"(64 x edges + 2^20; relabel sparse ids or pass num_nodes)",
+                                  num_nodes - 1, line=line) from None
     if not directed:
         from workbench.data.cleaning import symmetrize
 
         src, dst = symmetrize(src, dst, num_nodes, dedupe=False)
     return Graph.from_edges(src, dst, num_nodes=num_nodes, directed=directed, name=name or path.name)
+
+
+def _line_of_id(path: Path, vertex: int) -> Optional[int]:
+    """The first line holding ``vertex`` (error path only; plain text files)."""
+    if path.suffix == ".gz":
+        return None
+    token = str(vertex).encode()
+    with open(path, "rb") as f:
+        for i, raw_line in enumerate(f, 1):
+            if token in raw_line.translate(_TRANSLATE).split():
+                return i
+    return None
 
 
 class _EdgeListState:
@@ -273,6 +297,7 @@ def read_ogb_node_dataset(root: PathLike, *, split: str = "auto", symmetrize: bo
     if num_file.is_file():
         nums = _read_csv_ints(pd, num_file, owner, chunk_rows, False, num_cols=1)
         num_nodes = int(nums[:, 0].sum())
+        check_num_nodes(num_nodes, owner, num_file)
     feat_file, label_file = raw / "node-feat.csv.gz", raw / "node-label.csv.gz"
     features = _read_features(pd, feat_file, owner, chunk_rows, progress) if feat_file.is_file() else None
     labels = _read_labels(pd, label_file, owner, chunk_rows) if label_file.is_file() else None
@@ -283,6 +308,7 @@ def read_ogb_node_dataset(root: PathLike, *, split: str = "auto", symmetrize: bo
                 break
     if num_nodes is None:
         num_nodes = int(edges.max()) + 1 if edges.size else 0
+        check_inferred_num_nodes(num_nodes, edges.shape[0], owner, edge_file)
     for arr, f in ((features, feat_file), (labels, label_file)):
         if arr is not None and arr.shape[0] != num_nodes:
             raise DataFormatError(owner, f, f"one row per node (num_nodes={num_nodes})", f"{arr.shape[0]} rows",
@@ -351,9 +377,9 @@ def _csv_chunks(pd, path: Path, chunk_rows: int, progress: Optional[bool], **kw)
                 bar.update(raw.tell() - bar.n)
         except pd.errors.EmptyDataError:
             return
-        except (pd.errors.ParserError, OSError, EOFError) as exc:
-            raise DataFormatError("read_ogb_node_dataset", path, "a well-formed gzip CSV file", str(exc),
-                                  param="root") from exc
+        except (pd.errors.ParserError, OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+            raise DataFormatError("read_ogb_node_dataset", path, "a well-formed gzip CSV file",
+                                  f"{type(exc).__name__}: {str(exc)[:160]}", param="root") from None
 
 
 def _read_csv_ints(pd, path: Path, owner: str, chunk_rows: int, progress: Optional[bool], num_cols: int) -> np.ndarray:
@@ -451,7 +477,9 @@ def read_dgl_binary(path: PathLike, *, index: int = 0, name: Optional[str] = Non
     try:
         graphs, _ = dgl.load_graphs(str(path))
     except Exception as exc:  # DGL raises bare DGLError/RuntimeError on a malformed file
-        raise DataFormatError(owner, path, "a file written by dgl.save_graphs", f"{type(exc).__name__}: {exc}") from exc
+        first = str(exc).split("Stack trace")[0].strip().splitlines()
+        raise DataFormatError(owner, path, "a file written by dgl.save_graphs",
+                              f"{type(exc).__name__}: {(first[0] if first else '')[:200]}") from None
     if not 0 <= index < len(graphs):
         raise ParamError([param_error("index", owner, f"an int in [0, {len(graphs) - 1}] (graphs in {path.name})",
                                       index)])

@@ -30,6 +30,7 @@ from typing import Optional, Union
 from workbench._validation import Config, ParamError, param_error, parse_settings
 from workbench.data.builtin import KarateConfig, LesMisConfig
 from workbench.data.cleaning import CleaningReport, clean_graph
+from workbench.data.folders import FilesConfig, is_array_folder, is_saint_folder
 from workbench.data.synthetic import (ChungLuConfig, PapersLikeConfig, ProductsLikeConfig, RedditLikeConfig,
                                       RMATConfig, SBMConfig)
 from workbench.graph import Graph
@@ -47,7 +48,7 @@ class GraphSource:
     config_cls: type
     summary: str
     kind: str = "generator"
-    """'generator' (synthetic, seeded) or 'builtin' (a small real graph)."""
+    """'generator' (synthetic, seeded), 'builtin' (a small real graph) or 'files' (read from disk)."""
 
 
 GENERATORS: dict[str, GraphSource] = {
@@ -61,6 +62,8 @@ GENERATORS: dict[str, GraphSource] = {
         GraphSource("papers-like", PapersLikeConfig, "shaped like ogbn-papers100M (split 1.09/0.11/0.19 %)"),
         GraphSource("karate", KarateConfig, "Zachary's karate club (34 vertices)", kind="builtin"),
         GraphSource("lesmis", LesMisConfig, "Les Miserables co-appearances (77 vertices)", kind="builtin"),
+        GraphSource("files", FilesConfig, "an edge list with features, labels and a split from .npy files attached",
+                    kind="files"),
     )
 }
 """Every named graph source, by spec name. Add an entry to make a new generator reachable by name."""
@@ -68,7 +71,8 @@ GENERATORS: dict[str, GraphSource] = {
 
 @dataclasses.dataclass(frozen=True)
 class ParsedSpec:
-    """What a spec resolves to: ``kind`` is 'graph', 'named', 'ogb', 'dgl' or 'edge_list'."""
+    """What a spec resolves to: ``kind`` is 'graph', 'named', 'ogb', 'planetoid', 'saint', 'arrays', 'dgl' or
+    'edge_list'."""
 
     kind: str
     text: str
@@ -104,16 +108,28 @@ def parse_spec(spec: GraphSpec) -> ParsedSpec:
     raise ParamError([param_error("spec", "load_graph", f"{_SPEC_HELP}{extra}", spec)])
 
 
-_SPEC_HELP = (f"an existing path (edge list, OGB dataset directory, DGL .bin) or a graph name from "
+_SPEC_HELP = (f"an existing path (edge list, OGB, Planetoid, GraphSAINT or arrays folder, DGL .bin) or a graph name from "
               f"{list(GENERATORS)} with optional settings, e.g. 'sbm:num_nodes=2000,seed=0'")
+
+
+_FOLDER_HELP = ("a file, or a folder holding a graph: OGB (raw/edge.csv.gz), Planetoid (ind.<name>.graph, "
+                "also in raw/ or <Name>/raw/), GraphSAINT (role.json, class_map.json, adj_full.npz or "
+                "edge_list.csv) or your own arrays (edges.npy, edges.txt or edges.csv)")
 
 
 def _parse_path(path: Path) -> ParsedSpec:
     if path.is_dir():
+        from workbench.data.planetoid import find_planetoid
+
         if (path / "raw" / "edge.csv.gz").is_file():
             return ParsedSpec("ogb", str(path), path=path)
-        raise ParamError([param_error("spec", "load_graph",
-                                      "a file, or a directory in OGB layout containing raw/edge.csv.gz", str(path))])
+        if is_saint_folder(path):
+            return ParsedSpec("saint", str(path), path=path)
+        if is_array_folder(path):
+            return ParsedSpec("arrays", str(path), path=path)
+        if find_planetoid(path) is not None:
+            return ParsedSpec("planetoid", str(path), path=path)
+        raise ParamError([param_error("spec", "load_graph", _FOLDER_HELP, str(path))])
     if not path.exists():
         raise ParamError([param_error("spec", "load_graph", "an existing path", str(path))])
     if path.suffix == ".bin":
@@ -155,11 +171,26 @@ def load_graph(spec: GraphSpec, *, clean: bool = True, progress: Optional[bool] 
     elif parsed.kind == "named":
         g = parsed.config.generate(progress=progress)
         g.name = parsed.text
+        if clean and isinstance(parsed.config, FilesConfig):   # read from files: clean and report as files are
+            g, report = clean_graph(g, source=parsed.config.edges)
+            g.cleaning_report = report
     else:
         from workbench.data import readers
 
         if parsed.kind == "ogb":
             g = readers.read_ogb_node_dataset(parsed.path, progress=progress)
+        elif parsed.kind == "planetoid":
+            from workbench.data.planetoid import read_planetoid
+
+            g = read_planetoid(parsed.path)
+        elif parsed.kind == "saint":
+            from workbench.data.folders import read_saint_folder
+
+            g = read_saint_folder(parsed.path, progress=progress)
+        elif parsed.kind == "arrays":
+            from workbench.data.folders import read_array_folder
+
+            g = read_array_folder(parsed.path, progress=progress)
         elif parsed.kind == "dgl":
             g = readers.read_dgl_binary(parsed.path)
         else:
@@ -183,6 +214,9 @@ def describe_spec(spec: GraphSpec) -> str:
         return f"an in-memory graph: {spec!r}"
     if parsed.kind != "named":
         what = {"ogb": "OGB node-property dataset directory", "dgl": "DGL binary graph file (dgl.save_graphs)",
+                "planetoid": "Planetoid citation dataset (ind.<name>.* pickles, read restricted)",
+                "saint": "GraphSAINT folder (adj_full.npz or edge_list.csv, feats.npy, class_map.json, role.json)",
+                "arrays": "folder of your own arrays (edges, features.npy, labels.npy, split)",
                 "edge_list": "edge-list text file"}[parsed.kind]
         return f"{parsed.path}: {what}"
     name = parsed.text.partition(":")[0].strip().lower()

@@ -67,6 +67,9 @@ def register(subparsers) -> None:
                         "exchange.staleness=epoch-fixed) or a flat FIELD=VALUE (epochs=5)")
     p.add_argument("--list-stages", action="store_true",
                    help="print the recipe's settings (with --set applied) and every stage method, then exit")
+    from workbench.data.cli import add_attach_arguments
+
+    add_attach_arguments(p)
     p.set_defaults(func=run_command)
 
     s = subparsers.add_parser("stages", help="list every stage kind, its registered methods and their options",
@@ -86,8 +89,12 @@ def build_config(args: argparse.Namespace):
 
     make = load_recipe(args.recipe)
     settings = parse_settings(args.set)
+    from workbench.data.cli import graph_spec_from_args
+
     for name in ("graph", "epochs", "seed"):
         value = getattr(args, name, None)
+        if name == "graph":
+            value = graph_spec_from_args(value, args)
         if value is not None:
             settings[name] = str(value)
     config = make()
@@ -283,7 +290,7 @@ def runs_command(args: argparse.Namespace) -> int:
         meta = {}
         if (run_dir / "config.json").exists():
             meta = json.loads((run_dir / "config.json").read_text())
-        status, epochs, world = "running or crashed", -1, "?"
+        status, epochs, world = "unfinished", -1, "?"   # no run_finished: running, or killed
         for ev in iter_run_log(run_dir):
             if isinstance(ev, RunFinished):
                 status = ev.status

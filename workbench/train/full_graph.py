@@ -42,7 +42,7 @@ from workbench.runtime.program import Program, RankContext
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.loop import (LabelData, StepOutput, TrainLoop, load_training_graph, masked_loss, partition_nodes,
-                                  summarize_ranks)
+                                  split_sizes, summarize_ranks)
 from workbench.train.models import MODELS, SpMM, edge_weights, sparse_aggregator
 from workbench.train.staleness import predicted_bytes_by_epoch
 
@@ -251,6 +251,7 @@ class FullGraphProgram(Program):
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
         graph, node_part, result = self._load_and_partition(world_size, emit)
+        self.split_sizes = split_sizes(graph)
         widths = MODELS.build(cfg.method("model"), cfg.model).input_widths(graph.num_features)
         layout = self.exchange().layout(graph, node_part, world_size, cfg.method("model"), widths)
         self.predicted = layout.predicted
@@ -291,7 +292,7 @@ class FullGraphProgram(Program):
         predicted = self.predicted or rank_results[0].get("predicted", {})
         summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
                                   extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
-                                         "exchange": cfg.method("exchange")})
+                                         "exchange": cfg.method("exchange"), "split_sizes": getattr(self, "split_sizes", None)})
         baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
         moved = sum(summary["bytes_by_epoch"])
         # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)
@@ -341,14 +342,26 @@ class FullGraphLoop(TrainLoop):
         dev = ctx.device
         self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
         self.masks = tuple(m.to(dev) for m in shard.data.masks)
+        gid = shard.data.global_nid
+        self.node_ids = gid.to(dev) if gid is not None else None
 
     def on_epoch_start(self, epoch: int) -> None:
         self.exchange.epoch = epoch
 
     def forward(self, batch: Any) -> StepOutput:
-        logits = self.model(self.x, self.exchange.aggregate)
+        logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
         loss = masked_loss(logits, self.labels, self.masks[0], self.num_train_global)
         return StepOutput(loss, logits, self.labels, self.masks)
+
+    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
+        if getattr(self.model, "dropout", 0.0) > 0:   # accuracy without dropout: one more forward pass, eval mode
+            self.model.eval()
+            with torch.no_grad():
+                logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
+            self.model.train()
+            o = outputs[0]
+            outputs = [StepOutput(o.loss, logits, o.labels, o.masks)]
+        return super().evaluate(epoch, outputs)
 
     def after_backward(self, batch: Any, out: StepOutput) -> None:
         self.exchange.after_backward(self.model)

@@ -20,7 +20,7 @@ from workbench._validation import Config, ErrorCollector
 from workbench.events import EpochEnd, Progress, Traffic
 from workbench.graph import Graph
 
-__all__ = ["load_training_graph", "check_training_graph", "make_optimizer", "allreduce_gradients",
+__all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer", "allreduce_gradients",
            "global_metrics", "EpochRecorder", "summarize_ranks", "partition_nodes", "OPTIMIZERS", "LabelData",
            "masked_loss", "TrainLoopConfig", "TrainLoop", "StepOutput", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
            "TRAFFIC_WINDOW_EPOCHS"]
@@ -48,6 +48,13 @@ def load_training_graph(spec: Any, owner: str) -> Graph:
         graph = load_graph(spec)
     check_training_graph(graph, owner)
     return graph
+
+
+def split_sizes(graph: Graph) -> dict[str, int]:
+    """Labelled vertices in each split (what the run trains and evaluates on; the run summary repeats it)."""
+    labelled = graph.labels >= 0 if graph.labels is not None else torch.zeros(graph.num_nodes, dtype=torch.bool)
+    return {k: int((getattr(graph, f"{k}_mask") & labelled).sum()) if getattr(graph, f"{k}_mask") is not None else 0
+            for k in ("train", "val", "test")}
 
 
 def check_training_graph(graph: Graph, owner: str) -> None:
@@ -292,6 +299,8 @@ class LabelData:
     train_mask: torch.Tensor
     val_mask: torch.Tensor
     test_mask: torch.Tensor
+    global_nid: Optional[torch.Tensor] = None
+    """Global vertex ids of the rows (dropout keys its masks by them)."""
 
     @classmethod
     def take(cls, graph: Graph, rows: torch.Tensor) -> "LabelData":
@@ -303,7 +312,7 @@ class LabelData:
         labels = graph.labels[rows].clone()
         return cls(features=graph.features[rows].clone(), labels=labels,
                    train_mask=mask(graph.train_mask) & (labels >= 0), val_mask=mask(graph.val_mask) & (labels >= 0),
-                   test_mask=mask(graph.test_mask) & (labels >= 0))
+                   test_mask=mask(graph.test_mask) & (labels >= 0), global_nid=torch.as_tensor(rows).clone())
 
     @property
     def masks(self):
@@ -327,6 +336,8 @@ class TrainLoopConfig(Config):
     """``adam`` or ``sgd``."""
     weight_decay: float = 0.0
     """L2 weight decay."""
+    weight_decay_layers: str = "all"
+    """Which weights ``weight_decay`` applies to: all, or first (the first layer's weights, as Kipf & Welling)."""
     seed: int = 0
     """Seed of the weight initialisation (``--set seed=S`` also seeds the partitioner and the sampler)."""
     traffic_detail: str = "auto"
@@ -355,6 +366,8 @@ class TrainLoopConfig(Config):
         errs.check(is_num(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "a number in [0, inf]",
                    self.weight_decay)
         errs.check(is_int(self.seed), "seed", "an int", self.seed)
+        errs.check(self.weight_decay_layers in ("all", "first"), "weight_decay_layers", "one of ['all', 'first']",
+                   self.weight_decay_layers)
         errs.check(self.traffic_detail in TRAFFIC_DETAILS, "traffic_detail", f"one of {list(TRAFFIC_DETAILS)}",
                    self.traffic_detail)
         errs.check(self.bin_limit is None or (is_int(self.bin_limit) and self.bin_limit >= 0), "bin_limit",
@@ -437,7 +450,12 @@ class TrainLoop:
         self.model = model
         self.config = config
         self.comm = comm if comm is not None else ctx.comm
-        self.optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr, config.weight_decay)
+        params: Any = model.parameters()
+        if config.weight_decay_layers == "first" and hasattr(model, "first_layer_parameters"):
+            first = {id(p) for p in model.first_layer_parameters()}
+            params = [{"params": [p for p in model.parameters() if id(p) in first]},
+                      {"params": [p for p in model.parameters() if id(p) not in first], "weight_decay": 0.0}]
+        self.optimizer = make_optimizer(config.optimizer, params, config.lr, config.weight_decay)
         self.recorder = EpochRecorder(ctx, tuple(exchange_kinds), config)
         self.epoch = 0
 
@@ -485,6 +503,8 @@ class TrainLoop:
         if self.comm is not self.ctx.comm:
             self.comm.set_epoch(epoch)
         self.ctx.check_stop()
+        if hasattr(self.model, "epoch"):
+            self.model.epoch = epoch   # a dropout key
         self.on_epoch_start(epoch)
         outputs = []
         for batch in self.batches(epoch):

@@ -57,7 +57,7 @@ from workbench.events import Event, SampleStats
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
-from workbench.train.loop import StepOutput, TrainLoop, global_metrics, summarize_ranks
+from workbench.train.loop import StepOutput, TrainLoop, global_metrics, split_sizes, summarize_ranks
 from workbench.train.models import MODELS, GNNModel
 
 __all__ = ["MiniBatchProgram", "MiniBatchShard", "MiniBatchLoop", "BlockAggregator", "block_forward", "block_aggregators"]
@@ -188,6 +188,7 @@ class MiniBatchProgram(Program):
         errs.raise_if_any()
         graph, node_part, result = load_and_partition(cfg, world_size, graph=self._graph, node_part=self._node_part,
                                                       owner=type(self).__name__, emit=emit)
+        self.split_sizes = split_sizes(graph)
         # the trainers' split: by the ranks' parts, or (single-process reference) by a k-way partition
         split_part = node_part if k == world_size else load_and_partition(cfg, world_size, graph=graph,
                                                                           num_parts=k)[1]
@@ -228,7 +229,7 @@ class MiniBatchProgram(Program):
         summary = summarize_ranks(rank_results, name=self.name, predicted={},
                                   extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
                                          "sample": cfg.method("sample"), "cache": cfg.method("cache"),
-                                         "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size})
+                                         "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size, "split_sizes": getattr(self, "split_sizes", None)})
         epochs = summary["epochs"]
 
         def per_epoch(key):

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -44,7 +44,9 @@ from workbench._validation import ErrorCollector
 from workbench.stages import Stage, registry
 
 __all__ = ["GNNModel", "MODEL_KINDS", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
-           "sparse_aggregator"]
+           "sparse_aggregator", "dropout_mask", "INITS"]
+
+INITS = ("uniform", "glorot")
 
 MODEL_KINDS = ("gcn", "sage")
 
@@ -59,9 +61,15 @@ class GNNModel(nn.Module):
         out_dim: number of classes.
         num_layers: 1 to 4 layers (2 to 4 is the tested range).
         seed: weights are initialised from this seed, so every rank builds identical replicas.
+        dropout: probability of zeroing an entry of each layer's input (input and hidden layers) while
+            training; off in ``eval()``. Masks come from :func:`dropout_mask` keyed by (seed, epoch, layer,
+            GLOBAL vertex id, column), so ranks holding different rows draw the single-process masks.
+        init: ``"uniform"`` (``nn.Linear``'s U(±1/sqrt(in)) for weights and biases) or ``"glorot"``
+            (Glorot/Xavier-uniform weights, zero biases, as Kipf & Welling).
     """
 
-    def __init__(self, kind: str, *, in_dim: int, hidden: int, out_dim: int, num_layers: int, seed: int = 0):
+    def __init__(self, kind: str, *, in_dim: int, hidden: int, out_dim: int, num_layers: int, seed: int = 0,
+                 dropout: float = 0.0, init: str = "uniform"):
         super().__init__()
         if kind not in MODEL_KINDS:
             raise ValueError(f"The 'model' parameter of GNNModel must be one of {list(MODEL_KINDS)}. Got {kind!r} instead.")
@@ -76,9 +84,32 @@ class GNNModel(nn.Module):
         with torch.no_grad():
             for lin in [*self.neigh, *self.self_]:
                 bound = 1.0 / lin.in_features ** 0.5   # nn.Linear's default U(-1/sqrt(in), 1/sqrt(in))
-                for p in lin.parameters():
-                    p.copy_(torch.rand(p.shape, generator=gen) * (2 * bound) - bound)
+                if init == "glorot":
+                    bound = (6.0 / (lin.in_features + lin.out_features)) ** 0.5
+                for name, p in lin.named_parameters():
+                    if init == "glorot" and name == "bias":
+                        p.zero_()
+                    else:
+                        p.copy_(torch.rand(p.shape, generator=gen) * (2 * bound) - bound)
         self.dims = dims
+        self.dropout = float(dropout)
+        self.seed = seed
+        self.epoch = 0
+        """Current epoch (the training loop sets it): part of the dropout key."""
+
+    def first_layer_parameters(self) -> list[nn.Parameter]:
+        """The first layer's weight matrices (Kipf & Welling put L2 regularisation on these only)."""
+        return [self.neigh[0].weight] + ([self.self_[0].weight] if self.kind == "sage" else [])
+
+    def drop(self, h: torch.Tensor, layer: int, node_ids: Optional[torch.Tensor]) -> torch.Tensor:
+        """``h`` with dropout applied (identity in eval mode or with ``dropout == 0``); ``node_ids`` are the
+        rows' GLOBAL vertex ids (default ``0..rows-1``: one process holding the whole graph)."""
+        if not self.training or self.dropout <= 0.0:
+            return h
+        if node_ids is None:
+            node_ids = torch.arange(h.shape[0])
+        keep = dropout_mask(self.seed, self.epoch, layer, node_ids.to(h.device), h.shape[1], self.dropout)
+        return h * keep.to(h.dtype) / (1.0 - self.dropout)
 
     @property
     def num_layers(self) -> int:
@@ -96,10 +127,13 @@ class GNNModel(nn.Module):
             z = z + self.self_[index](h_self)
         return z
 
-    def forward(self, x: torch.Tensor, aggregate: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
-        """Logits of the owned vertices. ``aggregate(h, layer)`` returns ``Â H`` for the owned rows."""
+    def forward(self, x: torch.Tensor, aggregate: Callable[[torch.Tensor, int], torch.Tensor],
+                node_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits of the owned vertices. ``aggregate(h, layer)`` returns ``Â H`` for the owned rows;
+        ``node_ids`` are their global ids (used by dropout only)."""
         h = x
         for i in range(self.num_layers):
+            h = self.drop(h, i, node_ids)   # before the exchange: halo rows arrive already dropped, as owned
             z = self.layer(i, aggregate(h, i), h)
             h = torch.relu(z) if i < self.num_layers - 1 else z
         return h
@@ -118,11 +152,47 @@ class GNNModel(nn.Module):
             >>> m.forward_blocks(torch.randn(7, 3), lambda h, i: h[: [5, 2][i]], [5, 2]).shape
             torch.Size([2, 2])
         """
+        if self.training and self.dropout > 0:
+            warnings.warn("dropout is applied in full-graph training only; mini-batch blocks run without it",
+                          stacklevel=2)
         h = x
         for i in range(self.num_layers):
             z = self.layer(i, aggregate(h, i), h[: num_dst[i]])
             h = torch.relu(z) if i < self.num_layers - 1 else z
         return h
+
+
+def _signed(c: int) -> int:
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+_GOLDEN, _MIX1, _MIX2 = _signed(0x9E3779B97F4A7C15), _signed(0xBF58476D1CE4E5B9), _signed(0x94D049BB133111EB)
+
+
+def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's ``>>`` is arithmetic)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def dropout_mask(seed: int, epoch: int, layer: int, node_ids: torch.Tensor, width: int, p: float) -> torch.Tensor:
+    """``(len(node_ids), width)`` bool keep-mask, ``True`` with probability ``1 - p``, a pure function of
+    (seed, epoch, layer, global vertex id, column): a counter-based SplitMix64 hash, vectorised, so every
+    rank draws for its rows exactly what one process draws for the same rows.
+
+    Example:
+        >>> a = dropout_mask(0, 1, 0, torch.arange(6), 4, 0.5)
+        >>> b = dropout_mask(0, 1, 0, torch.tensor([4, 5]), 4, 0.5)
+        >>> bool((a[4:] == b).all()), a.shape
+        (True, torch.Size([6, 4]))
+    """
+    key = node_ids.to(torch.int64)[:, None] * width + torch.arange(width, device=node_ids.device)[None, :]
+    salt = (seed * 1_000_003 + epoch) * 1_000_033 + layer
+    x = key * _GOLDEN + _signed((salt * 0xD1B54A32D192ED03) % (1 << 64))
+    x = (x ^ _shr(x, 30)) * _MIX1
+    x = (x ^ _shr(x, 27)) * _MIX2
+    x = x ^ _shr(x, 31)
+    u = _shr(x, 11).to(torch.float64) * (1.0 / (1 << 53))   # uniform in [0, 1)
+    return u >= p
 
 
 def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree: torch.Tensor,
@@ -194,8 +264,15 @@ class ModelStage(Stage):
         """Hidden width."""
         num_layers: int = 2
         """Number of GNN layers (1 to 4)."""
+        dropout: float = 0.0
+        """Dropout probability on every layer's input while training (full-graph; masks keyed by global vertex id)."""
+        init: str = "uniform"
+        """Weight initialisation: uniform (nn.Linear's default) or glorot (Xavier-uniform, zero bias)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
+            ok = isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
+            errs.check(ok and 0 <= self.dropout < 1, "dropout", "a number in [0, 1)", self.dropout)
+            errs.check(self.init in INITS, "init", f"one of {list(INITS)}", self.init)
             ok = isinstance(self.hidden, int) and not isinstance(self.hidden, bool)
             errs.check(ok and self.hidden >= 1, "hidden", "an int in [1, inf]", self.hidden)
             ok = isinstance(self.num_layers, int) and not isinstance(self.num_layers, bool)
@@ -208,7 +285,8 @@ class ModelStage(Stage):
     def build(self, *, in_dim: int, out_dim: int, seed: int) -> GNNModel:
         """The model, initialised from ``seed`` (identical replicas on every rank)."""
         return GNNModel(self.name, in_dim=in_dim, hidden=self.config.hidden, out_dim=out_dim,
-                        num_layers=self.config.num_layers, seed=seed)
+                        num_layers=self.config.num_layers, seed=seed, dropout=self.config.dropout,
+                        init=self.config.init)
 
 
 @MODELS.register

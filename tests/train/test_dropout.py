@@ -1,0 +1,55 @@
+"""Dropout keyed by global vertex id: distributed training equals one process with dropout on; Kipf's setup."""
+
+from __future__ import annotations
+
+import torch
+from train_helpers import run_inprocess, tiny_graph
+
+from workbench.train.full_graph import FullGraphConfig
+from workbench.train.models import GNNModel, dropout_mask
+
+
+def _rel(a, b):
+    return float((a - b).norm() / max(float(b.norm()), 1e-12))
+
+
+def test_mask_is_a_function_of_the_global_id_and_keeps_1_minus_p():
+    ids = torch.arange(2000)
+    full = dropout_mask(7, 3, 1, ids, 16, 0.5)
+    perm = torch.randperm(2000, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(dropout_mask(7, 3, 1, ids[perm], 16, 0.5), full[perm])
+    assert abs(float(full.float().mean()) - 0.5) < 0.01
+    assert not torch.equal(dropout_mask(7, 4, 1, ids, 16, 0.5), full)   # a new mask each epoch
+    assert not torch.equal(dropout_mask(7, 3, 0, ids, 16, 0.5), full)   # ... and each layer
+
+
+def test_dropout_is_off_in_eval():
+    x = torch.randn(10, 4)
+    m = GNNModel("gcn", in_dim=4, hidden=8, out_dim=3, num_layers=2, seed=0, dropout=0.5)
+    ref = GNNModel("gcn", in_dim=4, hidden=8, out_dim=3, num_layers=2, seed=0)
+    assert not torch.allclose(m(x, lambda h, i: h), ref(x, lambda h, i: h))
+    m.eval()
+    assert torch.allclose(m(x, lambda h, i: h), ref(x, lambda h, i: h))
+
+
+def test_distributed_equals_single_process_with_dropout():
+    g = tiny_graph()
+    cfg = FullGraphConfig(graph="tiny", partition="random", epochs=4, seed=3, dropout=0.5, init="glorot",
+                          weight_decay=5e-4, weight_decay_layers="first")
+    (s1, r1, _), (s2, r2, _) = run_inprocess(cfg.build(graph=g), 1), run_inprocess(cfg.build(graph=g), 2)
+    for a, b in zip(s2["losses"], s1["losses"]):
+        assert abs(a - b) <= 1e-5 * abs(b)
+    assert s2["accuracy"] == s1["accuracy"]
+    for name, ref in r1[0]["params"].items():
+        assert _rel(r2[1]["params"][name], ref) <= 1e-5, name
+    plain = run_inprocess(FullGraphConfig(graph="tiny", partition="random", epochs=4, seed=3).build(graph=g), 1)[0]
+    assert plain["losses"][1] != s1["losses"][1]
+
+
+def test_kipf_recipe_is_the_papers_setup():
+    from recipes.full_graph import kipf
+
+    cfg = kipf()
+    assert (cfg.model.hidden, cfg.model.num_layers, cfg.model.dropout, cfg.model.init) == (16, 2, 0.5, "glorot")
+    assert (cfg.train.epochs, cfg.train.lr, cfg.train.optimizer) == (200, 0.01, "adam")
+    assert (cfg.train.weight_decay, cfg.train.weight_decay_layers) == (5e-4, "first")

@@ -1,0 +1,284 @@
+"""Reading arrays from untrusted files: ``.npy``/``.npz`` checked before any allocation, JSON with a size
+check, and Python pickles through an unpickler that can build nothing but plain data.
+
+Every function raises :class:`~workbench.data.readers.DataFormatError` naming the file and what is wrong,
+whatever the bytes are (truncated, random, a crafted pickle, a header claiming 10^12 rows): never a
+bare ``ValueError``/``EOFError``/``UnpicklingError``, and never code run from the file.
+
+* ``.npy``: the header is parsed first; an object dtype, or a shape whose byte size differs from the bytes
+  the file holds, is refused before the array is allocated; then ``np.load(..., allow_pickle=False)``.
+* ``.npz``: the same check per member against the member's uncompressed size in the zip directory (and
+  against the compressed size times deflate's largest ratio, so a crafted directory cannot claim more).
+* pickles (Planetoid's ``ind.*`` files): :class:`RestrictedUnpickler` resolves only the few names those
+  files reference (numpy arrays and dtypes, scipy sparse matrices, ``collections.defaultdict``,
+  ``dict``, ``list``, ``int``) and builds arrays and matrices empty, filled only from the pickle's own
+  bytes; any other name is refused with the file named. ``pickle.load`` is never called.
+
+Example:
+    >>> import tempfile, pathlib, numpy as np
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.npy"
+    >>> np.save(p, np.arange(3))
+    >>> read_npy(p, "example").tolist()
+    [0, 1, 2]
+    >>> _ = p.write_bytes(p.read_bytes()[:-4])   # truncated
+    >>> read_npy(p, "example")
+    Traceback (most recent call last):
+    ...
+    workbench.data.readers.DataFormatError: The 'path' parameter of example must be a complete .npy file ...
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = ["MAX_NODES", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes",
+           "check_inferred_num_nodes"]
+
+MAX_NODES = 2 ** 32
+"""Most vertices a file may claim (ogbn-papers100M has 1.1e8); larger claims are refused before allocation."""
+_MAX_JSON_BYTES = 4 << 30
+_DEFLATE_MAX_RATIO = 1100   # deflate cannot expand data more than ~1032x
+
+
+def _err(owner: str, path: Any, constraint: str, value: Any, **kw):
+    from workbench.data.readers import DataFormatError
+
+    return DataFormatError(owner, path, constraint, value, **kw)
+
+
+def check_num_nodes(num_nodes: int, owner: str, path: Any) -> None:
+    """Refuse a vertex count over :data:`MAX_NODES` (before anything of that size is allocated)."""
+    if not 0 <= int(num_nodes) <= MAX_NODES:
+        raise _err(owner, path, f"a vertex count in [0, {MAX_NODES}]", int(num_nodes))
+
+
+def check_inferred_num_nodes(num_nodes: int, num_edges: int, owner: str, path: Any) -> None:
+    """Refuse a vertex count taken from the largest id when the ids are far sparser than any real graph's
+    (more than ``64 * edges + 2^20`` vertices, almost all isolated): one stray digit must not allocate
+    gigabytes. Relabel the ids, or give the vertex count (features, labels, ``num_nodes``)."""
+    check_num_nodes(num_nodes, owner, path)
+    if num_nodes > 64 * num_edges + (1 << 20):
+        raise _err(owner, path, f"vertex ids below 64 x edges + 2^20 = {64 * num_edges + (1 << 20):,} when the "
+                                f"vertex count comes from the largest id (relabel sparse ids)", num_nodes - 1)
+
+
+def _header(fp, owner: str, path: Any) -> tuple[tuple, np.dtype, bool]:
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except Exception as exc:   # numpy raises ValueError/EOFError/SyntaxError on a bad header
+        raise _err(owner, path, "a .npy array (numpy.save)", f"unreadable header: {exc}") from None
+    if dtype.hasobject:
+        raise _err(owner, path, "an array of numbers or booleans (objects are never unpickled)", str(dtype))
+    return shape, dtype, fortran
+
+
+def _check_size(shape: tuple, dtype: np.dtype, available: int, owner: str, path: Any) -> None:
+    count = 1
+    for s in shape:
+        count *= int(s)
+    if count * dtype.itemsize != available:
+        raise _err(owner, path, f"a complete .npy file (its header claims shape {shape} of {dtype}, "
+                                f"{count * dtype.itemsize:,} bytes)", f"{available:,} bytes of data")
+
+
+def read_npy(path: Any, owner: str) -> np.ndarray:
+    """A ``.npy`` array, its header checked against the file size first (``allow_pickle=False``)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fp:
+            shape, dtype, _ = _header(fp, owner, path)
+            _check_size(shape, dtype, size - fp.tell(), owner, path)
+        return np.load(path, allow_pickle=False)
+    except OSError as exc:
+        raise _err(owner, path, "a readable file", str(exc)) from None
+    except ValueError as exc:
+        if type(exc).__name__ == "DataFormatError":
+            raise
+        raise _err(owner, path, "a .npy array (numpy.save)", str(exc)) from None
+
+
+def read_npz(path: Any, owner: str) -> dict[str, np.ndarray]:
+    """Every member of an ``.npz`` file, each header checked against the zip directory first."""
+    path = Path(path)
+    out: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                with zf.open(info) as fp:
+                    shape, dtype, fortran = _header(fp, owner, f"{path}:{info.filename}")
+                    header_len = fp.tell()
+                    _check_size(shape, dtype, info.file_size - header_len, owner, f"{path}:{info.filename}")
+                    if info.compress_type != zipfile.ZIP_STORED and \
+                            info.file_size > _DEFLATE_MAX_RATIO * max(info.compress_size, 1):
+                        raise _err(owner, f"{path}:{info.filename}", "a plausible compressed size",
+                                   f"{info.compress_size:,} bytes claiming {info.file_size:,}")
+                    data = fp.read(info.file_size - header_len)
+                    if len(data) != info.file_size - header_len:
+                        raise _err(owner, f"{path}:{info.filename}", "a complete member", f"{len(data):,} bytes")
+                    arr = np.frombuffer(data, dtype=dtype)
+                    arr = arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
+                    name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                    out[name] = arr.copy()
+    except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise _err(owner, path, "a complete .npz file (numpy.savez)", f"{type(exc).__name__}: {exc}") from None
+    except ValueError as exc:
+        if type(exc).__name__ == "DataFormatError":
+            raise
+        raise _err(owner, path, "a complete .npz file (numpy.savez)", str(exc)) from None
+    return out
+
+
+def read_json(path: Any, owner: str) -> Any:
+    """A JSON document (strict: no NaN or Infinity), refused when larger than 4 GiB."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > _MAX_JSON_BYTES:
+            raise _err(owner, path, "a JSON file under 4 GiB", f"{path.stat().st_size:,} bytes")
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"), parse_constant=_no_constant)
+    except OSError as exc:
+        raise _err(owner, path, "a readable file", str(exc)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise _err(owner, path, "a well-formed UTF-8 JSON file", str(exc)[:200]) from None
+
+
+def _no_constant(name: str):
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Restricted unpickling
+# --------------------------------------------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    pass
+
+
+def _safe_reconstruct(subtype, shape, dtype):
+    """numpy's ``_reconstruct`` for empty arrays only (the state that fills them comes from the pickle)."""
+    if subtype is not np.ndarray or tuple(shape) != (0,):
+        raise _Refused(f"numpy _reconstruct({getattr(subtype, '__name__', subtype)!r}, {shape!r})")
+    return np.ndarray.__new__(np.ndarray, (0,), dtype)
+
+
+def _safe_frombuffer(buf, dtype, shape, order):
+    """numpy's protocol-5 ``_frombuffer``: an array over bytes that the pickle itself holds."""
+    if not isinstance(buf, (bytes, bytearray, pickle.PickleBuffer)) or not isinstance(dtype, np.dtype) \
+            or dtype.hasobject:
+        raise _Refused("numpy _frombuffer of something other than numeric bytes")
+    return np.core.numeric._frombuffer(buf, dtype, shape, order)
+
+
+def _safe_scalar(dtype, data=None):
+    if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, (bytes, type(None))):
+        raise _Refused("numpy scalar of a non-numeric dtype")
+    return np.core.multiarray.scalar(dtype, data) if data is not None else np.core.multiarray.scalar(dtype)
+
+
+def _latin1_bytes(text, encoding="latin1"):
+    """``_codecs.encode`` as Python 3 writes bytes into protocol-2 pickles (str to latin-1 bytes only)."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise _Refused("_codecs.encode of something other than a latin-1 string")
+    return text.encode("latin1")
+
+
+def _safe_copyreg_reconstructor(cls, base, state):
+    """``copyreg._reconstructor`` (protocol 0/1 pickles of objects) for the allowed classes only."""
+    if base is not object or state is not None or getattr(cls, "_stand_in", False) is not True:
+        raise _Refused("copyreg._reconstructor of a class that is not allowed")
+    return cls.__new__(cls)
+
+
+def _empty_only(cls):
+    """A stand-in class whose ``__new__`` makes an empty ``cls`` and refuses constructor arguments (a
+    crafted REDUCE could otherwise ask scipy for a 10^12 x 10^12 matrix)."""
+
+    def __new__(stand_in, *args, **kwargs):
+        if args or kwargs:
+            raise _Refused(f"{cls.__name__} called with arguments")
+        return cls.__new__(cls)
+
+    return type(cls.__name__, (), {"__new__": __new__, "_stand_in": True})
+
+
+def _allowed() -> dict[tuple[str, str], Any]:
+    import collections
+    import scipy.sparse as sp
+
+    table: dict[tuple[str, str], Any] = {
+        ("collections", "defaultdict"): collections.defaultdict,
+        ("builtins", "dict"): dict, ("builtins", "list"): list, ("builtins", "int"): int,
+        ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
+        ("_codecs", "encode"): _latin1_bytes, ("builtins", "object"): object,
+        ("copyreg", "_reconstructor"): _safe_copyreg_reconstructor,
+    }
+    for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
+        table[(mod, "_reconstruct")] = _safe_reconstruct
+        table[(mod, "scalar")] = _safe_scalar
+    for mod in ("numpy.core.numeric", "numpy._core.numeric"):
+        table[(mod, "_frombuffer")] = _safe_frombuffer
+    for name in ("csr_matrix", "csc_matrix", "coo_matrix"):
+        cls = _empty_only(getattr(sp, name))
+        short = name.split("_")[0]
+        for mod in ("scipy.sparse", f"scipy.sparse.{short}", f"scipy.sparse._{short}"):
+            table[(mod, name)] = cls
+    return table
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only numpy arrays/dtypes, scipy sparse matrices, ``defaultdict``,
+    ``dict``, ``list`` and ``int`` (plus ``_codecs.encode`` of latin-1 text, how Python 3 stores bytes in
+    protocol 2); every other global raises ``UnpicklingError`` (no code runs). Arrays and matrices are
+    created empty and filled only from the pickle's own bytes."""
+
+    _table: Optional[dict] = None
+
+    def find_class(self, module: str, name: str) -> Any:
+        import _compat_pickle
+
+        # Python 2 pickles name '__builtin__', 'copy_reg', ... (the mapping leaves Python 3 names alone)
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        if RestrictedUnpickler._table is None:
+            RestrictedUnpickler._table = _allowed()
+        found = RestrictedUnpickler._table.get((module, name))
+        if found is None:
+            raise pickle.UnpicklingError(f"global '{module}.{name}' is not allowed")
+        return found
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("persistent ids are not allowed")
+
+
+def read_pickle(path: Any, owner: str) -> Any:
+    """A pickle of plain data (see :class:`RestrictedUnpickler`), read as Python 2 pickles are (latin-1)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _err(owner, path, "a readable file", str(exc)) from None
+    try:
+        return RestrictedUnpickler(io.BytesIO(data), encoding="latin1").load()
+    except _Refused as exc:
+        raise _err(owner, path, "a pickle of numpy arrays, scipy sparse matrices, dicts, lists and ints",
+                   f"refused: {exc}") from None
+    except pickle.UnpicklingError as exc:
+        raise _err(owner, path, "a pickle of numpy arrays, scipy sparse matrices, dicts, lists and ints",
+                   f"refused: {exc}") from None
+    except (Exception, RecursionError) as exc:   # truncated or random bytes: EOFError, ValueError, KeyError, ...
+        raise _err(owner, path, "a complete, well-formed pickle", f"{type(exc).__name__}: {str(exc)[:120]}") from None
