@@ -75,15 +75,21 @@ class BlockShard:
     predicted: dict
 
 
-def predicted_broadcast_bytes(num_nodes: int, world_size: int, input_widths: list[int], itemsize: int = 4) -> dict:
-    """Broadcast bytes of one CAGNET epoch (ring-pipelined broadcasts, every round executed)."""
+def predicted_broadcast_bytes(num_nodes: int, world_size: int, input_widths: list[int], itemsize: int = 4,
+                              backward_widths: Optional[list[int]] = None) -> dict:
+    """Broadcast bytes of one CAGNET epoch (ring-pipelined broadcasts, every round executed).
+
+    ``input_widths``: width of the rows broadcast per layer (the model's ``exchange_widths``);
+    ``backward_widths``: of the gradients (default: none for layer 0, whose input is the features)."""
+    if backward_widths is None:
+        backward_widths = [0, *input_widths[1:]]
     fwd = (world_size - 1) * num_nodes * sum(input_widths) * itemsize
-    bwd = (world_size - 1) * num_nodes * sum(input_widths[1:]) * itemsize
+    bwd = (world_size - 1) * num_nodes * sum(backward_widths) * itemsize
     return {"bcast_fwd": int(fwd), "bcast_bwd": int(bwd), "total": int(fwd + bwd)}
 
 
 def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-                       input_widths: list[int]) -> list[BlockShard]:
+                       input_widths: list[int], backward_widths: Optional[list[int]] = None) -> list[BlockShard]:
     """Relabel rows part by part and cut ``Â`` and ``Â^T`` into per-rank block rows (vectorised)."""
     n = graph.num_nodes
     order = torch.argsort(node_part, stable=True)           # new id -> old id
@@ -110,7 +116,7 @@ def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, mo
         return perm[bounds[i * num_parts + j]:bounds[i * num_parts + j + 1]]
 
     train = graph.train_mask & (graph.labels >= 0)
-    predicted = predicted_broadcast_bytes(n, num_parts, input_widths)
+    predicted = predicted_broadcast_bytes(n, num_parts, input_widths, backward_widths=backward_widths)
     shards = []
     for i in range(num_parts):
         rows = order[int(offsets[i]):int(offsets[i] + sizes[i])]
@@ -208,12 +214,19 @@ class BlockRowBroadcast(Exchange):
                            self.weight_grad)
 
     def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-               input_widths: list[int]) -> ExchangeLayout:
-        shards = build_block_shards(graph, node_part, num_parts, model, input_widths)
+               input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
+        shards = build_block_shards(graph, node_part, num_parts, model, input_widths, backward_widths)
         ring = [(num_parts - 1) * s for s in shards[0].block_sizes]   # a ring broadcast crosses p - 1 links
         # Every rank receives every other block: its "halo" is all vertices it does not own.
         return ExchangeLayout(shards=shards, predicted=shards[0].predicted, root_rows=ring, backward_rows=ring,
                               halo_sizes=[graph.num_nodes - s for s in shards[0].block_sizes])
+
+    def pinned_layers(self, num_layers: int) -> frozenset:
+        """The ``cagnet`` weight gradient ``H_iᵀ (Âᵀ δ)_i`` needs every layer's input exchanged: all layers
+        stay aggregate-first."""
+        if self.config.weight_grad == "cagnet":
+            return frozenset(range(num_layers))
+        return super().pinned_layers(num_layers)
 
     def attach(self, ctx, shard: BlockShard) -> "_BlockRowRank":
         return _BlockRowRank(self, ctx, shard)

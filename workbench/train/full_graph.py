@@ -114,13 +114,14 @@ class RankShard:
 
 
 def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-                 input_widths: list[int]) -> tuple[list[RankShard], list[HaloExchangePlan]]:
+                 input_widths: list[int], backward_widths: Optional[list[int]] = None
+                 ) -> tuple[list[RankShard], list[HaloExchangePlan]]:
     """Split ``graph`` into per-rank shards (vectorised; one pass over the edges per rank)."""
     plans = build_halo_plans(graph, node_part, num_parts)
     in_deg, out_deg = graph.in_degrees(), graph.out_degrees()
     src, dst = graph.edges()
     comm_rows = int(comm_rows_from_parts(graph, node_part, num_parts).sum())
-    predicted = predicted_halo_bytes(comm_rows if num_parts > 1 else 0, input_widths)
+    predicted = predicted_halo_bytes(comm_rows if num_parts > 1 else 0, input_widths, backward_widths=backward_widths)
     dst_part = node_part[dst]
     n = graph.num_nodes
     labels_all = graph.labels
@@ -183,8 +184,8 @@ class OwnerComputeHalo(Exchange):
         pass
 
     def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-               input_widths: list[int]) -> ExchangeLayout:
-        shards, plans = build_shards(graph, node_part, num_parts, model, input_widths)
+               input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
+        shards, plans = build_shards(graph, node_part, num_parts, model, input_widths, backward_widths)
         comm = comm_rows_from_parts(graph, node_part, num_parts)   # (P, P) rows p sends q per layer
         return ExchangeLayout(shards=shards, predicted=shards[0].predicted,
                               root_rows=[int(x) for x in comm.sum(axis=1)],
@@ -226,6 +227,7 @@ class FullGraphProgram(Program):
         self.predicted: dict = {}
         self.layout_info: Optional[ExchangeLayout] = None
         self._widths: list[int] = []
+        self._backward_widths: list[int] = []
 
     def world_size_for(self, requested: Optional[int]) -> int:
         if self.config.num_parts is not None:
@@ -249,20 +251,24 @@ class FullGraphProgram(Program):
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
         graph, node_part, result = self._load_and_partition(world_size, emit)
-        widths = MODELS.build(cfg.method("model"), cfg.model).input_widths(graph.num_features)
-        layout = self.exchange().layout(graph, node_part, world_size, cfg.method("model"), widths)
+        exchange, stage = self.exchange(), MODELS.build(cfg.method("model"), cfg.model)
+        dims = (graph.num_features, graph.num_classes, exchange.pinned_layers(cfg.model.num_layers))
+        widths, backward = stage.exchange_widths(*dims), stage.backward_widths(*dims)
+        layout = exchange.layout(graph, node_part, world_size, cfg.method("model"), widths, backward_widths=backward)
         self.predicted = layout.predicted
         self.layout_info = dataclasses.replace(layout, shards=[])
-        self._widths = widths
+        self._widths, self._backward_widths = widths, backward
         emit(_partition_event(graph, node_part, world_size, cfg.method("partition"), result, layout.halo_sizes,
                               graph.num_features))
         return layout.shards
 
     def run_rank(self, ctx: RankContext, shard: Any) -> dict:
         cfg = self.config
+        stage = self.exchange()
         model = MODELS.build(cfg.method("model"), cfg.model).build(
-            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
-        exchange = self.exchange().attach(ctx, shard)
+            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed,
+            pinned=stage.pinned_layers(cfg.model.num_layers)).to(ctx.device)
+        exchange = stage.attach(ctx, shard)
         exchange.setup_model(model)
         out = FullGraphLoop(ctx, model, cfg.train, exchange=exchange, shard=shard).run()
         out["predicted"] = shard.predicted
@@ -298,11 +304,12 @@ class FullGraphProgram(Program):
         if info is not None and skipped:
             flags = [[[not s for s in layer] for layer in epoch] for epoch in skipped]
             summary["predicted_bytes_by_epoch"] = predicted_bytes_by_epoch(
-                flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows)
+                flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows,
+                backward_widths=self._backward_widths or None)
         return summary
 
     def widths(self) -> list[int]:
-        """Input widths of the layers (needs ``prepare`` to have run)."""
+        """Widths of the rows exchanged per layer (the model's ``exchange_widths``; needs ``prepare``)."""
         return list(self._widths)
 
 

@@ -29,7 +29,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -174,21 +174,26 @@ def build_halo_plans(graph: Graph, node_part: torch.Tensor, num_parts: int) -> l
 
 
 def predicted_halo_bytes(comm_rows: int, input_widths: Sequence[int], *, itemsize: int = 4,
-                         input_needs_grad: bool = False) -> dict[str, int]:
+                         input_needs_grad: bool = False,
+                         backward_widths: Optional[Sequence[int]] = None) -> dict[str, int]:
     """Halo bytes of one epoch predicted from the partition alone.
 
     Args:
         comm_rows: rows sent per layer over all ranks (sum of the comm-rows matrix).
-        input_widths: width of each layer's input.
+        input_widths: width of the rows exchanged for each layer (the model's ``exchange_widths``).
         itemsize: bytes per value (4 for float32).
         input_needs_grad: whether the first layer's input carries a gradient (not for features).
+        backward_widths: width of the gradients sent back per layer (the model's ``backward_widths``);
+            overrides ``input_needs_grad``.
 
     Returns:
         ``{"halo_fwd": ..., "halo_bwd": ..., "total": ...}``.
     """
     widths = list(input_widths)
+    if backward_widths is None:
+        backward_widths = widths if input_needs_grad else widths[1:]
     fwd = comm_rows * sum(widths) * itemsize
-    bwd = comm_rows * sum(widths if input_needs_grad else widths[1:]) * itemsize
+    bwd = comm_rows * sum(backward_widths) * itemsize
     return {"halo_fwd": int(fwd), "halo_bwd": int(bwd), "total": int(fwd + bwd)}
 
 

@@ -2,15 +2,22 @@
 
 A model only owns the dense parts (the weights). Where the neighbour rows come from is the caller's
 business: full-graph halo exchange, CAGNET block-row broadcasts, or one process holding the whole
-graph. Each layer is computed *aggregate first, then transform*::
+graph. The paper-faithful order of a layer is *aggregate first, then transform*::
 
     T = Â H            # sparse aggregation over in-neighbours (width F_in: what travels)
     Z = T W            # GCN
     Z = H W_self + T W_neigh      # GraphSAGE-mean (Â = row-normalised A, no self-loops)
     H' = relu(Z)       # no activation after the last layer (logits)
 
-so the rows exchanged for a layer always have the layer's *input* width, which is what the
-partition's communication volume predicts (``rows x width x 4`` bytes).
+``order="auto"`` (the default) computes a layer whose output is narrower than its input *transform
+first*, as DGL's ``GraphConv``/``SAGEConv`` do: ``Z = Â (H W) + b`` (GCN) and
+``Z = H W_self + Â (H W_neigh) + b`` (GraphSAGE; only the neighbour branch is reordered). Both orders
+are the same linear map, so results agree to float rounding, but the sparse product and the exchanged
+rows get the *output* width. ``order="aggregate-first"`` keeps the printed order everywhere (recipes
+whose byte claims are stated for it pin it). :attr:`GNNModel.exchange_widths` is the width of the rows
+exchanged for each layer, which is what the partition's communication volume predicts
+(``rows x width x 4`` bytes), and :attr:`GNNModel.backward_widths` the width of their gradients (0 for an
+aggregate-first first layer: the features need no gradient).
 
 Edge weights come from :func:`edge_weights` with **global** degrees, so a rank that only holds its part
 still normalises like the single-process model:
@@ -24,8 +31,8 @@ Example:
     >>> import torch
     >>> from workbench.train.models import GNNModel
     >>> model = GNNModel("gcn", in_dim=4, hidden=8, out_dim=3, num_layers=2, seed=0)
-    >>> model.input_widths
-    [4, 8]
+    >>> model.input_widths, model.exchange_widths
+    ([4, 8], [4, 3])
     >>> x = torch.randn(5, 4)
     >>> model(x, lambda h, layer: h).shape   # identity "aggregation"
     torch.Size([5, 3])
@@ -44,9 +51,22 @@ from workbench._validation import ErrorCollector
 from workbench.stages import Stage, registry
 
 __all__ = ["GNNModel", "MODEL_KINDS", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
-           "sparse_aggregator"]
+           "sparse_aggregator", "LAYER_ORDERS", "transform_first", "backward_widths"]
 
 MODEL_KINDS = ("gcn", "sage")
+LAYER_ORDERS = ("auto", "aggregate-first")
+
+
+def transform_first(dims: list[int], order: str = "auto", pinned: frozenset = frozenset()) -> list[bool]:
+    """Per layer: whether it multiplies by ``W`` before aggregating (``auto``: when its output is narrower).
+
+    ``pinned`` lists layers an exchange needs in the printed order (e.g. a static, never re-sent input).
+
+    Example:
+        >>> transform_first([64, 64, 16]), transform_first([64, 16, 16], pinned=frozenset({0}))
+        ([False, True], [False, False])
+    """
+    return [order == "auto" and dims[i + 1] < dims[i] and i not in pinned for i in range(len(dims) - 1)]
 
 
 class GNNModel(nn.Module):
@@ -59,12 +79,18 @@ class GNNModel(nn.Module):
         out_dim: number of classes.
         num_layers: 1 to 4 layers (2 to 4 is the tested range).
         seed: weights are initialised from this seed, so every rank builds identical replicas.
+        order: ``"auto"`` (transform first where the output is narrower) or ``"aggregate-first"``.
+        pinned: layers kept aggregate-first whatever ``order`` says (an exchange's requirement).
     """
 
-    def __init__(self, kind: str, *, in_dim: int, hidden: int, out_dim: int, num_layers: int, seed: int = 0):
+    def __init__(self, kind: str, *, in_dim: int, hidden: int, out_dim: int, num_layers: int, seed: int = 0,
+                 order: str = "auto", pinned: frozenset = frozenset()):
         super().__init__()
         if kind not in MODEL_KINDS:
             raise ValueError(f"The 'model' parameter of GNNModel must be one of {list(MODEL_KINDS)}. Got {kind!r} instead.")
+        if order not in LAYER_ORDERS:
+            raise ValueError(f"The 'order' parameter of GNNModel must be one of {list(LAYER_ORDERS)}. "
+                             f"Got {order!r} instead.")
         self.kind = kind
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         self.neigh = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(num_layers))
@@ -79,6 +105,7 @@ class GNNModel(nn.Module):
                 for p in lin.parameters():
                     p.copy_(torch.rand(p.shape, generator=gen) * (2 * bound) - bound)
         self.dims = dims
+        self.transform_first = transform_first(dims, order, frozenset(pinned))
 
     @property
     def num_layers(self) -> int:
@@ -89,18 +116,42 @@ class GNNModel(nn.Module):
         """Width of each layer's input: the width of the rows exchanged for that layer."""
         return self.dims[:-1]
 
+    @property
+    def exchange_widths(self) -> list[int]:
+        """Width of the rows each layer aggregates (and exchanges): its input width, or its output width
+        when the layer transforms first."""
+        return [self.dims[i + 1] if t else self.dims[i] for i, t in enumerate(self.transform_first)]
+
+    @property
+    def backward_widths(self) -> list[int]:
+        """Width of the gradients of the exchanged rows per layer; 0 where no gradient flows (the features
+        of an aggregate-first first layer)."""
+        return backward_widths(self.exchange_widths, self.transform_first)
+
     def layer(self, index: int, agg: torch.Tensor, h_self: torch.Tensor) -> torch.Tensor:
-        """Pre-activation ``Z`` of layer ``index`` from the aggregated rows and the vertex's own rows."""
+        """Pre-activation ``Z`` of layer ``index`` (aggregate-first) from the aggregated rows and the vertex's
+        own rows."""
         z = self.neigh[index](agg)
         if self.kind == "sage":
             z = z + self.self_[index](h_self)
         return z
 
+    def _layer(self, i: int, h: torch.Tensor, h_self: torch.Tensor,
+               aggregate: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
+        if not self.transform_first[i]:
+            return self.layer(i, aggregate(h, i), h_self)
+        lin = self.neigh[i]
+        z = aggregate(torch.nn.functional.linear(h, lin.weight), i) + lin.bias   # Â (H W) + b
+        if self.kind == "sage":
+            z = z + self.self_[i](h_self)
+        return z
+
     def forward(self, x: torch.Tensor, aggregate: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
-        """Logits of the owned vertices. ``aggregate(h, layer)`` returns ``Â H`` for the owned rows."""
+        """Logits of the owned vertices. ``aggregate(h, layer)`` returns ``Â h`` for the owned rows (``h`` is the
+        layer's input, or its input times ``W`` for a transform-first layer)."""
         h = x
         for i in range(self.num_layers):
-            z = self.layer(i, aggregate(h, i), h)
+            z = self._layer(i, h, h, aggregate)
             h = torch.relu(z) if i < self.num_layers - 1 else z
         return h
 
@@ -120,9 +171,20 @@ class GNNModel(nn.Module):
         """
         h = x
         for i in range(self.num_layers):
-            z = self.layer(i, aggregate(h, i), h[: num_dst[i]])
+            z = self._layer(i, h, h[: num_dst[i]], aggregate)
             h = torch.relu(z) if i < self.num_layers - 1 else z
         return h
+
+
+def backward_widths(exchange_widths: list[int], transform_first: list[bool]) -> list[int]:
+    """Gradient width per layer of the exchanged rows: layer 0's rows carry a gradient only when it
+    transforms first (``X W`` depends on ``W``; ``X`` alone does not).
+
+    Example:
+        >>> backward_widths([64, 16], [False, True]), backward_widths([16, 16], [True, True])
+        ([0, 16], [16, 16])
+    """
+    return [w if (i > 0 or transform_first[i]) else 0 for i, w in enumerate(exchange_widths)]
 
 
 def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree: torch.Tensor,
@@ -194,21 +256,47 @@ class ModelStage(Stage):
         """Hidden width."""
         num_layers: int = 2
         """Number of GNN layers (1 to 4)."""
+        order: str = "auto"
+        """Layer order: ``auto`` (transform first where the output is narrower, as DGL) or ``aggregate-first``
+        (the papers' printed order; changes the exchanged width, not the result)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             ok = isinstance(self.hidden, int) and not isinstance(self.hidden, bool)
             errs.check(ok and self.hidden >= 1, "hidden", "an int in [1, inf]", self.hidden)
             ok = isinstance(self.num_layers, int) and not isinstance(self.num_layers, bool)
             errs.check(ok and 1 <= self.num_layers <= 4, "num_layers", "an int in [1, 4]", self.num_layers)
+            errs.check(self.order in LAYER_ORDERS, "order", f"one of {list(LAYER_ORDERS)}", self.order)
 
     def input_widths(self, in_dim: int) -> list[int]:
         """Width of each layer's input (the rows an exchange moves for that layer)."""
         return [in_dim] + [self.config.hidden] * (self.config.num_layers - 1)
 
-    def build(self, *, in_dim: int, out_dim: int, seed: int) -> GNNModel:
-        """The model, initialised from ``seed`` (identical replicas on every rank)."""
+    def transform_first(self, in_dim: int, out_dim: int, pinned: frozenset = frozenset()) -> list[bool]:
+        """Per layer: whether it transforms before aggregating (see :func:`transform_first`)."""
+        return transform_first(self.input_widths(in_dim) + [out_dim], self.config.order, pinned)
+
+    def exchange_widths(self, in_dim: int, out_dim: int, pinned: frozenset = frozenset()) -> list[int]:
+        """Width of the rows an exchange moves for each layer (forward).
+
+        Example:
+            >>> MODELS.build("gcn", hidden=8).exchange_widths(16, 3)
+            [8, 3]
+            >>> MODELS.build("gcn", hidden=8, order="aggregate-first").exchange_widths(16, 3)
+            [16, 8]
+        """
+        dims = self.input_widths(in_dim) + [out_dim]
+        return [dims[i + 1] if t else dims[i] for i, t in enumerate(self.transform_first(in_dim, out_dim, pinned))]
+
+    def backward_widths(self, in_dim: int, out_dim: int, pinned: frozenset = frozenset()) -> list[int]:
+        """Width of the gradients an exchange sends back for each layer (0: none)."""
+        return backward_widths(self.exchange_widths(in_dim, out_dim, pinned),
+                               self.transform_first(in_dim, out_dim, pinned))
+
+    def build(self, *, in_dim: int, out_dim: int, seed: int, pinned: frozenset = frozenset()) -> GNNModel:
+        """The model, initialised from ``seed`` (identical replicas on every rank); ``pinned`` layers stay
+        aggregate-first."""
         return GNNModel(self.name, in_dim=in_dim, hidden=self.config.hidden, out_dim=out_dim,
-                        num_layers=self.config.num_layers, seed=seed)
+                        num_layers=self.config.num_layers, seed=seed, order=self.config.order, pinned=pinned)
 
 
 @MODELS.register
