@@ -42,6 +42,7 @@ from workbench._validation import ErrorCollector
 from workbench.graph import Graph
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.loop import LabelData
+from workbench.train.kernels import spmm
 from workbench.train.models import edge_weights, sparse_aggregator
 
 __all__ = ["BlockRowConfig", "BlockRowBroadcast", "BlockShard", "build_block_shards", "predicted_broadcast_bytes",
@@ -154,9 +155,7 @@ class BlockRowAggregate(torch.autograd.Function):
                 hj = h   # own block always fresh (SANCUS D2)
             else:
                 hj = comm.broadcast(h.new_empty(size, width), src=j, kind="bcast_fwd", layer=layer)
-            a = state.fwd[j]
-            if a._nnz():
-                out += torch.sparse.mm(a, hj)
+            spmm(state.fwd[j], hj, out=out)
         return out
 
     @staticmethod
@@ -171,9 +170,7 @@ class BlockRowAggregate(torch.autograd.Function):
         for j, size in enumerate(state.sizes):
             gj = comm.broadcast(grad if j == state.rank else grad.new_empty(size, grad.shape[1]), src=j,
                                 kind="bcast_bwd", layer=ctx.layer)
-            a_t = state.bwd[j]
-            if a_t._nnz():
-                out += torch.sparse.mm(a_t, gj)
+            spmm(state.bwd[j], gj, out=out)
         return out, None, None
 
 
@@ -281,8 +278,7 @@ class _BlockRowRank(RankExchange):
             for j, size in enumerate(state.sizes):
                 dj = comm.broadcast(delta if j == state.rank else delta.new_empty(size, delta.shape[1]), src=j,
                                     kind="bcast_bwd", layer=layer)
-                if state.bwd[j]._nnz():
-                    u += torch.sparse.mm(state.bwd[j], dj)
+                spmm(state.bwd[j], dj, out=u)
             lin.weight.grad.copy_(u.T @ self.inputs[layer])   # (out, in)
 
 

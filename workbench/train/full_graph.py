@@ -322,14 +322,15 @@ class FullGraphLoop(TrainLoop):
         self.num_train_global = shard.num_train_global
         dev = ctx.device
         self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
-        self.masks = tuple(m.to(dev) for m in shard.data.masks)
+        self.masks = torch.stack([m.to(dev) for m in shard.data.masks])    # (3, num_owned): train/val/test
+        self.train_rows = self.masks[0].nonzero().squeeze(1)              # found once, not every epoch
 
     def on_epoch_start(self, epoch: int) -> None:
         self.exchange.epoch = epoch
 
     def forward(self, batch: Any) -> StepOutput:
         logits = self.model(self.x, self.exchange.aggregate)
-        loss = masked_loss(logits, self.labels, self.masks[0], self.num_train_global)
+        loss = masked_loss(logits, self.labels, self.train_rows, self.num_train_global)
         return StepOutput(loss, logits, self.labels, self.masks)
 
     def after_backward(self, batch: Any, out: StepOutput) -> None:

@@ -49,6 +49,7 @@ from torch import nn
 
 from workbench._validation import ErrorCollector
 from workbench.stages import Stage, registry
+from workbench.train.kernels import spmm
 
 __all__ = ["GNNModel", "MODEL_KINDS", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
            "sparse_aggregator", "LAYER_ORDERS", "transform_first", "backward_widths"]
@@ -207,18 +208,17 @@ def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree:
 
 
 class SpMM(torch.autograd.Function):
-    """``A @ H`` with a precomputed transpose for the backward pass (directed graphs included)."""
+    """``A @ H`` with a precomputed transpose for the backward pass (directed graphs included), through the
+    one sparse kernel of every program (:func:`workbench.train.kernels.spmm`)."""
 
     @staticmethod
     def forward(ctx, a: torch.Tensor, a_t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         ctx.a_t = a_t
-        return torch.sparse.mm(a, h) if a._nnz() else h.new_zeros(a.shape[0], h.shape[1])
+        return spmm(a, h)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        a_t = ctx.a_t
-        g = torch.sparse.mm(a_t, grad.contiguous()) if a_t._nnz() else grad.new_zeros(a_t.shape[0], grad.shape[1])
-        return None, None, g
+        return None, None, spmm(ctx.a_t, grad)
 
 
 def sparse_aggregator(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
