@@ -31,7 +31,7 @@ from typing import Optional
 
 import torch
 
-__all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "SPMM_KERNELS"]
+__all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "csr_pair", "SPMM_KERNELS"]
 
 SPMM_KERNELS = ("numba", "torch")
 _numba_fn = None          # the compiled kernel, or False when numba cannot be used
@@ -97,6 +97,29 @@ def spmm(a: torch.Tensor, h: torch.Tensor, out: Optional[torch.Tensor] = None) -
         return h.new_zeros(m, width) if out is None else out
     res = torch.sparse.mm(a, h.contiguous())
     return res if out is None else out.add_(res)
+
+
+def csr_pair(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
+             shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(A, A^T)`` as CSR tensors from COO triplets with one stable sort each (repeated entries are kept:
+    the kernel sums them as a coalesced matrix would). Cheap enough to build per mini-batch block.
+
+    Example:
+        >>> a, a_t = csr_pair(torch.tensor([1, 0]), torch.tensor([0, 2]), torch.tensor([2.0, 3.0]), (2, 3))
+        >>> a.to_dense().tolist(), a_t.shape
+        ([[0.0, 0.0, 3.0], [2.0, 0.0, 0.0]], torch.Size([3, 2]))
+    """
+    def one(r: torch.Tensor, c: torch.Tensor, m: int, n: int) -> torch.Tensor:
+        order = torch.argsort(r * n + c)
+        crow = torch.zeros(m + 1, dtype=torch.int64, device=r.device)
+        crow[1:] = torch.cumsum(torch.bincount(r, minlength=m), 0)
+        return torch.sparse_csr_tensor(crow, c[order], weights[order], (m, n))
+
+    import warnings
+
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": the ops used here are stable
+        warnings.simplefilter("ignore", UserWarning)
+        return one(rows, cols, shape[0], shape[1]), one(cols, rows, shape[1], shape[0])
 
 
 def set_kernel_threads(num_threads: int) -> None:
