@@ -12,8 +12,10 @@ gather + ``index_add_`` 15 s; at width 16 numba and torch CSR were level (0.25 s
 ``WORKBENCH_SPMM=torch`` (or ``numba``) overrides the choice, for comparisons. Results are the same
 sums in the same row order, so both kernels agree to float rounding (tested).
 
-The numba kernel runs on numba's own threads: :func:`set_kernel_threads` sets how many for the calling
-thread (numba's count is per thread, so thread ranks in one process each get their share).
+Threads: the numba kernel runs on numba's own pool with as many threads as torch's intra-op count
+(``torch.get_num_threads()``, which the runtimes set to ``cores / ranks on this host``,
+:func:`workbench.runtime.runners.threads_per_rank`); numba's count is per calling thread, so thread
+ranks in one process each use their share.
 
 Example:
     >>> import torch
@@ -87,6 +89,7 @@ def spmm(a: torch.Tensor, h: torch.Tensor, out: Optional[torch.Tensor] = None) -
         if a._nnz() and width:
             crow, col, val = a.crow_indices(), a.col_indices(), a.values()
             args = (crow.numpy(), col.numpy(), val.numpy(), h.detach().contiguous().numpy(), out.detach().numpy())
+            _follow_torch_threads()
             if _numba_lock is None:
                 _numba_fn(*args)
             else:
@@ -124,8 +127,16 @@ def csr_pair(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
 
 def set_kernel_threads(num_threads: int) -> None:
     """Threads of the sparse kernel for the calling thread (numba's per-thread count), capped at numba's
-    pool size; torch's intra-op threads are set by the runtime (:func:`torch.set_num_threads`)."""
+    pool size; :func:`spmm` sets it to torch's intra-op count before every call."""
     if _load_numba():
         import numba
 
         numba.set_num_threads(max(1, min(int(num_threads), numba.config.NUMBA_NUM_THREADS)))
+
+
+def _follow_torch_threads() -> None:
+    import numba
+
+    want = min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)
+    if numba.get_num_threads() != want:
+        numba.set_num_threads(want)
