@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workbench.train import kernels
-from workbench.train.kernels import spmm, spmm_kernel
+from workbench.train.kernels import csr_pair, spmm, spmm_kernel
 from workbench.train.models import sparse_aggregator
 
 
@@ -33,3 +33,16 @@ def test_numba_and_torch_kernels_agree(width, monkeypatch):
     torch.testing.assert_close(out, dense + 1, rtol=1e-5, atol=1e-5)
     empty = _random_csr(5, 40, 0)
     assert spmm(empty, h).abs().sum() == 0 and spmm(empty, h).shape == (5, width)
+
+
+@pytest.mark.parametrize("kernel", ["torch", "numba"])
+def test_csr_pair_of_unsorted_repeated_entries(kernel, monkeypatch):
+    gen = torch.Generator().manual_seed(1)
+    rows, cols = torch.randint(0, 30, (400,), generator=gen), torch.randint(0, 20, (400,), generator=gen)
+    w = torch.rand(400, generator=gen)
+    dense = torch.zeros(30, 20).index_put_((rows, cols), w, accumulate=True)
+    monkeypatch.setenv("WORKBENCH_SPMM", kernel)
+    a, a_t = csr_pair(rows, cols, w, (30, 20))
+    h, g = torch.randn(20, 8), torch.randn(30, 8)
+    torch.testing.assert_close(spmm(a, h), dense @ h, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(spmm(a_t, g), dense.T @ g, rtol=1e-5, atol=1e-5)

@@ -16,3 +16,19 @@ def csr_spmm_add(crow, col, val, h, out):  # pragma: no cover - compiled
             v = val[k]
             for f in range(width):
                 out[i, f] += v * h[c, f]
+
+
+@numba.njit(cache=True, nogil=True)
+def coo_to_csr(rows, cols, vals, num_rows, crow, col_out, val_out):  # pragma: no cover - compiled
+    """Counting sort of COO triplets by row (stable: a row keeps its entries' order) into CSR arrays;
+    ``crow`` is ``(num_rows + 1,)`` zeros on entry."""
+    for k in range(rows.shape[0]):
+        crow[rows[k] + 1] += 1
+    for i in range(num_rows):
+        crow[i + 1] += crow[i]
+    fill = crow[:-1].copy()
+    for k in range(rows.shape[0]):
+        p = fill[rows[k]]
+        col_out[p] = cols[k]
+        val_out[p] = vals[k]
+        fill[rows[k]] = p + 1
