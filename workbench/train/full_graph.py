@@ -201,7 +201,7 @@ class _HaloRank(RankExchange):
         super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
         plan = shard.plan
         shape = (plan.num_inner, plan.num_inner + plan.num_halo)
-        a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape)
+        a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape, ctx.device)
         self.a, self.a_t = a.to(ctx.device), a_t.to(ctx.device)
         self.plan = _plan_to(plan, ctx.device)
 
