@@ -2,9 +2,10 @@
 block-row aggregation, their backward passes, and the mini-batch blocks).
 
 The kernel was chosen by measurement (``python benchmarks/full_graph.py --kernels``; 2-core CPU, 100k
-vertices, 4.1M non-zeros, float32): a compiled row-parallel CSR loop (numba, ``prange`` over rows)
-took 0.67 s at width 64 where ``torch.sparse.mm`` on CSR took 1.7 s, DGL's ``u_mul_e_sum`` 5.5 s and a
-gather + ``index_add_`` 15 s; at width 16 numba and torch CSR were level (0.25 s). So:
+vertices, 4.1M non-zeros, float32, load average 1.8): a compiled row-parallel CSR loop (numba, ``prange``
+over rows) took 106 ms at width 64 where ``torch.sparse.mm`` on CSR took 403 ms, DGL's ``u_mul_e_sum``
+591 ms and a gather + ``index_add_`` 2.2 s; at width 16 numba and torch CSR were level (20 ms; DGL 290 ms,
+``index_add_`` 472 ms). Under load average 10 the order was the same. So:
 
 * CPU: the numba kernel (``numba`` imported lazily; torch CSR when numba is missing);
 * CUDA: ``torch.sparse.mm`` (cuSPARSE).
