@@ -10,7 +10,9 @@ point-to-point before every layer and their gradients move back, weight gradient
 GCN normalisation with self-loops and global degrees; the run is numerically the single-process model.
 
 Simplified: DistDGL trains with neighbour sampling on mini-batches; here every epoch is one full-graph
-step (as in SANCUS/CAGNET). No dropout by default (``kipf`` turns it on), Adam by default, no multi-constraint balancing (``--set
+step (as in SANCUS/CAGNET). Layers narrower than their input transform before they aggregate
+(``model.order="auto"``, as DGL's ``GraphConv``), so the last layer exchanges class-width rows. No
+dropout by default (``kipf`` turns it on), Adam by default, no multi-constraint balancing (``--set
 partition.balance_train=true`` turns it on).
 
 Composition: graph, METIS partition, ``halo`` exchange (no staleness), GCN, the training loop.

@@ -20,9 +20,10 @@ Accounting (exact, tested): the workbench GCN aggregates first (``Z = (ÂH)W``),
 skipped because the features need no gradient (digest A15). So one epoch moves
 ``km1 · (Σ_{k=1..L} d_{k-1} + Σ_{k=2..L} d_{k-1}) · 4`` bytes (:func:`fold_bytes_per_epoch`), where the
 paper's expand form (Algorithm 2) would move ``km1 · Σ_k (d_{k-1} + d_k) · 4`` (:func:`paper_bytes_per_epoch`,
-Eq. 11 without its factor 2, digest A2). The transform-first order of §3.7 (per-layer width
-``min(d_{k-1}, d_k)``) is not an option of the workbench GCN in this branch; :func:`volume_table` logs what
-it would move.
+Eq. 11 without its factor 2, digest A2). The recipe pins the printed order (``model.order="aggregate-first"``);
+the transform-first order of §3.7 (per-layer width ``min(d_{k-1}, d_k)``) is the variant
+:func:`transform_first` (``model.order="auto"``), whose bytes are :func:`transform_first_bytes_per_epoch`;
+:func:`volume_table` logs all three.
 
 Simplified: CPU ranks on one machine; generated graphs; Adam. The mini-batch variant is only planned, not
 trained: :func:`batch_plans` builds one induced mini-batch's send/receive maps from the global (e.g. SHP)
@@ -53,8 +54,15 @@ BYTES_PER_VALUE = 4
 
 
 def recipe(**overrides) -> RunConfig:
-    """HP-GCN: the full-graph halo GCN (2 layers, hidden 32) on the ``hypergraph`` partition (ε = 0.01)."""
-    return full_graph.recipe(partition=HypergraphPartitioner.Config(seed=0, epsilon=0.01)).replace(**overrides)
+    """HP-GCN: the full-graph halo GCN (2 layers, hidden 32) on the ``hypergraph`` partition (ε = 0.01), layers
+    in the paper's printed order (aggregate, then transform)."""
+    return full_graph.recipe(partition=HypergraphPartitioner.Config(seed=0, epsilon=0.01),
+                             order="aggregate-first").replace(**overrides)
+
+
+def transform_first(**overrides) -> RunConfig:
+    """§3.7: the same with every layer that narrows multiplying by ``W`` before its exchange."""
+    return recipe(order="auto").replace(**overrides)
 
 
 def gp_baseline(**overrides) -> RunConfig:
@@ -80,11 +88,13 @@ def paper_bytes_per_epoch(volume_rows: int, dims: Sequence[int]) -> int:
 
 
 def transform_first_bytes_per_epoch(volume_rows: int, dims: Sequence[int]) -> int:
-    """§3.7: multiply by ``W`` before the exchange, rows of width ``min(d_{k-1}, d_k)`` both ways (fold form,
-    layer 1's backward skipped)."""
+    """§3.7: multiply by ``W`` before the exchange where a layer narrows: rows of width ``min(d_{k-1}, d_k)``
+    both ways (fold form); layer 1's backward is skipped only when it aggregates first (``X`` needs no
+    gradient, ``X W`` does)."""
     d = list(dims)
     w = [min(d[k - 1], d[k]) for k in range(1, len(d))]
-    return int(volume_rows) * (sum(w) + sum(w[1:])) * BYTES_PER_VALUE
+    back = w[1:] + ([w[0]] if d[1] < d[0] else [])
+    return int(volume_rows) * (sum(w) + sum(back)) * BYTES_PER_VALUE
 
 
 def volume_table(volume_rows: int, dims: Sequence[int]) -> dict[str, int]:

@@ -17,7 +17,9 @@ input pinning off by default; D6 relative Frobenius gap; D7 clipping threshold �
 make ε_A differ from ε_E in a lock-step run; D9 the SkipG baseline (:func:`skipg`) bounds the age of
 *gradient* blocks in epochs, forward blocks always fresh (the paper names SkipG without defining it).
 
-Composition: the ``full_graph`` recipe with the ``block_row`` exchange and a staleness policy.
+Composition: the ``full_graph`` recipe with the ``block_row`` exchange and a staleness policy, layers
+pinned to the printed aggregate-then-transform order (``model.order="aggregate-first"``), so every
+broadcast has the width of the layer's input as in the paper.
 
 Simplified: CPU ranks instead of 8 GPUs, generated SBM graphs instead of Reddit/products, Adam,
 accuracies measured on the (possibly stale) training forward pass.
@@ -44,7 +46,8 @@ DEFAULT_GRAPH = full_graph.DEFAULT_GRAPH
 def recipe(staleness: str = "epoch-fixed", epsilon: float = 1, **overrides) -> RunConfig:
     """SANCUS with the given staleness bound (SCS-E1 by default) on a 2000-vertex SBM graph."""
     exchange = BlockRowBroadcast.Config(staleness=staleness, epsilon=float(epsilon))
-    return full_graph.recipe(exchange=exchange).replace(**overrides)
+    # the printed order (aggregate, then transform): the broadcast volumes stated in the paper are of H
+    return full_graph.recipe(exchange=exchange, order="aggregate-first").replace(**overrides)
 
 
 def cagnet_baseline(**overrides) -> RunConfig:

@@ -55,3 +55,14 @@ def test_batch_plans_move_the_induced_batch_km1():
         _, plans, rows = hp_gcn.batch_plans(g, r.node_part, torch.from_numpy(batch), 4)
         assert rows == induced_batch_volume(h, r.node_part, batch, 4)
         assert rows == sum(sum(p.send_counts) for p in plans)
+
+
+def test_transform_first_variant_moves_the_section_3_7_bytes(tmp_path):
+    g = load_graph(SPEC)
+    r = partition(g, 3, method="hypergraph", seed=0)
+    dims = [g.num_features, 8, g.num_classes]
+    printed = _run(hp_gcn.recipe(graph=SPEC, epochs=3, hidden=8), workers=3, out=tmp_path / "a")
+    first = _run(hp_gcn.transform_first(graph=SPEC, epochs=3, hidden=8), workers=3, out=tmp_path / "b")
+    assert first["bytes_per_epoch"] == hp_gcn.transform_first_bytes_per_epoch(r.stats["km1"], dims)
+    assert first["bytes_per_epoch"] < printed["bytes_per_epoch"]
+    assert first["losses"] == pytest.approx(printed["losses"], rel=1e-4)   # the order changes bytes, not the model

@@ -8,6 +8,7 @@ from train_helpers import run_inprocess, tiny_graph
 
 from workbench.train.block_row import BlockRowConfig, predicted_broadcast_bytes
 from workbench.train.full_graph import FullGraphConfig
+from workbench.train.models import MODELS
 
 
 @pytest.mark.parametrize("model,directed", [("gcn", False), ("sage", True)])
@@ -21,8 +22,12 @@ def test_block_row_matches_single_process(model, directed):
         assert abs(a - b) <= 1e-5 * abs(b)
     for name, ref in r1[0]["params"].items():
         assert float((rp[2]["params"][name] - ref).norm() / ref.norm()) <= 1e-5
-    widths = [g.num_features, 8, 8]
-    assert multi["bytes_per_epoch"] == predicted_broadcast_bytes(g.num_nodes, 3, widths)["total"]
+    stage = MODELS.build(model, hidden=8, num_layers=3)   # the last layer (8 -> 3) transforms first
+    dims = (g.num_features, g.num_classes)
+    widths, backward = stage.exchange_widths(*dims), stage.backward_widths(*dims)
+    assert widths == [g.num_features, 8, g.num_classes] and backward == [0, 8, g.num_classes]
+    assert multi["bytes_per_epoch"] == predicted_broadcast_bytes(g.num_nodes, 3, widths,
+                                                                 backward_widths=backward)["total"]
     assert multi["bytes_per_epoch_by_kind"] == multi["predicted_bytes_per_epoch_by_kind"]
     assert multi["comm_reduction"] == 0.0
 
@@ -31,3 +36,22 @@ def test_block_row_with_partitioner():
     g = tiny_graph()
     summary, _, _ = run_inprocess(BlockRowConfig(graph="tiny", partition="metis", epochs=2).build(graph=g), 2)
     assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"] > 0
+
+
+@pytest.mark.parametrize("exchange", [dict(weight_grad="cagnet"), dict(staleness="epoch-fixed", pin_static_input=True),
+                                      dict(staleness="epoch-fixed", skip="gradients")])
+def test_transform_first_layers_and_pinned_layers_bytes_as_predicted(exchange):
+    """hidden 4 < 6 features: layer 0 transforms first unless the exchange pins it (cagnet's weight gradient,
+    a pinned static input); every epoch's bytes still equal the prediction."""
+    g = tiny_graph()
+    part = torch.arange(g.num_nodes) % 2
+    cfg = BlockRowConfig(graph="tiny", hidden=4, num_layers=2, epochs=3, **exchange)
+    summary, _, _ = run_inprocess(cfg.build(graph=g, node_part=part), 2)
+    if "weight_grad" in exchange:   # cagnet's δ broadcasts come on top of the prediction: same as printed order
+        printed = BlockRowConfig(graph="tiny", hidden=4, num_layers=2, epochs=3, order="aggregate-first", **exchange)
+        expected = run_inprocess(printed.build(graph=g, node_part=part), 2)[0]["bytes_by_epoch"]
+    else:
+        expected = summary["predicted_bytes_by_epoch"]
+    assert summary["bytes_by_epoch"] == expected
+    pinned = cfg.build().exchange().pinned_layers(2)
+    assert pinned == ({0, 1} if "weight_grad" in exchange else {0} if "pin_static_input" in exchange else set())

@@ -39,18 +39,23 @@ def test_matches_single_process_gcn(method, world_size):
     assert summary["bytes_per_epoch_by_kind"] == summary["predicted_bytes_per_epoch_by_kind"]
 
 
-@pytest.mark.parametrize("model,num_layers", [("sage", 3), ("gcn", 4)])
-def test_directed_graph_and_deeper_models(model, num_layers):
+@pytest.mark.parametrize("model,num_layers,order", [("sage", 3, "auto"), ("gcn", 4, "auto"),
+                                                    ("sage", 3, "aggregate-first")])
+def test_directed_graph_and_deeper_models(model, num_layers, order):
     g = tiny_graph(directed=True, seed=2)
     part = torch.randint(0, 3, (g.num_nodes,), generator=torch.Generator().manual_seed(0))
     cfg = FullGraphConfig(graph="tiny", model=model, num_layers=num_layers, hidden=8, epochs=3, optimizer="sgd",
-                          lr=0.5)
+                          lr=0.5, order=order)
     single = run_inprocess(cfg.build(graph=g), 1)
     multi = run_inprocess(cfg.build(graph=g, node_part=part), 3)
     _assert_same_training(single, multi)
     rows = int(comm_rows_from_parts(g, part, 3).sum())
-    widths = [g.num_features] + [8] * (num_layers - 1)
-    assert multi[0]["bytes_per_epoch"] == predicted_halo_bytes(rows, widths)["total"]
+    # the exchanged width per layer: the input's, or the output's where a layer transforms first
+    dims = [g.num_features] + [8] * (num_layers - 1) + [g.num_classes]
+    first = [order == "auto" and dims[i + 1] < dims[i] for i in range(num_layers)]
+    widths = [dims[i + 1] if f else dims[i] for i, f in enumerate(first)]
+    backward = [w if (i or first[0]) else 0 for i, w in enumerate(widths)]
+    assert multi[0]["bytes_per_epoch"] == predicted_halo_bytes(rows, widths, backward_widths=backward)["total"]
 
 
 def test_summary_and_events():

@@ -9,6 +9,7 @@ from train_helpers import run_inprocess, tiny_graph
 from workbench.events import Staleness
 from workbench.train.full_graph import FullGraphConfig
 from workbench.train.halo import comm_rows_from_parts
+from workbench.train.models import MODELS
 from workbench.train.staleness import epoch_fixed_flags, predicted_bytes_by_epoch
 
 
@@ -35,9 +36,11 @@ def test_epoch_fixed_bytes_of_every_epoch_are_predicted(graph, world_size, eps):
     flags = epoch_fixed_flags(6, 3, world_size, eps)
     assert [[[not s for s in layer] for layer in ep] for ep in summary["broadcast_skipped"]] == flags
     comm = comm_rows_from_parts(graph, part, world_size)          # (P, P) rows p sends q per layer
-    widths = [graph.num_features, 8, 8]
+    stage = MODELS.build("gcn", hidden=8, num_layers=3)
+    widths = stage.exchange_widths(graph.num_features, graph.num_classes)
     predicted = predicted_bytes_by_epoch(flags, comm.sum(axis=1).tolist(), widths,
-                                         backward_rows=comm.sum(axis=0).tolist())
+                                         backward_rows=comm.sum(axis=0).tolist(),
+                                         backward_widths=stage.backward_widths(graph.num_features, graph.num_classes))
     counted = _counted_by_epoch(results)
     assert counted == predicted == summary["predicted_bytes_by_epoch"] == summary["bytes_by_epoch"]
     # exact epochs move the whole halo, stale epochs only the gradients (never skipped, D7/H4)

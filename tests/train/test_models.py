@@ -64,3 +64,27 @@ def test_matches_dgl_layers(directed):
     biases = [p for name, p in sconv.named_parameters() if name.endswith("bias")]   # where depends on the version
     biases[0].data.copy_(sage.neigh[0].bias)
     torch.testing.assert_close(sage(x, _aggregator(g, "sage")), sconv(dg, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage"])
+def test_transform_first_equals_aggregate_first(kind):
+    """Both layer orders are the same linear map: equal logits and weight gradients to float rounding."""
+    g = tiny_graph(directed=True)
+    agg = _aggregator(g, kind)
+    kw = dict(in_dim=6, hidden=4, out_dim=3, num_layers=3, seed=1)
+    auto, printed = GNNModel(kind, **kw), GNNModel(kind, order="aggregate-first", **kw)
+    assert auto.transform_first == [True, False, True] and printed.transform_first == [False] * 3
+    assert auto.exchange_widths == [4, 4, 3] and auto.backward_widths == [4, 4, 3]
+    assert printed.exchange_widths == [6, 4, 4] and printed.backward_widths == [0, 4, 4]
+    outs = []
+    for model in (auto, printed):
+        out = model(g.features, agg)
+        out.square().sum().backward()
+        outs.append((out.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    torch.testing.assert_close(outs[0][0], outs[1][0], rtol=1e-5, atol=1e-5)
+    for name, grad in outs[1][1].items():
+        torch.testing.assert_close(outs[0][1][name], grad, rtol=1e-5, atol=1e-5)
+    pinned = GNNModel(kind, pinned=frozenset({0}), **kw)
+    assert pinned.transform_first == [False, False, True] and pinned.backward_widths == [0, 4, 3]
+    with pytest.raises(ValueError, match="'order'"):
+        GNNModel(kind, order="transform-first", **kw)

@@ -6,8 +6,10 @@ How a run goes:
    process per rank, on 127.0.0.1, dashboard on a free port) unless a scheduler address or a
    ``Client`` is given; it waits (bounded) for enough workers and takes the first ``world_size`` in
    address order, rank 0 first;
-2. an idempotent :class:`TorchWorkerPlugin` sets torch threads, a seed, ``GLOO_SOCKET_IFNAME=lo``
-   for loopback workers and the CUDA device where there is one;
+2. an idempotent :class:`TorchWorkerPlugin` sets a seed, ``GLOO_SOCKET_IFNAME=lo`` for loopback
+   workers and the CUDA device where there is one; each rank's worker gets ``cores // ranks on its
+   host`` torch intra-op threads (:func:`~workbench.runtime.runners.threads_per_rank`; the nanny's
+   ``OMP_NUM_THREADS=1`` would leave one core per host busy), or ``num_threads`` when given;
 3. rank 0's worker is asked for a free port; every rank joins ``tcp://<rank-0 host>:<port>`` with an
    explicit rank, world size and timeout (NCCL on ``cuda:0`` when every rank has its own GPU,
    otherwise gloo on CPU); the program and each payload are scattered to their workers;
@@ -37,7 +39,7 @@ from workbench._validation import ParamError, param_error
 from workbench.events import event_from_dict
 from workbench.runtime.errors import RendezvousTimeout, RunError, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
-from workbench.runtime.runners import RankOutcome, RunEnv, rank_failed, root_cause
+from workbench.runtime.runners import RankOutcome, RunEnv, rank_failed, root_cause, threads_per_rank
 
 __all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster"]
 
@@ -95,11 +97,20 @@ def _free_port(dask_worker=None) -> int:
         return s.getsockname()[1]
 
 
+def _set_threads(num_threads: int, dask_worker=None) -> int:
+    import torch
+
+    torch.set_num_threads(num_threads)
+    return num_threads
+
+
 def _worker_info(dask_worker=None) -> dict:
     import torch
 
     cuda = torch.cuda.is_available()
-    return {"host": socket.gethostname(), "num_gpus": torch.cuda.device_count() if cuda else 0,
+    from workbench.runtime.runners import host_cores
+
+    return {"host": socket.gethostname(), "cores": host_cores(), "num_gpus": torch.cuda.device_count() if cuda else 0,
             "gpu": f"{socket.gethostname()}/{os.environ.get('CUDA_VISIBLE_DEVICES', '0').split(',')[0]}"
             if cuda else None}
 
@@ -304,10 +315,13 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
         env.set_info("dashboard_link", client.dashboard_link)
         _wait_for_recycling(client)
         addrs = _claim_workers(client, world_size, env.timeout_s)
-        if num_threads is None and own_cluster is not None:
-            num_threads = max(1, (os.cpu_count() or 1) // world_size)
         client.register_plugin(TorchWorkerPlugin(num_threads=num_threads))
         infos = client.run(_worker_info, workers=addrs)
+        if num_threads is None:   # each rank gets cores / ranks on its host (not the nanny's OMP=1)
+            on_host = collections.Counter(infos[a]["host"] for a in addrs)
+            for addr in addrs:
+                n = threads_per_rank(on_host[infos[addr]["host"]], infos[addr].get("cores"))
+                client.run(_set_threads, n, workers=[addr])
         backend, device = _pick_backend([infos[a] for a in addrs], env.device)
         port = client.run(_free_port, workers=[addrs[0]])[addrs[0]]
         init_method = f"tcp://{urlparse(addrs[0]).hostname}:{port}"

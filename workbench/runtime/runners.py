@@ -8,6 +8,7 @@ does the rest. The Dask runner lives in :mod:`workbench.runtime.dask_runner`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import traceback
@@ -20,7 +21,8 @@ from workbench.events import Event
 from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
 
-__all__ = ["RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "resolve_device"]
+__all__ = ["RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "resolve_device",
+           "threads_per_rank", "rank_threads"]
 
 
 @dataclasses.dataclass
@@ -62,6 +64,38 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     return torch.device("cuda", 0) if device == "cuda" else torch.device(device)
+
+
+def host_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS tells it, else ``os.cpu_count()``)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_per_rank(ranks_on_host: int, cores: Optional[int] = None) -> int:
+    """Intra-op threads of each rank: the host's cores shared out among the ranks it runs, at least 1.
+
+    Example:
+        >>> threads_per_rank(2, cores=16), threads_per_rank(4, cores=2)
+        (8, 1)
+    """
+    return max(1, int(cores if cores is not None else host_cores()) // max(1, int(ranks_on_host)))
+
+
+@contextlib.contextmanager
+def rank_threads(num_threads: int):
+    """``torch.set_num_threads(num_threads)`` for the ranks run inside, restored afterwards. Torch's count is
+    per process, so thread ranks share it; the sparse kernel follows it (:mod:`workbench.train.kernels`)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(num_threads)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def rank_failed(rank: int, worker: Optional[str], step: Optional[int], exc: BaseException) -> RankFailed:
@@ -116,15 +150,16 @@ def run_inprocess(program: Program, payloads: Sequence[Any], env: RunEnv) -> lis
                 errors.append(err)
             group.abort(exc)
 
-    if world_size == 1:  # the reference runner: no extra thread
-        body(0)
-    else:
-        threads = [threading.Thread(target=body, args=(r,), name=f"{env.run_id}-rank{r}", daemon=True)
-                   for r in range(world_size)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    with rank_threads(threads_per_rank(world_size)):   # every rank of this host gets cores / ranks
+        if world_size == 1:  # the reference runner: no extra thread
+            body(0)
+        else:
+            threads = [threading.Thread(target=body, args=(r,), name=f"{env.run_id}-rank{r}", daemon=True)
+                       for r in range(world_size)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
     if errors:
         raise root_cause(errors)
     return [o for o in outcomes if o is not None]

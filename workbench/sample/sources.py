@@ -99,6 +99,8 @@ class OwnerRoutedSource:
         kernel = kernel or keyed_kernel
         comm, p = self.comm, self.comm.world_size
         frontier_gid = frontier_gid.to(torch.int64)
+        if p == 1:   # one rank owns every row: nothing to route, and a kernel groups edges in frontier order
+            return kernel(self.rows, frontier_gid, fanout, replace, key)
         owner = self.node_part[frontier_gid]
         order = torch.argsort(owner, stable=True)
         grouped = frontier_gid[order]                                    # frontier grouped by owner

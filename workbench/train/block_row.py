@@ -42,6 +42,7 @@ from workbench._validation import ErrorCollector
 from workbench.graph import Graph
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.loop import LabelData
+from workbench.train.kernels import spmm
 from workbench.train.models import edge_weights, sparse_aggregator
 
 __all__ = ["BlockRowConfig", "BlockRowBroadcast", "BlockShard", "build_block_shards", "predicted_broadcast_bytes",
@@ -75,15 +76,21 @@ class BlockShard:
     predicted: dict
 
 
-def predicted_broadcast_bytes(num_nodes: int, world_size: int, input_widths: list[int], itemsize: int = 4) -> dict:
-    """Broadcast bytes of one CAGNET epoch (ring-pipelined broadcasts, every round executed)."""
+def predicted_broadcast_bytes(num_nodes: int, world_size: int, input_widths: list[int], itemsize: int = 4,
+                              backward_widths: Optional[list[int]] = None) -> dict:
+    """Broadcast bytes of one CAGNET epoch (ring-pipelined broadcasts, every round executed).
+
+    ``input_widths``: width of the rows broadcast per layer (the model's ``exchange_widths``);
+    ``backward_widths``: of the gradients (default: none for layer 0, whose input is the features)."""
+    if backward_widths is None:
+        backward_widths = [0, *input_widths[1:]]
     fwd = (world_size - 1) * num_nodes * sum(input_widths) * itemsize
-    bwd = (world_size - 1) * num_nodes * sum(input_widths[1:]) * itemsize
+    bwd = (world_size - 1) * num_nodes * sum(backward_widths) * itemsize
     return {"bcast_fwd": int(fwd), "bcast_bwd": int(bwd), "total": int(fwd + bwd)}
 
 
 def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-                       input_widths: list[int]) -> list[BlockShard]:
+                       input_widths: list[int], backward_widths: Optional[list[int]] = None) -> list[BlockShard]:
     """Relabel rows part by part and cut ``Â`` and ``Â^T`` into per-rank block rows (vectorised)."""
     n = graph.num_nodes
     order = torch.argsort(node_part, stable=True)           # new id -> old id
@@ -110,7 +117,7 @@ def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, mo
         return perm[bounds[i * num_parts + j]:bounds[i * num_parts + j + 1]]
 
     train = graph.train_mask & (graph.labels >= 0)
-    predicted = predicted_broadcast_bytes(n, num_parts, input_widths)
+    predicted = predicted_broadcast_bytes(n, num_parts, input_widths, backward_widths=backward_widths)
     shards = []
     for i in range(num_parts):
         rows = order[int(offsets[i]):int(offsets[i] + sizes[i])]
@@ -148,9 +155,7 @@ class BlockRowAggregate(torch.autograd.Function):
                 hj = h   # own block always fresh (SANCUS D2)
             else:
                 hj = comm.broadcast(h.new_empty(size, width), src=j, kind="bcast_fwd", layer=layer)
-            a = state.fwd[j]
-            if a._nnz():
-                out += torch.sparse.mm(a, hj)
+            spmm(state.fwd[j], hj, out=out)
         return out
 
     @staticmethod
@@ -165,9 +170,7 @@ class BlockRowAggregate(torch.autograd.Function):
         for j, size in enumerate(state.sizes):
             gj = comm.broadcast(grad if j == state.rank else grad.new_empty(size, grad.shape[1]), src=j,
                                 kind="bcast_bwd", layer=ctx.layer)
-            a_t = state.bwd[j]
-            if a_t._nnz():
-                out += torch.sparse.mm(a_t, gj)
+            spmm(state.bwd[j], gj, out=out)
         return out, None, None
 
 
@@ -208,12 +211,19 @@ class BlockRowBroadcast(Exchange):
                            self.weight_grad)
 
     def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-               input_widths: list[int]) -> ExchangeLayout:
-        shards = build_block_shards(graph, node_part, num_parts, model, input_widths)
+               input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
+        shards = build_block_shards(graph, node_part, num_parts, model, input_widths, backward_widths)
         ring = [(num_parts - 1) * s for s in shards[0].block_sizes]   # a ring broadcast crosses p - 1 links
         # Every rank receives every other block: its "halo" is all vertices it does not own.
         return ExchangeLayout(shards=shards, predicted=shards[0].predicted, root_rows=ring, backward_rows=ring,
                               halo_sizes=[graph.num_nodes - s for s in shards[0].block_sizes])
+
+    def pinned_layers(self, num_layers: int) -> frozenset:
+        """The ``cagnet`` weight gradient ``H_iᵀ (Âᵀ δ)_i`` needs every layer's input exchanged: all layers
+        stay aggregate-first."""
+        if self.config.weight_grad == "cagnet":
+            return frozenset(range(num_layers))
+        return super().pinned_layers(num_layers)
 
     def attach(self, ctx, shard: BlockShard) -> "_BlockRowRank":
         return _BlockRowRank(self, ctx, shard)
@@ -226,9 +236,9 @@ class _BlockRowRank(RankExchange):
         super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
         c, dev = stage.config, ctx.device
         n_i = shard.block_sizes[shard.rank]
-        fwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]))[0].to(dev)
+        fwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev)[0].to(dev)
                for j, (r, cl, w) in enumerate(shard.fwd)]
-        bwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]))[0].to(dev)
+        bwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev)[0].to(dev)
                for j, (r, cl, w) in enumerate(shard.bwd)]
         clip = None if c.clip_threshold is None else clip_threshold(c.clip_threshold, ctx.world_size, c.clip_scaling)
         self.state = _BlockState(comm=self.comm, rank=shard.rank, sizes=shard.block_sizes, fwd=fwd, bwd=bwd,
@@ -268,8 +278,7 @@ class _BlockRowRank(RankExchange):
             for j, size in enumerate(state.sizes):
                 dj = comm.broadcast(delta if j == state.rank else delta.new_empty(size, delta.shape[1]), src=j,
                                     kind="bcast_bwd", layer=layer)
-                if state.bwd[j]._nnz():
-                    u += torch.sparse.mm(state.bwd[j], dj)
+                spmm(state.bwd[j], dj, out=u)
             lin.weight.grad.copy_(u.T @ self.inputs[layer])   # (out, in)
 
 

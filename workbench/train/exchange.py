@@ -112,9 +112,17 @@ class Exchange(Stage):
 
     # -- client side ---------------------------------------------------------------------------------------
     def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-               input_widths: list[int]) -> ExchangeLayout:
-        """Cut the partitioned graph into per-rank payloads (vectorised)."""
+               input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
+        """Cut the partitioned graph into per-rank payloads (vectorised).
+
+        ``input_widths`` are the widths of the rows exchanged per layer (the model's ``exchange_widths``),
+        ``backward_widths`` those of their gradients (None: ``[0, *input_widths[1:]]``)."""
         raise NotImplementedError
+
+    def pinned_layers(self, num_layers: int) -> frozenset:
+        """Layers the model must compute aggregate-first for this exchange: layer 0 with
+        ``pin_static_input`` (only the features themselves never change)."""
+        return frozenset({0}) if self.config.pin_static_input else frozenset()
 
     # -- rank side -----------------------------------------------------------------------------------------
     def policy(self) -> StalenessPolicy:

@@ -116,13 +116,14 @@ class RankShard:
 
 
 def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-                 input_widths: list[int]) -> tuple[list[RankShard], list[HaloExchangePlan]]:
+                 input_widths: list[int], backward_widths: Optional[list[int]] = None
+                 ) -> tuple[list[RankShard], list[HaloExchangePlan]]:
     """Split ``graph`` into per-rank shards (vectorised; one pass over the edges per rank)."""
     plans = build_halo_plans(graph, node_part, num_parts)
     in_deg, out_deg = graph.in_degrees(), graph.out_degrees()
     src, dst = graph.edges()
     comm_rows = int(comm_rows_from_parts(graph, node_part, num_parts).sum())
-    predicted = predicted_halo_bytes(comm_rows if num_parts > 1 else 0, input_widths)
+    predicted = predicted_halo_bytes(comm_rows if num_parts > 1 else 0, input_widths, backward_widths=backward_widths)
     dst_part = node_part[dst]
     n = graph.num_nodes
     labels_all = graph.labels
@@ -185,8 +186,8 @@ class OwnerComputeHalo(Exchange):
         pass
 
     def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
-               input_widths: list[int]) -> ExchangeLayout:
-        shards, plans = build_shards(graph, node_part, num_parts, model, input_widths)
+               input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
+        shards, plans = build_shards(graph, node_part, num_parts, model, input_widths, backward_widths)
         comm = comm_rows_from_parts(graph, node_part, num_parts)   # (P, P) rows p sends q per layer
         return ExchangeLayout(shards=shards, predicted=shards[0].predicted,
                               root_rows=[int(x) for x in comm.sum(axis=1)],
@@ -202,7 +203,7 @@ class _HaloRank(RankExchange):
         super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
         plan = shard.plan
         shape = (plan.num_inner, plan.num_inner + plan.num_halo)
-        a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape)
+        a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape, ctx.device)
         self.a, self.a_t = a.to(ctx.device), a_t.to(ctx.device)
         self.plan = _plan_to(plan, ctx.device)
 
@@ -228,6 +229,7 @@ class FullGraphProgram(Program):
         self.predicted: dict = {}
         self.layout_info: Optional[ExchangeLayout] = None
         self._widths: list[int] = []
+        self._backward_widths: list[int] = []
 
     def world_size_for(self, requested: Optional[int]) -> int:
         if self.config.num_parts is not None:
@@ -252,13 +254,15 @@ class FullGraphProgram(Program):
         cfg = self.config
         graph, node_part, result = self._load_and_partition(world_size, emit)
         self.split_sizes = split_sizes(graph)
-        widths = MODELS.build(cfg.method("model"), cfg.model).input_widths(graph.num_features)
-        layout = self.exchange().layout(graph, node_part, world_size, cfg.method("model"), widths)
+        exchange, stage = self.exchange(), MODELS.build(cfg.method("model"), cfg.model)
+        dims = (graph.num_features, graph.num_classes, self._pinned(exchange))
+        widths, backward = stage.exchange_widths(*dims), stage.backward_widths(*dims)
+        layout = exchange.layout(graph, node_part, world_size, cfg.method("model"), widths, backward_widths=backward)
         self.predicted = layout.predicted
         self.layout_info = dataclasses.replace(layout, shards=[])
-        self._widths = widths
+        self._widths, self._backward_widths = widths, backward
         self.bin_plan = None
-        if cfg.train.bin_limit is not None or cfg.train.memory_budget is not None:   # G3 bins (checked before ranks start)
+        if self._binned():   # G3 bins (checked before ranks start)
             from workbench.train.bins_program import plan_bins
 
             self.bin_plan = plan_bins(graph, node_part, layout.shards, widths, widths[1:] + [graph.num_classes],
@@ -271,11 +275,22 @@ class FullGraphProgram(Program):
         emit(event)
         return layout.shards
 
+    def _binned(self) -> bool:
+        return self.config.train.bin_limit is not None or self.config.train.memory_budget is not None
+
+    def _pinned(self, exchange: Any) -> frozenset:
+        """Layers kept aggregate-first: those the exchange needs, and every layer of a binned (G3) run,
+        whose bins compute each layer in the printed order."""
+        n = self.config.model.num_layers
+        return frozenset(range(n)) if self._binned() else frozenset(exchange.pinned_layers(n))
+
     def run_rank(self, ctx: RankContext, shard: Any) -> dict:
         cfg = self.config
+        stage = self.exchange()
         model = MODELS.build(cfg.method("model"), cfg.model).build(
-            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
-        exchange = self.exchange().attach(ctx, shard)
+            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed,
+            pinned=self._pinned(stage)).to(ctx.device)
+        exchange = stage.attach(ctx, shard)
         exchange.setup_model(model)
         if getattr(shard, "bins", None) is not None:
             from workbench.train.bins_program import BinnedFullGraphLoop
@@ -324,11 +339,12 @@ class FullGraphProgram(Program):
         if info is not None and skipped:
             flags = [[[not s for s in layer] for layer in epoch] for epoch in skipped]
             summary["predicted_bytes_by_epoch"] = predicted_bytes_by_epoch(
-                flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows)
+                flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows,
+                backward_widths=self._backward_widths or None)
         return summary
 
     def widths(self) -> list[int]:
-        """Input widths of the layers (needs ``prepare`` to have run)."""
+        """Widths of the rows exchanged per layer (the model's ``exchange_widths``; needs ``prepare``)."""
         return list(self._widths)
 
 
@@ -341,16 +357,17 @@ class FullGraphLoop(TrainLoop):
         self.num_train_global = shard.num_train_global
         dev = ctx.device
         self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
-        self.masks = tuple(m.to(dev) for m in shard.data.masks)
+        self.masks = torch.stack([m.to(dev) for m in shard.data.masks])    # (3, num_owned): train/val/test
+        self.train_rows = self.masks[0].nonzero().squeeze(1)              # found once, not every epoch
         gid = shard.data.global_nid
-        self.node_ids = gid.to(dev) if gid is not None else None
+        self.node_ids = gid.to(dev) if gid is not None else None          # dropout masks are keyed by them
 
     def on_epoch_start(self, epoch: int) -> None:
         self.exchange.epoch = epoch
 
     def forward(self, batch: Any) -> StepOutput:
         logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
-        loss = masked_loss(logits, self.labels, self.masks[0], self.num_train_global)
+        loss = masked_loss(logits, self.labels, self.train_rows, self.num_train_global)
         return StepOutput(loss, logits, self.labels, self.masks)
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:

@@ -29,7 +29,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -81,6 +81,16 @@ class HaloExchangePlan:
     def recv_offsets(self) -> list[int]:
         return [0] + list(np.cumsum(self.recv_counts).tolist())
 
+    def buffer(self, layer: int, like: torch.Tensor) -> torch.Tensor:
+        """The ``(num_inner + num_halo, F)`` rows buffer of ``layer``, allocated once and reused every epoch
+        (the aggregation reads it and keeps no reference, so the next epoch may overwrite it)."""
+        shape = (self.num_inner + self.num_halo, like.shape[1])
+        cache = self.__dict__.setdefault("_buffers", {})
+        buf = cache.get(layer)
+        if buf is None or buf.shape != shape or buf.dtype != like.dtype or buf.device != like.device:
+            buf = cache[layer] = like.new_empty(shape)
+        return buf
+
     def exchange(self, h: torch.Tensor, comm, layer: int) -> torch.Tensor:
         """``(num_inner + num_halo, F)`` rows: the owned rows followed by the received halo rows."""
         if self.world_size == 1:
@@ -99,8 +109,13 @@ class HaloExchange(torch.autograd.Function):
         sends = [h.new_zeros(0, width) if j == plan.rank else h.index_select(0, idx)
                  for j, idx in enumerate(plan.send_local_nid)]
         received = comm.all_to_all(sends, kind="halo_fwd", layer=layer)
-        halo = [received[j].reshape(-1, width) for j in range(plan.world_size) if j != plan.rank]
-        return torch.cat([h, *halo], dim=0)
+        out = plan.buffer(layer, h)            # (num_inner + num_halo, F), reused: no allocation per epoch
+        out[:plan.num_inner].copy_(h)
+        off, n = plan.recv_offsets, plan.num_inner
+        for j in range(plan.world_size):
+            if j != plan.rank and plan.recv_counts[j]:
+                out[n + off[j]:n + off[j + 1]].copy_(received[j].reshape(-1, width))
+        return out
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -111,7 +126,8 @@ class HaloExchange(torch.autograd.Function):
         sends = [grad.new_zeros(0, width) if j == plan.rank else halo_grad[off[j]:off[j + 1]]
                  for j in range(plan.world_size)]
         received = comm.all_to_all(sends, kind="halo_bwd", layer=ctx.layer)
-        out = grad[:n].clone()
+        # the incoming gradient is the aggregation's fresh output and has no other reader: add in place
+        out = grad[:n] if grad.is_contiguous() else grad[:n].clone()
         for j, idx in enumerate(plan.send_local_nid):
             if j != plan.rank and idx.numel():
                 out.index_add_(0, idx, received[j].reshape(-1, width))
@@ -174,21 +190,26 @@ def build_halo_plans(graph: Graph, node_part: torch.Tensor, num_parts: int) -> l
 
 
 def predicted_halo_bytes(comm_rows: int, input_widths: Sequence[int], *, itemsize: int = 4,
-                         input_needs_grad: bool = False) -> dict[str, int]:
+                         input_needs_grad: bool = False,
+                         backward_widths: Optional[Sequence[int]] = None) -> dict[str, int]:
     """Halo bytes of one epoch predicted from the partition alone.
 
     Args:
         comm_rows: rows sent per layer over all ranks (sum of the comm-rows matrix).
-        input_widths: width of each layer's input.
+        input_widths: width of the rows exchanged for each layer (the model's ``exchange_widths``).
         itemsize: bytes per value (4 for float32).
         input_needs_grad: whether the first layer's input carries a gradient (not for features).
+        backward_widths: width of the gradients sent back per layer (the model's ``backward_widths``);
+            overrides ``input_needs_grad``.
 
     Returns:
         ``{"halo_fwd": ..., "halo_bwd": ..., "total": ...}``.
     """
     widths = list(input_widths)
+    if backward_widths is None:
+        backward_widths = widths if input_needs_grad else widths[1:]
     fwd = comm_rows * sum(widths) * itemsize
-    bwd = comm_rows * sum(widths if input_needs_grad else widths[1:]) * itemsize
+    bwd = comm_rows * sum(backward_widths) * itemsize
     return {"halo_fwd": int(fwd), "halo_bwd": int(bwd), "total": int(fwd + bwd)}
 
 

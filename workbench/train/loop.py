@@ -79,10 +79,14 @@ def partition_nodes(graph: Graph, num_parts: int, method: str, config: Any = Non
 
 def masked_loss(logits: torch.Tensor, labels: torch.Tensor, train: torch.Tensor, num_train_global: int) -> torch.Tensor:
     """Summed cross-entropy of the local training rows divided by the GLOBAL number of training rows,
-    so the ranks' losses add up to the single-process mean loss."""
-    if not bool(train.any()):
+    so the ranks' losses add up to the single-process mean loss.
+
+    ``train`` is a boolean mask, or the training rows' indices (computed once: no mask scan per epoch)."""
+    idx = train if train.dtype != torch.bool else train.nonzero().squeeze(1)
+    if not idx.numel():
         return logits.sum() * 0.0
-    return torch.nn.functional.cross_entropy(logits[train], labels[train], reduction="sum") / num_train_global
+    return torch.nn.functional.cross_entropy(logits.index_select(0, idx), labels.index_select(0, idx),
+                                             reduction="sum") / num_train_global
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
@@ -111,12 +115,11 @@ def allreduce_gradients(model: nn.Module, comm, world_size: int) -> None:
 def global_metrics(comm, world_size: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
                    masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dict[str, Optional[float]]:
     """Global loss and train/val/test accuracy from one all-reduce of 7 numbers (kind ``metrics``)."""
-    pred = logits.detach().argmax(dim=1)
-    hit = pred == labels
-    vals = [float(loss.detach())]
-    for m in masks:
-        vals += [float((hit & m).sum()), float(m.sum())]
-    t = torch.tensor(vals, dtype=torch.float64, device=logits.device)   # NCCL reduces device tensors only
+    hit = logits.detach().argmax(dim=1) == labels
+    m = masks if isinstance(masks, torch.Tensor) else torch.stack(list(masks))     # (3, num_rows)
+    counts = torch.stack([(m & hit).sum(1), m.sum(1)], 1).reshape(-1)             # hit, total per split
+    t = torch.cat([loss.detach().reshape(1).to(torch.float64), counts.to(torch.float64)])
+    # NCCL reduces device tensors only: t stays on the logits' device
     if world_size > 1:
         comm.all_reduce(t, kind="metrics")
     t = t.cpu()

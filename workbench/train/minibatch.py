@@ -58,7 +58,8 @@ from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
 from workbench.train.loop import StepOutput, TrainLoop, global_metrics, split_sizes, summarize_ranks
-from workbench.train.models import MODELS, GNNModel
+from workbench.train.kernels import csr_pair
+from workbench.train.models import MODELS, GNNModel, SpMM
 
 __all__ = ["MiniBatchProgram", "MiniBatchShard", "MiniBatchLoop", "BlockAggregator", "block_forward", "block_aggregators"]
 
@@ -99,8 +100,8 @@ def block_aggregators(kind: str, blocks: list, device: torch.device) -> list[Blo
 
 @dataclasses.dataclass(eq=False)
 class BlockAggregator:
-    """``T = A_b H`` for one block as a gather and a scatter-add over its edges (autograd gives the
-    transposed pattern for the backward pass; no sparse matrix to build per step)."""
+    """``T = A_b H`` for one block through the sparse kernel of every program
+    (:func:`workbench.train.kernels.spmm`; ``A_b`` and its transpose in CSR, built on first use)."""
 
     src: torch.Tensor
     dst: torch.Tensor
@@ -109,8 +110,11 @@ class BlockAggregator:
     num_dst: int
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        msg = h.index_select(0, self.src) * self.weight
-        return h.new_zeros((self.num_dst, h.shape[1])).index_add_(0, self.dst, msg)
+        pair = self.__dict__.get("_csr")
+        if pair is None or pair[0].shape[1] != h.shape[0]:
+            pair = self.__dict__["_csr"] = csr_pair(self.dst, self.src, self.weight.reshape(-1),
+                                                    (self.num_dst, h.shape[0]))
+        return SpMM.apply(pair[0], pair[1], h)
 
 
 def block_forward(model: GNNModel, aggregators: list[BlockAggregator], x: torch.Tensor) -> torch.Tensor:

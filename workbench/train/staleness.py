@@ -206,29 +206,32 @@ def epoch_fixed_flags(epochs: int, num_layers: int, world_size: int, epsilon: fl
 
 def predicted_bytes_by_epoch(flags: Sequence[Sequence[Sequence[bool]]], root_rows: Sequence[int],
                              widths: Sequence[int], *, skip: str = "embeddings",
-                             backward_rows: Optional[Sequence[int]] = None, itemsize: int = 4) -> list[int]:
+                             backward_rows: Optional[Sequence[int]] = None, itemsize: int = 4,
+                             backward_widths: Optional[Sequence[int]] = None) -> list[int]:
     """Exchange bytes of every epoch from the agreed flags.
 
     Args:
         flags: ``[epoch][layer][root]`` (True = ACTIVE).
         root_rows: rows x links one root's forward piece costs per unit width (halo: rows it sends to all
             peers; ring broadcast: ``(p - 1) x`` its block rows).
-        widths: the layers' input widths.
+        widths: the width of the rows exchanged per layer (the model's ``exchange_widths``).
         skip: ``embeddings`` (flags gate the forward pieces) or ``gradients`` (the backward pieces).
-        backward_rows: the same for the backward pieces (default ``root_rows``); layer 0 has none.
+        backward_rows: the same for the backward pieces (default ``root_rows``).
+        backward_widths: the gradients' width per layer (default ``[0, *widths[1:]]``: an aggregate-first
+            layer 0 sends none back).
 
     Returns:
         Bytes of each epoch (forward + backward).
     """
     bwd_rows = list(root_rows if backward_rows is None else backward_rows)
+    bwd_widths = [0, *widths[1:]] if backward_widths is None else list(backward_widths)
     out = []
     for layers in flags:
         total = 0
         for l, roots in enumerate(layers):
-            w = widths[l] * itemsize
+            w, bw = widths[l] * itemsize, bwd_widths[l] * itemsize
             for j, on in enumerate(roots):
                 total += (on or skip != "embeddings") * root_rows[j] * w
-                if l > 0:
-                    total += (on or skip != "gradients") * bwd_rows[j] * w
+                total += (on or skip != "gradients") * bwd_rows[j] * bw
         out.append(int(total))
     return out

@@ -1,0 +1,140 @@
+"""Benchmark: one ``distdgl`` mini-batch epoch on one rank against DGL's own mini-batch GraphSAGE loop.
+
+Both train GraphSAGE-mean (3 layers of 64, Adam, lr 0.01) on the same products-like graph with the same
+fan-outs (input-first, DGL's order: 15,10,5), batch size and training vertices, and both run one sampled
+inference pass over the validation vertices per epoch and over the test vertices in the last epoch (the
+workbench's epochs report their accuracies that way):
+
+* ``workbench``: the ``distdgl`` recipe (``recipes.distdgl``) with one part, on the in-process runner;
+* ``DGL``: ``dgl.dataloading.NeighborSampler`` + ``DataLoader`` (no worker processes, shuffled) +
+  ``dgl.nn.SAGEConv(aggregator_type="mean")``.
+
+Epoch times are medians over the epochs after the first; DGL runs before and after the workbench and the
+two medians are averaged (the machine may be shared: the load average is printed). Target (issue 12):
+workbench <= 1.2x DGL.
+
+Usage::
+
+    python benchmarks/minibatch.py                 # products-like, 50k vertices
+    python benchmarks/minibatch.py --quick         # 5k vertices, for a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workbench.data import load_graph  # noqa: E402
+
+DEFAULT_GRAPH = "products-like:num_nodes=50000,seed=0"
+QUICK_GRAPH = "products-like:num_nodes=5000,seed=0"
+TARGET = 1.2
+
+
+def _median_after_first(times: list[float]) -> float:
+    return statistics.median(times[1:] or times)
+
+
+def run_workbench(graph, args) -> tuple[float, float]:
+    """``(median epoch s, final loss)`` of the distdgl recipe on one rank."""
+    from recipes.distdgl import recipe
+    from workbench.events import ListSink
+    from workbench.runtime.runners import RunEnv, run_inprocess
+
+    cfg = recipe(graph=graph.name, num_parts=1, epochs=args.epochs, fanouts=tuple(args.fanouts),
+                 batch_size=args.batch_size)
+    program = cfg.build(graph=graph)
+    sink = ListSink()
+    payloads = program.prepare(1, sink.emit)
+    env = RunEnv(run_id="bench", world_size=1, emit=sink.emit, stop_flag=threading.Event(), timeout_s=3600,
+                 device="cpu")
+    summary = program.summarize([o.result for o in run_inprocess(program, payloads, env)])
+    return _median_after_first(summary["epoch_times"]), summary["losses"][-1]
+
+
+def run_dgl(graph, args) -> tuple[float, float] | None:
+    """``(median epoch s, final loss)`` of DGL's loop, or None without DGL."""
+    try:
+        import dgl
+        from dgl.nn import SAGEConv
+    except Exception as exc:  # noqa: BLE001
+        print(f"DGL unavailable ({type(exc).__name__}): skipping the DGL baseline")
+        return None
+    src, dst = graph.edges()
+    g = dgl.graph((src, dst), num_nodes=graph.num_nodes)
+    x, y = graph.features, graph.labels
+    train_ids = torch.nonzero(graph.train_mask & (y >= 0)).squeeze(1)
+    val_ids = torch.nonzero(graph.val_mask & (y >= 0)).squeeze(1)
+    dims = [graph.num_features, 64, 64, graph.num_classes]
+    layers = torch.nn.ModuleList(SAGEConv(dims[i], dims[i + 1], "mean") for i in range(3))
+    opt = torch.optim.Adam(layers.parameters(), lr=0.01)
+    sampler = dgl.dataloading.NeighborSampler(list(args.fanouts))
+    train_loader = dgl.dataloading.DataLoader(g, train_ids, sampler, batch_size=args.batch_size, shuffle=True)
+    val_loader = dgl.dataloading.DataLoader(g, val_ids, sampler, batch_size=args.batch_size, shuffle=False)
+    test_ids = torch.nonzero(graph.test_mask & (y >= 0)).squeeze(1)
+    test_loader = dgl.dataloading.DataLoader(g, test_ids, sampler, batch_size=args.batch_size, shuffle=False)
+
+    def forward(blocks, h):
+        for i, (layer, block) in enumerate(zip(layers, blocks)):
+            h = layer(block, h)
+            if i < len(layers) - 1:
+                h = torch.relu(h)
+        return h
+
+    times, loss = [], None
+    for epoch in range(args.epochs):
+        t0 = time.perf_counter()
+        for input_nodes, output_nodes, blocks in train_loader:
+            logits = forward(blocks, x[input_nodes])
+            loss = torch.nn.functional.cross_entropy(logits, y[output_nodes])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            hits = 0
+            for loader in (val_loader, test_loader) if epoch == args.epochs - 1 else (val_loader,):
+                for input_nodes, output_nodes, blocks in loader:
+                    hits += int((forward(blocks, x[input_nodes]).argmax(1) == y[output_nodes]).sum())
+        times.append(time.perf_counter() - t0)
+    return _median_after_first(times), float(loss)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graph", default=None, help=f"graph spec (default {DEFAULT_GRAPH})")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--fanouts", type=lambda s: [int(x) for x in s.split(",")], default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--quick", action="store_true", help=f"small graph ({QUICK_GRAPH})")
+    args = parser.parse_args(argv)
+    spec = args.graph or (QUICK_GRAPH if args.quick else DEFAULT_GRAPH)
+    graph = load_graph(spec)
+    n_train = int((graph.train_mask & (graph.labels >= 0)).sum())
+    print(f"graph {spec}: {graph.num_nodes} vertices, {graph.num_edges} edges, {n_train} training vertices; "
+          f"fan-outs {args.fanouts}, batch {args.batch_size}; threads {torch.get_num_threads()}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    dgl_runs = [run_dgl(graph, args)]
+    wb_s, wb_loss = run_workbench(graph, args)
+    if dgl_runs[0] is not None:
+        dgl_runs.append(run_dgl(graph, args))
+        dgl_s = sum(r[0] for r in dgl_runs) / len(dgl_runs)
+        print(f"DGL        {dgl_s:8.3f} s/epoch (runs {', '.join(f'{r[0]:.3f}' for r in dgl_runs)}; "
+              f"last loss {dgl_runs[-1][1]:.3f})")
+        print(f"workbench  {wb_s:8.3f} s/epoch  {wb_s / dgl_s:.2f}x DGL (target <= {TARGET}x; last loss {wb_loss:.3f})")
+    else:
+        print(f"workbench  {wb_s:8.3f} s/epoch (last loss {wb_loss:.3f})")
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
