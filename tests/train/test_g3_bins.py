@@ -67,7 +67,8 @@ def test_binned_training_matches_single_process(model, num_layers, bin_limit, wo
 
 def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():
     g = tiny_graph(num_nodes=90, seed=0)
-    cfg = FullGraphConfig(graph="tiny", partition="random", hidden=16, epochs=2, seed=0)
+    # binned runs compute every layer aggregate-first: probe the working set in that order
+    cfg = FullGraphConfig(graph="tiny", partition="random", hidden=16, epochs=2, seed=0, order="aggregate-first")
     probe = cfg.build(graph=g)
     shards = probe.prepare(2, lambda e: None)
     widths = probe.widths()

@@ -100,7 +100,12 @@ class PrefetchExchange(Exchange):
             errs.check(self.staleness == "none", "staleness",
                        "'none' for the prefetch exchange (its staleness is tau)", self.staleness)
 
-    def layout(self, graph, node_part, num_parts, model, input_widths) -> ExchangeLayout:
+    def pinned_layers(self, num_layers: int) -> frozenset:
+        """Every layer aggregate-first: the streams and the byte formulas of digest §6 (and the features
+        behind the cache) are the printed order's layer inputs."""
+        return frozenset(range(num_layers))
+
+    def layout(self, graph, node_part, num_parts, model, input_widths, backward_widths=None) -> ExchangeLayout:
         shards, plans = build_shards(graph, node_part, num_parts, model, input_widths)
         out_deg = graph.out_degrees()
         predicted = {("prefetch_fwd" if k == "halo_fwd" else "prefetch_bwd" if k == "halo_bwd" else k): v
@@ -430,7 +435,8 @@ class PrefetchProgram(FullGraphProgram):
 
         cfg = self.config
         model = MODELS.build(cfg.method("model"), cfg.model).build(
-            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
+            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed,
+            pinned=self.exchange().pinned_layers(cfg.model.num_layers)).to(ctx.device)
         sampler = SAMPLERS.build(cfg.method("sample"), cfg.sample)
         cache = CACHES.build(cfg.method("cache"), cfg.cache) if cfg.cache is not None else None
         exchange = self.exchange().attach(ctx, shard, sampler=sampler, cache=cache)
