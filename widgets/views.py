@@ -42,6 +42,8 @@ __all__ = ["as_store", "StoreView", "ProgressView", "RunView", "Refresher", "Liv
 
 #: how often live views poll their store (ms): 4 Hz, far below the event rate of a fast run
 REFRESH_MS = 250
+#: seconds after which a rebuilt :class:`StreamPlot` figure is sent once more (:meth:`StreamPlot.heal`)
+RESEND_S = 5.0
 
 RANK_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                "#bcbd22", "#17becf"]
@@ -196,6 +198,8 @@ class StreamPlot:
         self._empty = True
         #: figures built, updates streamed, and rows streamed by those updates (not counting builds)
         self.rebuilds = self.updates = self.rows_sent = 0
+        #: when the figure is sent once more (see :meth:`heal`); None: nothing pending
+        self._resend_at: Optional[float] = None
 
     @property
     def series(self) -> dict[Any, Any]:
@@ -249,14 +253,36 @@ class StreamPlot:
             out[name] = df.iloc[n:]
         return out
 
-    def _build(self, series: dict[Any, Any], shape: Any) -> None:
+    def _build(self, series: dict[Any, Any], shape: Any, resend: bool = True) -> None:
         self._frames = {name: df.reset_index(drop=True) for name, df in series.items()}
         self._shape, self._empty = shape, False
         self.rebuilds += 1
+        if resend:
+            self._resend_at = time.monotonic() + RESEND_S
         # a DynamicMap that draws the frames when a page asks for the figure: a page opened later draws
         # the rows streamed since (no memo, and its kept frame is dropped on every update)
         self._dmap = hv.DynamicMap(hv.core.spaces.Callable(self._overlay, memoize=False))
         self.pane.object = self._dmap
+
+    def heal(self) -> bool:
+        """Send the figure once more :data:`RESEND_S` after a build (True when it did).
+
+        A figure that replaces another in a notebook output can be lost on its way to the page (seen in
+        JupyterLab under load, about one run in ten: the new figure's rows were on the server, the page kept
+        drawing the empty placeholder, and nothing later repaired it, since streamed rows only extend a
+        figure the page has). Building it again a few seconds later costs one figure per build and
+        repairs that; a page that had the figure redraws the same rows.
+        """
+        if self._resend_at is None or time.monotonic() < self._resend_at:
+            return False
+        self._resend_at = None
+        if not self._empty:
+            self._build(dict(self._frames), self._shape, resend=False)
+        return True
+
+    @property
+    def resend_pending(self) -> bool:
+        return self._resend_at is not None
 
     def _overlay(self) -> Any:
         layers = [_framewise(self.make(name, df)) for name, df in self._frames.items()]
@@ -390,8 +416,13 @@ class StoreView(Viewer):
     def _version(self) -> tuple:
         return self.store.version(*self.kinds)
 
+    def _stream_plots(self) -> list:
+        return [v for v in vars(self).values() if isinstance(v, StreamPlot)]
+
     def refresh(self, force: bool = False) -> bool:
         """Re-render if new events arrived (or ``force``). Returns whether it re-rendered."""
+        for plot in self._stream_plots():
+            plot.heal()
         ver = self._version()
         if not force and (ver == self._last or time.monotonic() < self._next_ok):
             return False
@@ -414,6 +445,10 @@ class StoreView(Viewer):
     def up_to_date(self) -> bool:
         """Whether the view shows everything its store holds."""
         return self._last == self._version()
+
+    def resend_pending(self) -> bool:
+        """Whether a figure is still to be sent once more (:meth:`StreamPlot.heal`)."""
+        return any(p.resend_pending for p in self._stream_plots())
 
     def __panel__(self) -> pn.viewable.Viewable:
         if not self.up_to_date():  # e.g. a tab of a RunView shown on its own, after the run moved on
@@ -457,7 +492,7 @@ class Refresher:
         if self.extra is not None:
             self.extra()
         if (not self.keep_running and self._cb is not None and views
-                and all(v.store.done and v.up_to_date() for v in views)):
+                and all(v.store.done and v.up_to_date() and not v.resend_pending() for v in views)):
             self.stop()
 
     def start(self) -> "Refresher":
