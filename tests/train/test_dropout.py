@@ -42,6 +42,9 @@ def test_distributed_equals_single_process_with_dropout():
     assert s2["accuracy"] == s1["accuracy"]
     for name, ref in r1[0]["params"].items():
         assert _rel(r2[1]["params"][name], ref) <= 1e-5, name
+    # the no-dropout pass for accuracy is evaluation traffic: the epoch's bytes stay exactly the prediction
+    assert s2["bytes_per_epoch"] == s2["predicted_bytes_per_epoch"] > 0
+    assert s2["bytes_by_kind"]["eval_halo_fwd"] == s2["bytes_by_kind"]["halo_fwd"]
     plain = run_inprocess(FullGraphConfig(graph="tiny", partition="random", epochs=4, seed=3).build(graph=g), 1)[0]
     assert plain["losses"][1] != s1["losses"][1]
 

@@ -373,7 +373,8 @@ class FullGraphLoop(TrainLoop):
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
         if getattr(self.model, "dropout", 0.0) > 0:   # accuracy without dropout: one more forward pass, eval mode
             self.model.eval()
-            with torch.no_grad():
+            # the halo rows of this pass are evaluation traffic (kinds eval_*), not the training epoch's
+            with torch.no_grad(), self.ctx.comm.phase("eval_"):
                 logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
             self.model.train()
             o = outputs[0]
