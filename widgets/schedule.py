@@ -53,11 +53,13 @@ def timeline_plot(trace: pd.DataFrame, title: str = "Scheduler timeline") -> hv.
     for col, label in SIGNALS.items():
         if col == "cpu_util":
             continue
-        items.append(hv.Curve(trace, "t", hv.Dimension(col, label="count"), label=label).opts(
+        # one shared "count" dimension: the three counts share one y axis (multi_y gives each dimension its own)
+        counts = trace[["t", col]].rename(columns={col: "count"})
+        items.append(hv.Curve(counts, "t", "count", label=label).opts(
             color=SIGNAL_COLORS[col], line_width=2, interpolation="steps-post", tools=["hover"]))
     cpu = hv.Curve(trace, "t", hv.Dimension("cpu_util", label="C_util (%)", range=(0, 100)), label=SIGNALS["cpu_util"])
     items.append(cpu.opts(color=SIGNAL_COLORS["cpu_util"], line_width=1, alpha=0.7))
-    return hv.Overlay(items).opts(title=title, legend_position="top_left", multi_y=True, **PLOT_OPTS)
+    return hv.Overlay(items).opts(title=title, legend_position="right", multi_y=True, **PLOT_OPTS)
 
 
 class ScheduleView(StoreView):
@@ -132,7 +134,7 @@ def compare_schedules(runs: dict[str, Any]) -> tuple[pd.DataFrame, hv.Layout]:
     table = pd.DataFrame(rows)
     if table.empty:
         return table, hv.Layout([hv.Bars([], "run", "seeds_per_s")])
-    opts = dict(PLOT_OPTS, height=220)
+    opts = dict(PLOT_OPTS, height=220, responsive=False, width=330)   # fixed width: run names stay readable
     bars = [hv.Bars(table, "run", hv.Dimension(col, label=label)).opts(title=label, color=color, tools=["hover"], **opts)
             for col, label, color in (("seeds_per_s", "seeds/s", "#4c78a8"),
                                       ("trainer_idle_fraction", "trainer idle fraction", "#e45756"),
@@ -142,5 +144,6 @@ def compare_schedules(runs: dict[str, Any]) -> tuple[pd.DataFrame, hv.Layout]:
         t = st.frame("schedule_trace")
         if len(t):
             t = t[(t["epoch"] == t["epoch"].max()) & (t["rank"] == t["rank"].min())]
-            lines.append(timeline_plot(t, f"{name}: timeline (last epoch)").opts(height=220))
+            lines.append(timeline_plot(t, f"{name}: timeline (last epoch)").opts(
+                height=220, responsive=False, width=330, legend_position="top_left"))
     return table, hv.Layout(bars + lines).cols(3)
