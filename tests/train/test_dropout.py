@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import torch
-from train_helpers import run_inprocess, tiny_graph
+from train_helpers import rel_error as _rel, run_inprocess, tiny_graph
 
 from workbench.train.full_graph import FullGraphConfig
 from workbench.train.models import GNNModel, dropout_mask
-
-
-def _rel(a, b):
-    return float((a - b).norm() / max(float(b.norm()), 1e-12))
 
 
 def test_mask_is_a_function_of_the_global_id_and_keeps_1_minus_p():

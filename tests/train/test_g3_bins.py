@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from train_helpers import run_inprocess, tiny_graph
+from train_helpers import assert_same_training as _assert_same_training, rel_error as _rel, run_inprocess, tiny_graph
 
 from workbench._validation import ParamError
 from workbench.train.bins import binned_forward, build_schedule, priority_order, working_set_bytes
@@ -14,18 +14,6 @@ from workbench.train.bins_pipeline import VARIANTS, simulate_all
 from workbench.train.full_graph import FullGraphConfig, build_shards
 from workbench.train.models import GNNModel, SpMM, sparse_aggregator
 
-
-def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).norm() / max(float(b.norm()), 1e-12))
-
-
-def _assert_same_training(single, multi, tol=1e-5):
-    (s1, r1, _), (sp, rp, _) = single, multi
-    for a, b in zip(sp["losses"], s1["losses"]):
-        assert abs(a - b) <= tol * abs(b)
-    for name, ref in r1[0]["params"].items():
-        for r in rp:
-            assert _rel(r["params"][name], ref) <= tol, name
 
 
 @pytest.mark.parametrize("model,num_layers", [("gcn", 2), ("sage", 3)])

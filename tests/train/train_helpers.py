@@ -47,3 +47,18 @@ def run_inprocess(program, world_size: int):
                  device="cpu")
     results = [o.result for o in sorted(run_ranks(program, payloads, env), key=lambda o: o.rank)]
     return program.summarize(results), results, sink.events
+
+
+def rel_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``|a - b| / |b|`` (Frobenius), guarded against ``b = 0``."""
+    return float((a - b).norm() / max(float(b.norm()), 1e-12))
+
+
+def assert_same_training(single, multi, tol=1e-5):
+    """Losses and every rank's weights of ``multi`` equal ``single``'s (``run_inprocess`` results) to ``tol``."""
+    (s1, r1, _), (sp, rp, _) = single, multi
+    for a, b in zip(sp["losses"], s1["losses"]):
+        assert abs(a - b) <= tol * abs(b)
+    for name, ref in r1[0]["params"].items():
+        for r in rp:
+            assert rel_error(r["params"][name], ref) <= tol, name
