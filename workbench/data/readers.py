@@ -76,6 +76,28 @@ def progress_bar(progress: Optional[bool], *, total: Optional[float], desc: str,
 # --------------------------------------------------------------------------------------------------------
 
 
+def line_blocks(stream: Any, chunk_bytes: int, owner: str, path: Path):
+    """Blocks of whole lines read from ``stream`` about ``chunk_bytes`` at a time (the last block may lack its
+    final newline); a truncated or corrupt ``.gz`` is one :class:`DataFormatError` naming ``path``."""
+    carry = b""
+    while True:
+        try:
+            block = stream.read(chunk_bytes)
+        except (OSError, EOFError, zlib.error) as exc:   # a truncated or corrupt .gz
+            raise DataFormatError(owner, path, "a complete gzip file", f"{type(exc).__name__}: {exc}") from None
+        data = carry + block
+        if block:
+            cut = data.rfind(b"\n")
+            if cut < 0:  # no complete line yet
+                carry = data
+                continue
+            data, carry = data[:cut + 1], data[cut + 1:]
+        if data:
+            yield data
+        if not block:
+            return
+
+
 def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed: bool = True,
                    chunk_bytes: int = 4 << 20, progress: Optional[bool] = None, name: Optional[str] = None) -> Graph:
     """Read an edge-list text file (``.gz`` allowed) into a :class:`Graph`.
@@ -123,26 +145,10 @@ def read_edge_list(path: PathLike, *, num_nodes: Optional[int] = None, directed:
     with open(path, "rb") as raw, progress_bar(progress, total=size, desc=f"reading {path.name}",
                                                large=size >= _PROGRESS_MIN_BYTES, unit="B", unit_scale=True) as bar:
         stream = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
-        carry = b""
-        while True:
-            try:
-                block = stream.read(chunk_bytes)
-            except (OSError, EOFError, zlib.error) as exc:   # a truncated or corrupt .gz
-                raise DataFormatError(owner, path, "a complete gzip file", f"{type(exc).__name__}: {exc}") from None
-            data = carry + block
-            if block:
-                cut = data.rfind(b"\n")
-                if cut < 0:  # no complete line yet
-                    carry = data
-                    continue
-                data, carry = data[:cut + 1], data[cut + 1:]
-            else:
-                carry = b""
-            if data:
-                _parse_block(pd, data, state)
+        for data in line_blocks(stream, chunk_bytes, owner, path):
+            _parse_block(pd, data, state)
             bar.update(raw.tell() - bar.n)
-            if not block:
-                break
+        bar.update(raw.tell() - bar.n)
     if not state.src:
         raise DataFormatError(owner, path, "a file with at least one edge", "no edges")
     if state.num_cols == 3:

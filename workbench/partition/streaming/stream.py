@@ -79,31 +79,16 @@ class EdgeFileStream:
     def _text_chunks(self):
         import pandas as pd
 
-        from workbench.data.readers import _EdgeListState, _parse_block
+        from workbench.data.readers import _EdgeListState, _parse_block, line_blocks
 
         state = _EdgeListState(path=self.path, num_nodes=self.num_nodes)
         block_bytes = self.chunk_edges * BYTES_PER_LINE_GUESS
         with open(self.path, "rb") as raw:
             stream = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
-            carry = b""
-            while True:
-                block = stream.read(block_bytes)
-                data = carry + block
-                if block:
-                    cut = data.rfind(b"\n")
-                    if cut < 0:
-                        carry = data
-                        continue
-                    data, carry = data[:cut + 1], data[cut + 1:]
-                else:
-                    carry = b""
-                if data:
-                    _parse_block(pd, data, state)
-                    if state.src:
-                        src, dst = state.src.pop(), state.dst.pop()
-                        yield src, dst
-                if not block:
-                    break
+            for data in line_blocks(stream, block_bytes, "EdgeFileStream", self.path):
+                _parse_block(pd, data, state)
+                if state.src:
+                    yield state.src.pop(), state.dst.pop()
 
     def __repr__(self) -> str:
         return f"EdgeFileStream({str(self.path)!r}, chunk_edges={self.chunk_edges}, directed={self.directed})"
