@@ -190,6 +190,29 @@ def _safe_scalar(dtype, data=None):
     return np.core.multiarray.scalar(dtype, data) if data is not None else np.core.multiarray.scalar(dtype)
 
 
+def _dtype_from_state(dtype: np.dtype, state: Any) -> np.dtype:
+    """The dtype a pickle's BUILD state asks for, when that state only sets the byte order of a plain
+    numeric dtype (what numpy writes for one); anything else is refused."""
+    if (not isinstance(state, tuple) or len(state) < 8 or dtype.hasobject or dtype.fields is not None
+            or dtype.subdtype is not None or any(x is not None for x in state[2:5])
+            or state[5] not in (-1, dtype.itemsize) or state[1] not in ("<", ">", "|", "=")):
+        raise _Refused("a numpy dtype state other than a plain numeric type's")
+    return dtype.newbyteorder(state[1]) if state[1] in ("<", ">") else dtype
+
+
+def _check_array_state(state: Any) -> None:
+    """An ndarray BUILD state: ``(version, shape, dtype, is_fortran, raw bytes)`` of a numeric dtype with
+    exactly ``prod(shape) * itemsize`` bytes."""
+    if not isinstance(state, tuple) or len(state) != 5:
+        raise _Refused("a numpy array state of another form")
+    _, shape, dtype, _, raw = state
+    if (not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(shape, tuple)
+            or not all(isinstance(n, int) and n >= 0 for n in shape) or not isinstance(raw, (bytes, bytearray))):
+        raise _Refused("a numpy array state that is not numeric bytes of a non-negative shape")
+    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(raw):
+        raise _Refused(f"a numpy array of shape {shape} with {len(raw)} bytes")
+
+
 def _latin1_bytes(text, encoding="latin1"):
     """``_codecs.encode`` as Python 3 writes bytes into protocol-2 pickles (str to latin-1 bytes only)."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
@@ -240,13 +263,32 @@ def _allowed() -> dict[tuple[str, str], Any]:
     return table
 
 
-class RestrictedUnpickler(pickle.Unpickler):
+class RestrictedUnpickler(pickle._Unpickler):
     """An unpickler that resolves only numpy arrays/dtypes, scipy sparse matrices, ``defaultdict``,
     ``dict``, ``list`` and ``int`` (plus ``_codecs.encode`` of latin-1 text, how Python 3 stores bytes in
     protocol 2); every other global raises ``UnpicklingError`` (no code runs). Arrays and matrices are
-    created empty and filled only from the pickle's own bytes."""
+    created empty and filled only from the pickle's own bytes.
+
+    The BUILD step of numpy objects is checked before numpy sees it: a dtype's state may only set its
+    byte order (numpy's ``dtype.__setstate__`` trusts sizes, fields and sub-arrays, and a damaged state
+    crashed the interpreter), and an array's state must be a numeric dtype, a non-negative shape and
+    exactly the bytes that shape needs. It is the pure-Python unpickler (the C one cannot be hooked there);
+    the files it reads hold a few large byte strings, so it is not slower in practice."""
 
     _table: Optional[dict] = None
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def load_build(self) -> None:
+        state, inst = self.stack[-1], self.stack[-2]
+        if isinstance(inst, np.dtype):
+            self.stack.pop()
+            self.stack[-1] = _dtype_from_state(inst, state)
+            return
+        if isinstance(inst, np.ndarray):
+            _check_array_state(state)
+        pickle._Unpickler.load_build(self)
+
+    dispatch[pickle.BUILD[0]] = load_build
 
     def find_class(self, module: str, name: str) -> Any:
         import _compat_pickle
