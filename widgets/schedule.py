@@ -145,5 +145,5 @@ def compare_schedules(runs: dict[str, Any]) -> tuple[pd.DataFrame, hv.Layout]:
         if len(t):
             t = t[(t["epoch"] == t["epoch"].max()) & (t["rank"] == t["rank"].min())]
             lines.append(timeline_plot(t, f"{name}: timeline (last epoch)").opts(
-                height=220, responsive=False, width=330, legend_position="top_left"))
+                height=260, responsive=False, width=330, legend_position="top", legend_cols=2))
     return table, hv.Layout(bars + lines).cols(3)

@@ -125,7 +125,10 @@ def test_same_seed_same_losses_whatever_the_scheduler():
         runs[name] = handle.wait()
         if name != "none":
             assert handle.events and any(isinstance(e, ScheduleStats) for e in handle.events)
-            assert any(isinstance(e, ScheduleTrace) for e in handle.events)
+            traces = [e for e in handle.events if isinstance(e, ScheduleTrace)]
+            # a short epoch (a few ms) still draws a timeline: a sample at every change of the counts
+            assert len(traces) == 2 and all(len(tr.t) > 3 and tr.t == sorted(tr.t) for tr in traces)
+            assert all(tr.in_flight[-1] == 0 and max(tr.in_flight) >= 1 for tr in traces)
             assert runs[name]["seeds_per_s"] > 0 and 0.0 <= runs[name]["trainer_idle_fraction"] <= 1.0
     ref = runs.pop("none")
     for name, s in runs.items():
@@ -142,3 +145,29 @@ def test_unsupervised_losses_do_not_depend_on_the_scheduler():
     a = launch(cfg, runner="single").wait()
     b = launch(cfg.with_strings({"schedule.policy": "asap"}), runner="single").wait()
     assert a["losses"] == b["losses"] and all(x > 0 for x in a["losses"])
+
+
+def test_trace_samples_every_change_and_is_thinned_for_the_log(small_sbm):
+    from workbench.schedule.executor import TRACE_DETAIL_SAMPLES, EpochSchedule, trace_samples
+
+    sampler = NeighborSampler(fanouts=(3, 3), seed=1)
+    batches = [(s, torch.arange(s * 20, s * 20 + 20)) for s in range(4)]
+    with SCHEDULERS.build("prefetch", workers=2, chunk_size=8, trace_ms=10_000).pipeline(sampler, small_sbm) as pipe:
+        pipe.start_epoch(0, batches)
+        for s, _ in batches:
+            pipe.get(s)
+        st = pipe.end_epoch()
+    counts = list(zip(st.trace_q, st.trace_in_flight, st.trace_busy))
+    # one tick at the start and one at the end (trace_ms is far longer than the epoch); every other sample is a change
+    assert len(counts) > 4 and all(a != b for a, b in zip(counts[1:-2], counts[2:-1]))
+    assert max(st.trace_busy) >= 1 and st.trace_in_flight[-1] == 0 and st.trace_busy[-1] == 0
+    assert len(st.cpu_readings) == 2 and 0.0 <= st.cpu_util_mean <= 100.0
+    # the log keeps at most max(TRACE_DETAIL_SAMPLES, one per trace_ms) in detailed epochs, one per trace_ms later
+    n = 10_000
+    long = EpochSchedule(trace_t=list(np.linspace(0, 10.0, n)), trace_cpu=[50.0] * n, trace_q=[0] * n,
+                         trace_in_flight=list(np.arange(n) % 3), trace_busy=[1] * n)
+    assert len(long.trace(trace_samples(0, 1000, 10.0, 50.0))["t"]) <= 201
+    assert len(long.trace(trace_samples(500, 1000, 0.02, 50.0))["t"]) == 2
+    thinned = long.trace(trace_samples(999, 1000, 0.02, 50.0))
+    assert len(thinned["t"]) <= TRACE_DETAIL_SAMPLES and thinned["t"][0] == 0.0 and thinned["t"][-1] == 10.0
+    assert set(thinned) == {"t", "cpu_util", "q_size", "in_flight", "busy_workers"}

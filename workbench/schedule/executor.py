@@ -209,6 +209,26 @@ def _worker_main(conn, state: WorkerState, operators: dict) -> None:
             conn.send((key, False, traceback.format_exc(), 0.0))
 
 
+#: a logged schedule trace keeps up to this many samples of every state change in the first
+#: :data:`TRACE_DETAIL_EPOCHS` epochs and the last one (a short epoch draws a timeline, not one point) ...
+TRACE_DETAIL_SAMPLES = 128
+TRACE_DETAIL_EPOCHS = 100
+#: ... and later epochs one sample per ``trace_ms`` (a long run's log does not grow with its event count)
+
+
+def trace_samples(epoch: int, epochs: int, seconds: float, trace_ms: float) -> int:
+    """How many trace samples the run log keeps of ``epoch`` (see :data:`TRACE_DETAIL_SAMPLES`): one per
+    ``trace_ms`` of the epoch, at least :data:`TRACE_DETAIL_SAMPLES` in detailed epochs.
+
+    Example:
+        >>> trace_samples(0, 1000, 0.03, 50.0), trace_samples(500, 1000, 0.03, 50.0), trace_samples(500, 1000, 10, 50)
+        (128, 2, 201)
+    """
+    grid = int(math.ceil(1000.0 * seconds / trace_ms)) + 1
+    detailed = epoch < TRACE_DETAIL_EPOCHS or epoch == epochs - 1
+    return max(grid, TRACE_DETAIL_SAMPLES) if detailed else grid
+
+
 @dataclasses.dataclass
 class EpochSchedule:
     """One epoch of the pipeline: figures and traces (what :class:`~workbench.events.ScheduleStats` and
@@ -231,6 +251,8 @@ class EpochSchedule:
     trace_q: list = dataclasses.field(default_factory=list)
     trace_in_flight: list = dataclasses.field(default_factory=list)
     trace_busy: list = dataclasses.field(default_factory=list)
+    cpu_readings: list = dataclasses.field(default_factory=list)
+    """``(t, C_util)`` of every reading of the meter (each covers the time since the one before)."""
 
     @property
     def seeds_per_s(self) -> float:
@@ -242,11 +264,45 @@ class EpochSchedule:
 
     @property
     def cpu_util_mean(self) -> float:
-        return float(np.mean(self.trace_cpu)) if self.trace_cpu else 0.0
+        """C_util over the epoch: the meter's readings weighted by the time each covers (the trace repeats a
+        reading at every event sample, so its plain mean would weight busy stretches more).
+
+        Example:
+            >>> EpochSchedule(cpu_readings=[(0.1, 100.0), (0.4, 20.0)]).cpu_util_mean   # 0.1 s at 100 %, 0.3 s at 20 %
+            40.0
+        """
+        if not self.cpu_readings:
+            return 0.0
+        t, c = np.asarray(self.cpu_readings, float).T
+        span = np.diff(t, prepend=0.0)    # a reading covers the time since the previous one (the first: since 0)
+        return float(np.sum(c * span) / t[-1]) if t[-1] > 0 else float(c.mean())
 
     @property
     def dag_latency_ms_mean(self) -> float:
         return 1000.0 * float(np.mean(self.dag_latency_s)) if self.dag_latency_s else 0.0
+
+    def trace(self, max_samples: int) -> dict[str, list]:
+        """The trace (``t``, ``cpu_util``, ``q_size``, ``in_flight``, ``busy_workers``) thinned to at most
+        ``max_samples`` samples: the epoch cut into ``max_samples - 1`` equal windows, the last sample of each
+        (the state at the window's end, what a sampler at that interval would see) plus the first sample.
+
+        Example:
+            >>> st = EpochSchedule(trace_t=[0.0, 0.1, 0.2, 0.3, 0.4], trace_cpu=[0, 1, 2, 3, 4], trace_q=[0] * 5,
+            ...                    trace_in_flight=[0, 1, 2, 1, 0], trace_busy=[0] * 5)
+            >>> st.trace(3)["t"], st.trace(3)["in_flight"], len(st.trace(10)["t"])
+            ([0.0, 0.1, 0.4], [0, 1, 0], 5)
+        """
+        cols = {"t": self.trace_t, "cpu_util": self.trace_cpu, "q_size": self.trace_q,
+                "in_flight": self.trace_in_flight, "busy_workers": self.trace_busy}
+        n = len(self.trace_t)
+        if n <= max(int(max_samples), 2):
+            return {k: list(v) for k, v in cols.items()}
+        t = np.asarray(self.trace_t, float)
+        span = (t[-1] - t[0]) or 1.0
+        window = np.minimum(((t - t[0]) / span * (max_samples - 1)).astype(np.int64), max_samples - 2)
+        last = np.flatnonzero(np.r_[window[1:] != window[:-1], True])   # the last sample of every window
+        keep = np.unique(np.r_[0, last])
+        return {k: [v[i] for i in keep] for k, v in cols.items()}
 
 
 class Pipeline:
@@ -259,7 +315,9 @@ class Pipeline:
         workers: sampling processes.
         ready_queue: ``priority`` (heap keyed (dag id, cost, seq)) or ``fifo``.
         poll_ms: the coarse scheduler's poll interval (§3.3: 5 ms).
-        trace_ms: how often C_util, Q_size, DAGs in flight and busy workers are sampled.
+        trace_ms: how often C_util is read and a trace sample is taken; a sample is also taken whenever Q_size,
+            the DAGs in flight or the busy workers change (a short epoch then still draws a timeline; the
+            schedule program thins the trace before logging it, :meth:`EpochSchedule.trace`).
         ema: weight of the newest measurement in the T_avg estimates.
         cpu_scope: ``run`` or ``machine`` (:class:`CpuMeter`).
         sample_time: what T_avg_sample measures (digest §3.9 item 2): ``latency``, a DAG's launch-to-End time,
@@ -428,19 +486,32 @@ class Pipeline:
                 self._done[step] = batch
                 self._cond.notify_all()
 
+    def _trace(self, now: float, tick: bool) -> None:
+        """Add a trace sample: on a ``tick`` (every ``trace_ms``; C_util is read then) and whenever Q_size, the
+        DAGs in flight or the busy workers changed since the last sample (C_util carries its last reading)."""
+        state = (len(self._done), len(self._in_flight), len(self._running))
+        if tick:
+            self._c_util = self._meter.read()
+            self.stats.cpu_readings.append((now - self._t0, self._c_util))
+        elif state == self._traced:
+            return
+        self._traced = state
+        st = self.stats
+        st.trace_t.append(round(now - self._t0, 6))   # microseconds: the log line stays short
+        st.trace_cpu.append(round(self._c_util, 1))
+        st.trace_q.append(state[0])
+        st.trace_in_flight.append(state[1])
+        st.trace_busy.append(state[2])
+
     def _loop(self) -> None:
         next_trace = time.perf_counter()
+        self._traced = None
         try:
             while not self._stop and (self._todo or self._in_flight):
                 now = time.perf_counter()
-                if now >= next_trace:
-                    self._c_util = self._meter.read()
-                    st = self.stats
-                    st.trace_t.append(now - self._t0)
-                    st.trace_cpu.append(self._c_util)
-                    st.trace_q.append(len(self._done))
-                    st.trace_in_flight.append(len(self._in_flight))
-                    st.trace_busy.append(len(self._running))
+                tick = now >= next_trace
+                self._trace(now, tick)
+                if tick:
                     next_trace = now + self.trace_s
                 if self._todo and self.policy.should_launch(self._signals(now)):
                     self._launch(now)
@@ -449,6 +520,7 @@ class Pipeline:
                     t = self._pop()
                     self._running[w] = t
                     self._conns[w].send(((t.dag_id, t.index), t.op, t.payload))
+                self._trace(time.perf_counter(), False)
                 busy = [self._conns[w] for w in self._running]
                 if busy:
                     for conn in wait_connections(busy, timeout=self.poll_s):
@@ -457,6 +529,7 @@ class Pipeline:
                 else:
                     self._wake.wait(self.poll_s)
                     self._wake.clear()
+            self._trace(time.perf_counter(), True)   # the end state, and C_util over the last window
         except BaseException:  # noqa: BLE001 - handed to the trainer
             with self._cond:
                 self._error = traceback.format_exc()

@@ -31,6 +31,7 @@ import torch
 from workbench.events import Event, ScheduleStats, ScheduleTrace
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
+from workbench.schedule.executor import trace_samples
 from workbench.stages import registry
 from workbench.train.minibatch import MiniBatchLoop, MiniBatchProgram, MiniBatchShard
 from workbench.train.models import MODELS
@@ -164,9 +165,8 @@ class ScheduledLoop(MiniBatchLoop):
                                    trainer_idle_fraction=st.trainer_idle_fraction, cpu_util_mean=st.cpu_util_mean,
                                    dag_latency_ms=lat, dag_latency_ms_mean=st.dag_latency_ms_mean,
                                    launch_s=list(st.launch_t)))
-        self.ctx.log(ScheduleTrace(rank=self.ctx.rank, epoch=epoch, policy=name, t=list(st.trace_t),
-                                   cpu_util=list(st.trace_cpu), q_size=list(st.trace_q),
-                                   in_flight=list(st.trace_in_flight), busy_workers=list(st.trace_busy)))
+        trace = st.trace(trace_samples(epoch, self.config.epochs, st.seconds, cfg.trace_ms))
+        self.ctx.log(ScheduleTrace(rank=self.ctx.rank, epoch=epoch, policy=name, **trace))
         s = self.schedule
         s["seconds"].append(st.seconds)
         s["seeds"].append(st.seeds)
