@@ -34,6 +34,8 @@ _LAZY = {
 }
 _LAZY["ScheduleView"] = "widgets.schedule"
 __all__.append("ScheduleView")
+_LAZY["PipelineView"] = "widgets.pipeline"
+__all__.append("PipelineView")
 
 
 def __getattr__(name: str):

@@ -41,6 +41,7 @@ from workbench.events import (
     event_from_dict,
 )
 from workbench.events import ScheduleStats, ScheduleTrace
+from workbench.events import PipelineTimeline
 
 __all__ = ["RunStore", "list_runs"]
 
@@ -62,7 +63,14 @@ COLUMNS: dict[str, list[str]] = {
                  "trainer_idle_s", "trainer_idle_fraction", "cpu_util_mean", "dag_latency_ms_mean", "time"],
     "schedule_dag": ["rank", "epoch", "policy", "dag", "launch_s", "latency_ms"],
     "schedule_trace": ["rank", "epoch", "policy", "t", "cpu_util", "q_size", "in_flight", "busy_workers"],
+    # the simulated timeline of a pipelined run (PipelineTimeline): one row per iteration, and its bars
+    # (absolute simulated seconds) of the latest PIPELINE_BAR_ITERATIONS iterations only
+    "pipeline": ["iteration", "start_s", "iteration_s", "blocked_s", "compute_s", "sync_iteration_s", "tau",
+                 "worker_blocked_s"],
+    "pipeline_bar": ["iteration", "worker", "kind", "layer", "start", "end", "seconds", "nbytes", "issued"],
 }
+#: iterations whose timeline bars a store keeps (the view follows the latest few)
+PIPELINE_BAR_ITERATIONS = 200
 
 _TERMINAL = ("finished", "failed", "stopped")
 _DERIVED = ("elapsed_s", "cum_bytes")   # columns frame() computes
@@ -93,6 +101,10 @@ class RunStore:
         self._versions: Counter = Counter()
         self._frames: dict[str, tuple[int, pd.DataFrame]] = {}
         self._seen: set[int] = set()
+        # running tallies of the epoch events (what the status line shows, O(1) per refresh)
+        self._last_epoch: dict[int, int] = {}                # rank -> latest epoch it finished
+        self._epoch_loss: dict[int, list[float]] = {}        # epoch -> [sum of losses, ranks with a loss]
+        self._bytes_sent = 0
         self.status = "pending"
         self.error: Optional[str] = None
         self.recipe = ""
@@ -224,6 +236,8 @@ class RunStore:
             self._versions["cache"] += 1
         elif isinstance(ev, (ScheduleStats, ScheduleTrace)):
             self._add_schedule(ev)
+        elif isinstance(ev, PipelineTimeline):
+            self._add_pipeline(ev)
         if self.started is None:
             self.started = ev.time
 
@@ -241,6 +255,26 @@ class RunStore:
                  "in_flight": f, "busy_workers": b}
                 for t, c, q, f, b in zip(ev.t, ev.cpu_util, ev.q_size, ev.in_flight, ev.busy_workers))
             self._versions["schedule_trace"] += 1
+
+    def _add_pipeline(self, ev: PipelineTimeline) -> None:
+        first = int(ev.first_iteration)
+        starts = ev.iteration_start
+        self._rows["pipeline"].extend(
+            {"iteration": first + i, "start_s": starts[i], "iteration_s": ev.iteration_s[i],
+             "blocked_s": ev.blocked_s[i], "compute_s": ev.compute_s[i], "sync_iteration_s": _num(ev.sync_iteration_s),
+             "tau": ev.tau, "worker_blocked_s": ev.worker_blocked_s[i] if i < len(ev.worker_blocked_s) else []}
+            for i in range(len(ev.iteration_s)))
+        bars = self._rows["pipeline_bar"]
+        for it, w, k, layer, a, b, nb, issued in zip(ev.iteration, ev.worker, ev.kind, ev.layer, ev.start, ev.end,
+                                                     ev.nbytes, ev.issued):
+            t0 = starts[it - first]
+            bars.append({"iteration": it, "worker": w, "kind": k, "layer": layer, "start": t0 + a, "end": t0 + b,
+                         "seconds": b - a, "nbytes": nb, "issued": issued})
+        if bars and bars[-1]["iteration"] - bars[0]["iteration"] >= PIPELINE_BAR_ITERATIONS * 5 // 4:
+            keep_from = bars[-1]["iteration"] - PIPELINE_BAR_ITERATIONS + 1   # amortised: cut a quarter at once
+            self._rows["pipeline_bar"] = [r for r in bars if r["iteration"] >= keep_from]
+        self._versions["pipeline"] += 1
+        self._versions["pipeline_bar"] += 1
 
     def _add_progress(self, ev: Progress) -> None:
         self._rows["progress"].append({"stage": ev.stage, "done": ev.done, "total": ev.total,
@@ -270,6 +304,12 @@ class RunStore:
             sent += b
             kind_rows.append({"rank": rank, "epoch": epoch, "kind": k, "bytes": b})
         loss = d.get("loss")
+        self._last_epoch[rank] = max(self._last_epoch.get(rank, epoch), epoch)
+        tally = self._epoch_loss.setdefault(epoch, [0.0, 0])
+        if loss is not None and not math.isnan(float(loss)):
+            tally[0] += float(loss)
+            tally[1] += 1
+        self._bytes_sent += sent
         self._rows["epoch"].append({
             "rank": rank, "epoch": epoch, "loss": float("nan") if loss is None else float(loss),
             "train_acc": _num(d.get("train_acc")), "val_acc": _num(d.get("val_acc")),
@@ -425,6 +465,24 @@ class RunStore:
             return 0
         per_rank = df.groupby("rank")["epoch"].max()
         return int(per_rank.min()) + 1
+
+    def live_counts(self) -> dict[str, Any]:
+        """What a status line shows, from running tallies (no frame is built): ``epochs_done`` (as
+        :attr:`epochs_done`), ``final_loss`` and ``total_mb_sent`` (as :meth:`headline`).
+
+        Example:
+            >>> from widgets.synthetic import fabricate_run
+            >>> s = RunStore(events=fabricate_run(epochs=3))
+            >>> c, h = s.live_counts(), s.headline()
+            >>> c["epochs_done"] == s.epochs_done and c["final_loss"] == h["final_loss"]
+            True
+        """
+        with self._lock:
+            done = min(self._last_epoch.values()) + 1 if self._last_epoch else 0
+            last = self._epoch_loss[max(self._epoch_loss)] if self._epoch_loss else None
+            sent = self._bytes_sent
+        return {"epochs_done": done, "final_loss": _round(last[0] / last[1]) if last and last[1] else None,
+                "total_mb_sent": round(sent / 1e6, 3)}
 
     def headline(self) -> dict[str, Any]:
         """A few JSON-safe figures for run lists and comparisons (final loss, best accuracy, bytes)."""

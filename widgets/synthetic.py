@@ -28,7 +28,7 @@ from workbench.events import (
     Traffic,
 )
 
-__all__ = ["fabricate_run", "fabricate_cache", "SyntheticRun"]
+__all__ = ["fabricate_run", "fabricate_cache", "fabricate_pipeline", "SyntheticRun"]
 
 
 def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, num_nodes: int = 400,
@@ -153,6 +153,22 @@ class SyntheticRun:
         delay: seconds between epochs (events of one epoch arrive together).
         out: run log folder, or None for no log.
         start: start replaying at once.
+
+    :meth:`pause` holds the replay (now, or before a given epoch) until :meth:`resume`: a tutorial or a
+    test can look at a run that is certainly still going.
+
+    Example:
+        >>> run = SyntheticRun(fabricate_run(epochs=4), delay=0, out=None, start=False)
+        >>> run.pause(at_epoch=2)
+        >>> _ = run.start()
+        >>> run.wait_paused(timeout=10)
+        True
+        >>> sorted({ev.epoch for ev in run.events if hasattr(ev, "epoch")})
+        [0, 1]
+        >>> run.resume()
+        >>> _ = run.wait(timeout=10)
+        >>> run.status
+        'finished'
     """
 
     def __init__(self, events: Optional[list[Event]] = None, *, delay: float = 0.2, out: Optional[str] = "runs",
@@ -169,6 +185,10 @@ class SyntheticRun:
         self._listeners: list[Callable[[Event], None]] = []
         self._stop = threading.Event()
         self._done = threading.Event()
+        self._running = threading.Event()   # cleared while paused
+        self._running.set()
+        self._paused = threading.Event()    # set while the replay thread waits in a pause
+        self._pause_at: Optional[int] = None
         self._lock = threading.Lock()
         self._log = RunLog(out, run_id, recipe="synthetic") if out else None
         self.log_dir = self._log.path if self._log else None
@@ -197,11 +217,15 @@ class SyntheticRun:
         last_epoch = None
         try:
             for ev in self._script:
+                epoch = getattr(ev, "epoch", None)
+                if epoch is not None and self._pause_at is not None and epoch >= self._pause_at:
+                    self._pause_at = None
+                    self._running.clear()
+                self._hold()
                 if self._stop.is_set():
                     self._emit(RunFinished(status="stopped"))
                     self.status = "stopped"
                     return
-                epoch = getattr(ev, "epoch", None)
                 if isinstance(ev, (Progress, PartitionComputed)) or (epoch is not None and epoch != last_epoch):
                     if not isinstance(ev, RunStarted):
                         self._stop.wait(self.delay)
@@ -215,6 +239,29 @@ class SyntheticRun:
             if self._log:
                 self._log.close()
             self._done.set()
+
+    def _hold(self) -> None:
+        """Wait while paused (a stop ends the wait)."""
+        while not self._running.is_set() and not self._stop.is_set():
+            self._paused.set()
+            self._running.wait(0.05)
+        self._paused.clear()
+
+    def pause(self, at_epoch: Optional[int] = None) -> None:
+        """Hold the replay: now, or (``at_epoch``) before the first event of that epoch."""
+        if at_epoch is None:
+            self._running.clear()
+        else:
+            self._pause_at = int(at_epoch)
+
+    def resume(self) -> None:
+        """Go on after :meth:`pause` (also cancels a pause not reached yet)."""
+        self._pause_at = None
+        self._running.set()
+
+    def wait_paused(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the replay holds in a pause; returns whether it does."""
+        return self._paused.wait(timeout)
 
     def stop(self) -> None:
         self._stop.set()
@@ -233,3 +280,28 @@ class _Call:
 
     def emit(self, ev: Event) -> None:
         self.fn(ev)
+
+
+def fabricate_pipeline(*, num_workers: int = 2, iterations: int = 8, num_layers: int = 2, tau: int = 1,
+                       run_id: str = "synthetic", seed: int = 0, batch: int = 4) -> list[Event]:
+    """:class:`~workbench.events.PipelineTimeline` events of a plausible prefetch run (the core simulator on
+    random costs whose link time is about 1.5 times the compute, so fetches block), ``batch`` iterations per event."""
+    from workbench.train.pipeline_time import IterationCost, PipelineSimulator, timeline_event
+
+    rng = np.random.default_rng(seed)
+    sim = PipelineSimulator(num_workers, tau, bandwidth_Bps=1e6)
+    steps = []
+    for _ in range(iterations):
+        costs = []
+        for w in range(num_workers):
+            fwd = list(rng.uniform(0.5e-3, 1.5e-3, num_layers))
+            fetch = list(rng.uniform(1.5e3, 4.5e3, num_layers).round())
+            costs.append(IterationCost(fwd_s=fwd, bwd_s=[2 * f for f in fwd], fetch_bytes=fetch,
+                                       grad_bytes=[0.0] + fetch[1:], allreduce_bytes=400.0))
+        steps.append(sim.step(costs))
+    events: list[Event] = []
+    for i in range(0, iterations, batch):
+        ev = timeline_event(steps[i:i + batch], tau=tau, bandwidth_Bps=1e6, sync_iteration_s=0.02)
+        ev.run_id = run_id
+        events.append(ev)
+    return events

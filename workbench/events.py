@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Optional, Protocol
 __all__ = [
     "Event", "RunStarted", "RunFinished", "Progress", "PartitionComputed", "EpochEnd", "Traffic",
     "Staleness", "CacheStats", "SampleStats", "EventSink", "ListSink", "FanOut", "RunLog", "event_from_dict",
-    "read_run_log", "EVENT_TYPES", "ScheduleStats", "ScheduleTrace",
+    "read_run_log", "EVENT_TYPES", "ScheduleStats", "ScheduleTrace", "PipelineCost", "PipelineTimeline",
 ]
 
 
@@ -227,9 +227,10 @@ class ScheduleStats(Event):
 
 @dataclasses.dataclass(kw_only=True)
 class ScheduleTrace(Event):
-    """Timelines of one epoch of the schedule stage, sampled every ``trace_ms``: ``t`` (seconds since the
-    epoch started), ``cpu_util`` (%), ``q_size`` (finished batches waiting), ``in_flight`` (DAGs launched
-    and not finished), ``busy_workers`` (worker processes running a task)."""
+    """Timelines of one epoch of the schedule stage, sampled every ``trace_ms`` and at every change of the
+    counts (thinned as :func:`workbench.schedule.executor.trace_samples` says): ``t`` (seconds since the
+    epoch started), ``cpu_util`` (%, the latest reading), ``q_size`` (finished batches waiting),
+    ``in_flight`` (DAGs launched and not finished), ``busy_workers`` (worker processes running a task)."""
 
     type: ClassVar[str] = "schedule_trace"
     rank: int = 0
@@ -242,9 +243,71 @@ class ScheduleTrace(Event):
     busy_workers: list = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass(kw_only=True)
+class PipelineCost(Event):
+    """What one rank's iteration costs in the timing account of a pipelined run (an
+    :class:`~workbench.train.pipeline_time.IterationCost`: compute seconds and bytes per layer).
+
+    Sent by every rank of a prefetch run to the client, which simulates the iteration once every rank's
+    cost is in and logs a :class:`PipelineTimeline` in its place (the costs themselves are not logged).
+    ``exact``: at the first iteration only, the cost of a synchronous iteration on every edge (the link
+    bandwidth is scaled to it)."""
+
+    type: ClassVar[str] = "pipeline_cost"
+    rank: int = 0
+    epoch: int = 0
+    fwd_s: list = dataclasses.field(default_factory=list)
+    bwd_s: list = dataclasses.field(default_factory=list)
+    fetch_bytes: list = dataclasses.field(default_factory=list)
+    grad_bytes: list = dataclasses.field(default_factory=list)
+    allreduce_bytes: float = 0.0
+    exact: Optional[dict] = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class PipelineTimeline(Event):
+    """The simulated timeline of iterations ``first_iteration ..`` of a pipelined run, every worker (a
+    discrete-event account: :class:`~workbench.train.pipeline_time.PipelineSimulator`).
+
+    Per iteration (lists of ``num_iterations``): ``iteration_start`` (simulated seconds since the run
+    began), ``iteration_s`` (barrier to barrier), ``blocked_s`` / ``compute_s`` (the most any worker waited
+    on a transfer issued ``tau`` earlier / computed), ``worker_blocked_s`` (a list per worker).
+    The bars, one entry per bar in each of ``iteration``, ``worker``, ``kind`` (``fwd``, ``bwd``,
+    ``fetch``, ``grad``, ``allreduce``, ``wait_fetch``, ``wait_grad``, ``wait_allreduce``), ``layer`` (-1: the
+    all-reduce),
+    ``start`` / ``end`` (seconds since their iteration began, 6 significant digits), ``nbytes`` (a
+    transfer's bytes; for a wait, the bytes of the transfer waited for) and ``issued`` (the iteration that
+    issued the transfer; for a wait, the one that blocked)."""
+
+    type: ClassVar[str] = "pipeline_timeline"
+    first_iteration: int = 0
+    num_workers: int = 0
+    tau: int = 0
+    bandwidth_Bps: float = 0.0
+    sync_iteration_s: Optional[float] = None
+    iteration_start: list = dataclasses.field(default_factory=list)
+    iteration_s: list = dataclasses.field(default_factory=list)
+    blocked_s: list = dataclasses.field(default_factory=list)
+    compute_s: list = dataclasses.field(default_factory=list)
+    worker_blocked_s: list = dataclasses.field(default_factory=list)
+    iteration: list = dataclasses.field(default_factory=list)
+    worker: list = dataclasses.field(default_factory=list)
+    kind: list = dataclasses.field(default_factory=list)
+    layer: list = dataclasses.field(default_factory=list)
+    start: list = dataclasses.field(default_factory=list)
+    end: list = dataclasses.field(default_factory=list)
+    nbytes: list = dataclasses.field(default_factory=list)
+    issued: list = dataclasses.field(default_factory=list)
+
+    @property
+    def num_iterations(self) -> int:
+        return len(self.iteration_s)
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, RunFinished, Progress, PartitionComputed, EpochEnd, Traffic,
-                              Staleness, CacheStats, SampleStats, ScheduleStats, ScheduleTrace)
+                              Staleness, CacheStats, SampleStats, ScheduleStats, ScheduleTrace, PipelineCost,
+                              PipelineTimeline)
 }
 
 

@@ -99,3 +99,14 @@ def test_failed_run_keeps_error():
     store = RunStore(events=fabricate_run(num_parts=2, epochs=4, fail_at=2))
     assert store.status == "failed" and "RankFailed" in store.error
     assert store.headline()["epochs"] == 2
+
+
+def test_live_counts_follow_the_frames_at_every_step(events):
+    """The status line's running tallies equal what the frames give, also while ranks are at different epochs."""
+    store = RunStore()
+    for ev in events:
+        store.push(ev)
+        counts, head = store.live_counts(), store.headline()
+        assert counts["epochs_done"] == store.epochs_done
+        assert counts["final_loss"] == head["final_loss"]
+        assert counts["total_mb_sent"] == head["total_mb_sent"]

@@ -263,8 +263,8 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
     except BaseException as exc:
         handle._finish("failed", error=exc)
         raise
-    env = RunEnv(run_id=run_id, world_size=world_size, emit=handle.emit, stop_flag=handle._stop,
-                 timeout_s=float(timeout), device=device, set_info=handle._set_info)
+    env = RunEnv(run_id=run_id, world_size=world_size, emit=program.client_emit(handle.emit),
+                 stop_flag=handle._stop, timeout_s=float(timeout), device=device, set_info=handle._set_info)
     if blocking:
         _run(handle, program, payloads, env, runner, scheduler)
     else:

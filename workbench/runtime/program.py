@@ -89,6 +89,12 @@ class Program(abc.ABC):
         """Combine per-rank results into the run summary (JSON-safe). Default: rank 0's result."""
         return dict(rank_results[0]) if rank_results else {}
 
+    def client_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        """The sink the ranks' events go through on the client (called after :meth:`prepare`; default:
+        ``emit`` itself). A program may wrap it to derive events across ranks as they arrive (the prefetch
+        program simulates each iteration once every rank's cost is in) without moving anything between ranks."""
+        return emit
+
     def world_size_for(self, requested: Optional[int]) -> int:
         """The number of ranks to use given the user's request (a program may fix it)."""
         return int(requested or 1)

@@ -42,7 +42,11 @@ input widths x b; ``prefetch_stats`` = 4 per halo row sent per estimate refresh;
 
 Simulated time: :mod:`workbench.train.pipeline_time` replays every rank's iterations (compute modelled
 from flops, bytes from the sets above) on one serial link per worker; the link bandwidth is scaled so
-that the synchronous exact iteration spends ``comm_ratio`` times its compute in communication.
+that the synchronous exact iteration spends ``comm_ratio`` times its compute in communication. The same
+account is also made while the run goes: every rank logs its iteration's cost (:class:`RankTiming`, a
+:class:`~workbench.events.PipelineCost` going to the client with its other events, no traffic between
+ranks) and the program's :meth:`PrefetchProgram.client_emit` simulates each iteration once every rank's
+cost is in, logging :class:`~workbench.events.PipelineTimeline` events (the pipeline view).
 
 Example:
     >>> EXCHANGES.build("prefetch", tau=2).config.tau
@@ -57,13 +61,13 @@ from typing import Any, Optional
 import torch
 
 from workbench._validation import ErrorCollector, ParamError, _is_int, param_error
-from workbench.events import SampleStats, Staleness
+from workbench.events import PipelineCost, SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.full_graph import FullGraphLoop, FullGraphProgram, build_shards
 from workbench.train.halo import comm_rows_from_parts
 from workbench.train.loop import summarize_ranks
 from workbench.train.models import MODELS, SpMM, sparse_aggregator
-from workbench.train.pipeline_time import IterationCost, simulate_pipeline
+from workbench.train.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
 
 __all__ = ["PrefetchExchange", "PrefetchProgram", "PrefetchLoop", "FLOPS_PER_S"]
 
@@ -388,6 +392,9 @@ class PrefetchLoop(FullGraphLoop):
     a sampled, stale forward says little about the model at small epsilon. The loss stays the training
     step's (sampled) loss."""
 
+    #: set by the program: what this rank's :class:`~workbench.events.PipelineCost` events are made of
+    timing: Optional["RankTiming"] = None
+
     def evaluate(self, epoch, outputs):
         ex = self.exchange
         if not (isinstance(ex, PrefetchRank) and ex.full_eval):
@@ -406,6 +413,8 @@ class PrefetchLoop(FullGraphLoop):
             self.ctx.log(SampleStats(rank=self.ctx.rank, epoch=epoch, steps=1, seeds=ex.n,
                                      sampled_edges=rec.get("kept_edges", 0), input_nodes=ex.n + rec.get("tg_rows", 0),
                                      remote_input_nodes=rec.get("tg_rows", 0)))
+            if self.timing is not None:
+                self.ctx.log(self.timing.event(ex, rec, epoch))
 
 
 class PrefetchProgram(FullGraphProgram):
@@ -420,6 +429,7 @@ class PrefetchProgram(FullGraphProgram):
     def __init__(self, config, *, graph=None, node_part=None):
         super().__init__(config, graph=graph, node_part=node_part)
         self.name = "psc_gcn"
+        self._world_size = 1
 
     def prepare(self, world_size, emit):
         cfg = self.config
@@ -427,7 +437,15 @@ class PrefetchProgram(FullGraphProgram):
             raise ParamError([param_error("exchange", "RunConfig", f"'prefetch' with sample.method="
                                           f"{cfg.method('sample')} (edge sampling trains with prefetched halos)",
                                           cfg.method("exchange"))])
+        self._world_size = world_size
         return super().prepare(world_size, emit)
+
+    def client_emit(self, emit):
+        """The ranks' :class:`~workbench.events.PipelineCost` events become the run's
+        :class:`~workbench.events.PipelineTimeline` (simulated on the client as the iterations complete)."""
+        ex = self.config.exchange
+        return TimelineRecorder(emit, self._world_size, int(ex.tau), float(ex.comm_ratio),
+                                last_iteration=int(self.config.train.epochs) - 1)
 
     def run_rank(self, ctx, shard):
         from workbench.cache.policies import CACHES
@@ -441,7 +459,11 @@ class PrefetchProgram(FullGraphProgram):
         cache = CACHES.build(cfg.method("cache"), cfg.cache) if cfg.cache is not None else None
         exchange = self.exchange().attach(ctx, shard, sampler=sampler, cache=cache)
         exchange.setup_model(model)
-        out = PrefetchLoop(ctx, model, cfg.train, exchange=exchange, shard=shard).run()
+        loop = PrefetchLoop(ctx, model, cfg.train, exchange=exchange, shard=shard)
+        loop.timing = RankTiming(widths=list(self._widths), cached=cache is not None, sampled=cfg.sample is not None,
+                                 allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()),
+                                                                 ctx.world_size))
+        out = loop.run()
         out["predicted"] = shard.predicted
         out["num_params"] = sum(p.numel() for p in model.parameters())
         return out
@@ -453,6 +475,54 @@ class PrefetchProgram(FullGraphProgram):
                                          "cache": self.config.method("cache")})
         summary.update(prefetch_figures(rank_results, self._widths, self.config))
         return summary
+
+
+@dataclasses.dataclass
+class RankTiming:
+    """What a rank needs to cost its iterations for the live timeline (the figures' :func:`iteration_cost`)."""
+
+    widths: list
+    cached: bool
+    sampled: bool
+    allreduce_bytes: float
+
+    def cost(self, ex: "PrefetchRank", rec: dict, exact: bool = False) -> IterationCost:
+        return iteration_cost(rec, self.widths, num_inner=ex.n, num_halo=ex.nh, full_edges=ex.edges.num_edges,
+                              cached=self.cached, sampled=self.sampled, allreduce_bytes=self.allreduce_bytes,
+                              exact=exact)
+
+    def event(self, ex: "PrefetchRank", rec: dict, epoch: int) -> PipelineCost:
+        """This rank's cost of iteration ``epoch`` (with the exact synchronous cost at the first one)."""
+        c = self.cost(ex, rec)
+        exact = dataclasses.asdict(self.cost(ex, rec, exact=True)) if epoch == 0 else None
+        return PipelineCost(rank=ex.plan.rank, epoch=epoch, fwd_s=c.fwd_s, bwd_s=c.bwd_s, fetch_bytes=c.fetch_bytes,
+                            grad_bytes=c.grad_bytes, allreduce_bytes=c.allreduce_bytes, exact=exact)
+
+
+def allreduce_bytes(num_params: int, world_size: int) -> float:
+    """Bytes one worker moves in a ring all-reduce of ``num_params`` float32 weight gradients."""
+    return 2 * (world_size - 1) / world_size * num_params * 4 if world_size > 1 else 0.0
+
+
+def iteration_cost(rec: dict, widths: list[int], *, num_inner: int, num_halo: int, full_edges: int, cached: bool,
+                   sampled: bool, allreduce_bytes: float, exact: bool = False) -> IterationCost:
+    """One rank's iteration in the timing account, from its record (``prefetch_records``): compute from
+    flops on the kept edges (``exact``: every edge, every halo row, no cache: a synchronous exact iteration)
+    and the bytes of the streams (module docstring)."""
+    D = widths[0]
+    nnz = rec["kept_edges"] if not exact else full_edges
+    rows_f = rec["sg_rows"] if not exact else num_halo
+    rows_b = rec["tg_rows"] if not exact else num_halo
+    out_w = [*widths[1:], max(widths[-1], 1)]
+    fwd = [(2 * nnz * w + 2 * num_inner * w * o) / FLOPS_PER_S for w, o in zip(widths, out_w)]
+    bwd = [2 * f for f in fwd]
+    fmiss = rec["feature_misses"] if (rec["feature_misses"] is not None and not exact) else rows_f
+    fetch = [(fmiss * (D * 4 + (ID_BYTES if cached and not exact else 0))) if l == 0 else rows_f * w * 4
+             for l, w in enumerate(widths)]
+    if not exact and rec["sg_rows"] and sampled:
+        fetch[0] += ID_BYTES * rec["sg_rows"]
+    grad = [0 if l == 0 else rows_b * w * 4 for l, w in enumerate(widths)]
+    return IterationCost(fwd_s=fwd, bwd_s=bwd, fetch_bytes=fetch, grad_bytes=grad, allreduce_bytes=allreduce_bytes)
 
 
 def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -> dict:
@@ -488,32 +558,16 @@ def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -
     # timing account
     tau = int(config.exchange.tau)
     world = len(results)
-    params = int(results[0].get("num_params", 0))
-    ar = 2 * (world - 1) / world * params * 4 if world > 1 else 0.0
+    ar = allreduce_bytes(int(results[0].get("num_params", 0)), world)
+    sampled = getattr(config, "sample", None) is not None
 
     def cost(r, t, exact=False):
-        rec = r["prefetch_records"][t]
-        nnz = rec["kept_edges"] if not exact else r["full_edges"]
-        rows_f = rec["sg_rows"] if not exact else r["num_halo"]
-        rows_b = rec["tg_rows"] if not exact else r["num_halo"]
-        n = r["num_inner"]
-        out_w = [*widths[1:], max(widths[-1], 1)]
-        fwd = [(2 * nnz * w + 2 * n * w * o) / FLOPS_PER_S for w, o in zip(widths, out_w)]
-        bwd = [2 * f for f in fwd]
-        fmiss = rec["feature_misses"] if (rec["feature_misses"] is not None and not exact) else rows_f
-        fetch = [(fmiss * (D * 4 + (ID_BYTES if cached and not exact else 0))) if l == 0 else rows_f * w * 4
-                 for l, w in enumerate(widths)]
-        if not exact and rec["sg_rows"] and r.get("sampled"):
-            fetch[0] += ID_BYTES * rec["sg_rows"]
-        grad = [0 if l == 0 else rows_b * w * 4 for l, w in enumerate(widths)]
-        return IterationCost(fwd_s=fwd, bwd_s=bwd, fetch_bytes=fetch, grad_bytes=grad, allreduce_bytes=ar)
+        return iteration_cost(r["prefetch_records"][t], widths, num_inner=r["num_inner"], num_halo=r["num_halo"],
+                              full_edges=r["full_edges"], cached=cached, sampled=sampled, allreduce_bytes=ar,
+                              exact=exact)
 
-    for r in results:
-        r["sampled"] = getattr(config, "sample", None) is not None
     exact = [cost(r, 0, exact=True) for r in results]
-    comm = max(sum(c.fetch_bytes) + sum(c.grad_bytes) + c.allreduce_bytes for c in exact)
-    comp = max(sum(c.fwd_s) + sum(c.bwd_s) for c in exact)
-    bw = comm / (float(config.exchange.comm_ratio) * comp) if comm and comp else 1.0
+    bw = scaled_bandwidth(exact, config.exchange.comm_ratio)
     detail: dict = {}
     sim = simulate_pipeline([[cost(r, t) for t in range(T)] for r in results], tau, bw, record=detail)
     sync = simulate_pipeline([[c] * 2 for c in exact], 0, bw)[-1]
