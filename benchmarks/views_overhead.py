@@ -36,6 +36,19 @@ everything else (client, server, chromium) the rest, as when the browser runs on
 the ranks on a cluster; the ratio then measures what the views cost a run that does not share its cores.
 
     python benchmarks/views_overhead.py --workers 2 --pin --tab-every 0   # needs 4 cores or more
+
+Separate runs drift: three one-minute runs on an idle 2-core machine took 29, 32 and 41 ms per epoch, more
+than the views cost. ``--alternate SECONDS`` measures within one run instead: the page is closed
+(``about:blank``) and open on the dashboard in turn, ``--cycles`` times, and each open window's median epoch
+is compared with the closed windows on both sides of it; the first ``--settle`` seconds of each window (the
+page loading and building the run's figures) are not counted, and a per-second profile shows what they cost.
+
+    python benchmarks/views_overhead.py --alternate 15 --settle 6 --cycles 8
+
+``--page-cost`` measures the views' side alone, which the ratio above mixes with the machine's noise: the
+CPU that chromium and the server use per second while the page follows a replayed run.
+
+    python benchmarks/views_overhead.py --page-cost
 """
 
 from __future__ import annotations
@@ -95,6 +108,42 @@ _RECORDER_JS = """
   }, 20);
 }
 """
+
+
+def page_cost(epochs: int = 400, delay: float = 0.03) -> int:
+    """The views' CPU, without the training: the dashboard shows a replayed run (``SyntheticRun``, 2 ranks,
+    one epoch every ``delay`` s) in chromium; after the run's figures are built (4 s), the CPU seconds of
+    chromium and of this process (the Panel server) per wall second until the replay ends. On a machine
+    whose ranks use every core, these are the cores the views take from training."""
+    from widgets.app import RunRegistry
+    from widgets.serve import serve
+    from widgets.synthetic import SyntheticRun
+
+    browser, server = Browser(), None
+    try:
+        registry = RunRegistry(runs_dir=None)
+        port = free_port()
+        server = serve(registry, port=port, threaded=True)
+        time.sleep(0.5)
+        _, page = browser.new_page(f"http://127.0.0.1:{port}/")
+        chrome = browser.processes()
+        run = SyntheticRun(epochs=epochs, delay=delay, out=None, num_parts=2, start=False)
+        registry.add(run)
+        run.start()
+        time.sleep(4)
+        c0, p0, t0 = _cpu_seconds(chrome), time.process_time(), time.time()
+        while not run._done.is_set():
+            page.wait_for_timeout(200)
+        dt = time.time() - t0
+        chrome_core, server_core = (_cpu_seconds(chrome) - c0) / dt, (time.process_time() - p0) / dt
+    finally:
+        browser.close()
+        if server is not None:  # its thread is not a daemon: a server left running keeps the process alive
+            server.stop()
+    print(f"page cost over {dt:.1f} s of a replayed run ({epochs} epochs, one per {delay:g} s, 2 ranks): "
+          f"chromium {chrome_core:.3f} core, server {server_core:.3f} core, "
+          f"together {chrome_core + server_core:.3f} of {os.cpu_count()} cores")
+    return 0
 
 
 def free_port() -> int:
@@ -227,11 +276,15 @@ class Browser:
         me = psutil.Process()
         return [p for p in me.children(recursive=True) if "chrom" in (p.name() or "").lower()]
 
-    def new_page(self, url: str):
+    def new_context(self):
         context = self.browser.new_context(viewport={"width": 1500, "height": 1100})
         context.set_default_timeout(30_000)
         # no internet here: refuse external requests at once instead of waiting for them (template web fonts)
         context.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url else route.abort())
+        return context
+
+    def new_page(self, url: str):
+        context = self.new_context()
         page = context.new_page()
         page.goto(url)
         page.wait_for_selector("text=New run")
@@ -327,6 +380,136 @@ def run_once(cfg: Any, *, runner: str, workers: int, out: str, browser: Optional
     }
 
 
+def run_alternating(cfg: Any, *, runner: str, workers: int, out: str, browser: Browser, window_s: float = 8.0,
+                    settle_s: float = 5.0, cycles: int = 8) -> dict:
+    """One long training run watched and not watched in turn: ``cycles`` times the page closed
+    (``about:blank``: no session, nothing drawn) for ``window_s`` seconds, then open on the dashboard for
+    ``window_s`` seconds, watching the training curves; the run is stopped after the last window.
+
+    Every epoch is counted in the window in which its last rank ended it, except in the first
+    ``settle_s`` seconds of each window (a page opening loads BokehJS and builds the figures of the run so
+    far; a page closing hands its CPU back). The slow drift of a shared machine (epochs 29-41 ms between
+    three runs of one minute on an idle 2-core machine) cancels in the ratio of adjacent windows, which
+    separate runs cannot show; the ratio per cycle is the open window's median epoch over the mean of the
+    closed windows' medians around it.
+    """
+    from widgets.app import RunRegistry
+    from widgets.serve import serve
+    from workbench.runtime import launch
+
+    clock = EpochClock()
+    registry = RunRegistry(runs_dir=None)
+    port = free_port()
+    server = serve(registry, port=port, threaded=True)
+    time.sleep(0.5)
+    url = f"http://127.0.0.1:{port}/"
+    context = browser.new_context()
+    page = context.new_page()
+    chrome = browser.processes()
+    windows: list[tuple[bool, float, float]] = []   # (page open, start, end)
+    seen_per_window: list[list] = []
+    chrome_cpu = {True: 0.0, False: 0.0}
+    handle = launch(cfg, runner=runner, workers=workers, out=out, listeners=[clock])
+    try:
+        registry.add(handle)
+        while not clock.rows and not handle.done():   # the ranks are up and training
+            time.sleep(0.1)
+        for cycle in range(cycles + 1):
+            for open_ in ((False, True) if cycle < cycles else (False,)):
+                if handle.done():
+                    break
+                start, c0 = time.time(), None   # c0: chromium's CPU seconds once the settling is over
+                if open_:
+                    page.goto(url)
+                    page.wait_for_selector(".wb-epochs")
+                    page.evaluate(_RECORDER_JS)
+                    chrome = browser.processes()
+                else:
+                    page.goto("about:blank")
+                while time.time() < start + window_s and not handle.done():
+                    if c0 is None and time.time() >= start + settle_s:
+                        c0 = _cpu_seconds(chrome)
+                    page.wait_for_timeout(100)
+                if open_:
+                    seen_per_window.append(page.evaluate("window.__wbSeen"))
+                if c0 is not None:
+                    chrome_cpu[open_] += _cpu_seconds(chrome) - c0
+                windows.append((open_, start, time.time()))
+        handle.stop()
+        try:
+            handle.wait()
+        except Exception:   # a stopped run may say so
+            pass
+    finally:
+        try:
+            page.goto("about:blank")
+        except Exception:
+            pass
+        context.close()
+        time.sleep(0.5)
+        try:
+            server.stop()
+        except RuntimeError:
+            pass
+    done_at = clock.epoch_done_at()
+    ends = sorted(done_at.items())
+    # an epoch's duration: its last rank's end minus the previous epoch's (the slowest rank, as the summary)
+    durations = {e: t - ends[i - 1][1] for i, (e, t) in enumerate(ends) if i > 0 and ends[i - 1][0] == e - 1}
+    per_window = []
+    for open_, start, end in windows:
+        vals = [d for e, d in durations.items() if start + settle_s <= done_at[e] < end]
+        per_window.append({"open": open_, "start": start, "end": end, "epochs": len(vals),
+                           "median_ms": 1e3 * statistics.median(vals) if vals else float("nan")})
+    # median epoch by whole seconds since its window opened, over the open (closed) windows: how long a
+    # page opening weighs on the run, which is what --settle leaves out
+    profile: dict[bool, list[float]] = {}
+    for flag in (True, False):
+        bins: dict[int, list[float]] = {}
+        for open_, start, end in windows:
+            if open_ == flag:
+                for e, d in durations.items():
+                    if start <= done_at[e] < end:
+                        bins.setdefault(int(done_at[e] - start), []).append(d)
+        profile[flag] = [1e3 * statistics.median(bins[k]) if k in bins else float("nan")
+                         for k in range(int(window_s) + 1)]
+    ratios = []
+    for i, w in enumerate(per_window):
+        if w["open"] and 0 < i < len(per_window) - 1:
+            around = [per_window[i - 1]["median_ms"], per_window[i + 1]["median_ms"]]
+            ratios.append(w["median_ms"] / statistics.mean(around))
+    page_s = [x for seen in seen_per_window for x in page_latencies(seen, done_at)]
+    steady_done = {e: t for e, t in done_at.items()
+                   if any(o and s + settle_s <= t < e_ for o, s, e_ in windows)}
+    page_steady_s = [x for seen in seen_per_window for x in page_latencies(seen, steady_done)]
+    closed_s = sum(max(end - start - settle_s, 0) for open_, start, end in windows if not open_)
+    opened_s = sum(max(end - start - settle_s, 0) for open_, start, end in windows if open_)
+    return {"windows": per_window, "cycle_ratios": ratios,
+            "median_ratio": statistics.median(ratios) if ratios else float("nan"),
+            "closed_epoch_ms": [w["median_ms"] for w in per_window if not w["open"]],
+            "open_epoch_ms": [w["median_ms"] for w in per_window if w["open"]],
+            "chromium_core": {"closed": chrome_cpu[False] / max(closed_s, 1e-9),
+                              "open": chrome_cpu[True] / max(opened_s, 1e-9)},
+            "page_s": _stats(page_s), "page_steady_s": _stats(page_steady_s),
+            "profile_open_ms": profile[True], "profile_closed_ms": profile[False],
+            "window_s": window_s, "settle_s": settle_s}
+
+
+def print_alternating(r: dict, args: argparse.Namespace) -> None:
+    print(f"\ngraph {args.graph} · SANCUS epoch-fixed ε=1 · {args.workers} workers ({args.runner}) · one run, page "
+          f"closed and open in turn for {r['window_s']:g} s each ({r['settle_s']:g} s settling not counted) · "
+          f"{os.cpu_count()} CPU cores")
+    print(f"  median epoch, page closed (ms)   {_fmt_list(r['closed_epoch_ms'], '.2f')}")
+    print(f"  median epoch, page open (ms)     {_fmt_list(r['open_epoch_ms'], '.2f')}")
+    print(f"  open / closed around it          {_fmt_list(r['cycle_ratios'], '.3f')}")
+    print(f"  median ratio                     {r['median_ratio']:.3f} ({100 * (r['median_ratio'] - 1):+.1f} %)")
+    print(f"  chromium, closed / open (core)   {r['chromium_core']['closed']:.3f} / {r['chromium_core']['open']:.3f}"
+          f"  (after the settling)")
+    print(f"  EpochEnd -> page (.wb-epochs)    {_fmt_lat(r['page_steady_s'])} (after the settling)")
+    print(f"                                   {_fmt_lat(r['page_s'])} (whole open windows)")
+    print(f"  median epoch (ms) by second of the window, open:   {_fmt_list(r['profile_open_ms'], '.0f')}")
+    print(f"                                             closed: {_fmt_list(r['profile_closed_ms'], '.0f')}")
+
+
 def _stats(values: list[float]) -> dict:
     if not values:
         return {"n": 0, "median": None, "p90": None, "max": None}
@@ -412,7 +595,18 @@ def main(argv: Optional[list[str]] = None) -> dict:
                              "and chromium on the others (needs --workers + 2 cores or more)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small graph, 30 epochs, one repeat")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results to this file")
+    parser.add_argument("--alternate", type=float, default=None, metavar="SECONDS",
+                        help="one long run, the page closed and open in turn for SECONDS each (--cycles times): "
+                             "the machine's drift cancels between adjacent windows")
+    parser.add_argument("--cycles", type=int, default=8, help="closed/open cycles of --alternate (default 8)")
+    parser.add_argument("--settle", type=float, default=5.0,
+                        help="seconds at the start of each --alternate window not counted (default 5)")
+    parser.add_argument("--page-cost", action="store_true",
+                        help="only measure what watching costs: CPU of chromium and of the server while the page "
+                             "shows a replayed run (no training ranks, so the figures are stable)")
     args = parser.parse_args(argv)
+    if args.page_cost:
+        return page_cost(epochs=args.epochs)
     if args.quick:
         args.graph, args.epochs, args.repeats = QUICK_GRAPH, 30, 1
     if args.epochs < 1 or args.repeats < 1 or args.workers < 1:
@@ -431,6 +625,22 @@ def main(argv: Optional[list[str]] = None) -> dict:
         args.also_local = False  # in-process ranks cannot be pinned apart from the server
 
     from recipes.sancus import epoch_fixed
+
+    if args.alternate is not None:
+        if args.alternate < args.settle + 2 or args.cycles < 1:
+            parser.error("--alternate needs windows at least 2 s longer than --settle, and --cycles >= 1")
+        cfg = epoch_fixed(epsilon=1, graph=args.graph, epochs=1_000_000)   # stopped after the last window
+        browser = Browser()
+        try:
+            with tempfile.TemporaryDirectory(prefix="wb-views-bench-") as out:
+                r = run_alternating(cfg, runner=args.runner, workers=args.workers, out=out, browser=browser,
+                                    window_s=args.alternate, settle_s=args.settle, cycles=args.cycles)
+        finally:
+            browser.close()
+        print_alternating(r, args)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"args": vars(args), "alternating": r}, indent=2))
+        return r
 
     cfg = epoch_fixed(epsilon=1, graph=args.graph, epochs=args.epochs)
     runners = [args.runner] + (["local"] if args.also_local and args.runner != "local" else [])

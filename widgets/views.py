@@ -19,9 +19,11 @@ Example:
 from __future__ import annotations
 
 import html
+import logging
 import os
 import threading
 import time
+import traceback
 import weakref
 from functools import partial
 from pathlib import Path
@@ -36,14 +38,26 @@ import param
 
 from widgets.offline import Viewer
 from widgets.store import RunStore
+from workbench._validation import check_float
 
 __all__ = ["as_store", "StoreView", "ProgressView", "RunView", "Refresher", "LivePlot", "StreamPlot", "REFRESH_MS",
-           "RANK_COLORS", "KIND_COLORS", "STATUS_COLORS"]
+           "PLOT_REDRAW_S", "RANK_COLORS", "KIND_COLORS", "STATUS_COLORS"]
 
 #: how often live views poll their store (ms): 4 Hz, far below the event rate of a fast run
 REFRESH_MS = 250
+#: least seconds between two redraws of a live figure (``RunView(plot_redraw_s=...)`` changes it per view):
+#: the browser paints a Bokeh figure whole, 40-50 ms of chromium's CPU for the curves tab's two figures on
+#: a small machine (a CDP profile; ``benchmarks/views_overhead.py --page-cost`` measures the sum), which a
+#: run on the same cores pays
+PLOT_REDRAW_S = 2.0
 #: seconds after which a rebuilt :class:`StreamPlot` figure is sent once more (:meth:`StreamPlot.heal`)
 RESEND_S = 5.0
+#: Bokeh output backend of the live figures. HoloViews draws with WebGL by default; without a GPU
+#: (headless browsers, CI, remote desktops, this project's 2-core machine) WebGL is rendered in software and
+#: every redraw is copied from the WebGL canvas: a live page cost chromium about 0.2 core more than with a
+#: 2D canvas (``benchmarks/views_overhead.py``), and line plots of a few thousand points draw fast on canvas.
+OUTPUT_BACKEND = "canvas"
+_BACKEND_OPTS = {"plot.output_backend": OUTPUT_BACKEND}
 
 RANK_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                "#bcbd22", "#17becf"]
@@ -101,10 +115,14 @@ def empty_note(text: str) -> pn.pane.Markdown:
 
 
 def _framewise(obj: Any) -> Any:
-    """``obj`` with ``framewise=True`` on it and every element in it: axes follow each update."""
+    """``obj`` with ``framewise=True`` on it and every element in it: axes follow each update; drawn on a
+    2D canvas (:data:`OUTPUT_BACKEND`)."""
     if not isinstance(obj, hv.Element):  # an overlay or layout: its elements too
         obj = obj.map(lambda el: el.opts(framewise=True), [hv.Element])
-    return obj.opts(framewise=True)
+    if isinstance(obj, (hv.Layout, hv.NdLayout)):
+        obj = obj.map(lambda el: el.opts(backend_opts=_BACKEND_OPTS), [hv.Overlay, hv.NdOverlay, hv.Element])
+        return obj.opts(framewise=True)
+    return obj.opts(framewise=True, backend_opts=_BACKEND_OPTS)
 
 
 class LivePlot:
@@ -271,11 +289,15 @@ class StreamPlot:
         JupyterLab under load, about one run in ten: the new figure's rows were on the server, the page kept
         drawing the empty placeholder, and nothing later repaired it, since streamed rows only extend a
         figure the page has). Building it again a few seconds later costs one figure per build and
-        repairs that; a page that had the figure redraws the same rows.
+        repairs that; a page that had the figure redraws the same rows. A figure on the served dashboard
+        (Bokeh server sessions, which keep pages in sync by themselves) is not sent again: a second build
+        costs the server and every page a whole figure, on the machine the ranks train on.
         """
         if self._resend_at is None or time.monotonic() < self._resend_at:
             return False
         self._resend_at = None
+        if self._served_only():
+            return False
         if not self._empty:
             self._build(dict(self._frames), self._shape, resend=False)
         return True
@@ -283,6 +305,11 @@ class StreamPlot:
     @property
     def resend_pending(self) -> bool:
         return self._resend_at is not None
+
+    def _served_only(self) -> bool:
+        """Whether every page showing the figure is a Bokeh server session (none is a notebook output)."""
+        plots = [plot for plot, _ in list(getattr(self.pane, "_plots", {}).values())]
+        return bool(plots) and all(getattr(getattr(p, "renderer", None), "mode", "") == "server" for p in plots)
 
     def _overlay(self) -> Any:
         layers = [_framewise(self.make(name, df)) for name, df in self._frames.items()]
@@ -364,6 +391,18 @@ def _in_document(plot: Any, fn: Callable[[], None]) -> None:
         pass
 
 
+def _raised_at(exc: BaseException) -> str:
+    """``package/module.py:line`` of the frame that raised ``exc`` (a failure inside a plotting library then
+    says where in the library: a rare race is found from the one message a page showed)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    parts = os.path.normpath(tb.tb_frame.f_code.co_filename).split(os.sep)
+    return f"{'/'.join(parts[-3:])}:{tb.tb_lineno}"
+
+
 def _same_rows(a: Any, b: Any) -> bool:
     """Whether two frames with the same columns hold the same values (NaN equal to NaN)."""
     if len(a) != len(b):
@@ -391,8 +430,8 @@ class StoreView(Viewer):
     kinds: tuple[str, ...] = ("any",)
     title: str = ""
     #: least seconds between two redraws: a plot redraw is re-rendered whole by the browser, which on a
-    #: small machine competes with the training ranks for CPU (status text overrides this with 0)
-    min_redraw_s: float = 1.0
+    #: small machine competes with the training ranks for CPU (the status line overrides this with 0.5)
+    min_redraw_s: float = PLOT_REDRAW_S
 
     def __init__(self, source: Any, *, defer: bool = False, **params: Any):
         super().__init__(**params)
@@ -432,8 +471,12 @@ class StoreView(Viewer):
             self._update()
             self._error.visible = False
         except Exception as exc:  # a broken view degrades to a message; the app keeps going
-            self._error.object = f"{self.title or type(self).__name__}: could not render ({type(exc).__name__}: {exc})"
+            where = _raised_at(exc)
+            self._error.object = (f"{self.title or type(self).__name__}: could not render ({type(exc).__name__}: "
+                                  f"{exc}{f' at {where}' if where else ''})")
             self._error.visible = True
+            self.last_error = "".join(traceback.format_exception(exc))   # the message names one frame only
+            logging.getLogger(__name__).warning("%s", self._error.object, exc_info=exc)
             self._last = None  # not up to date: the next refresh draws again (a transient failure heals itself)
         # adaptive throttle: a view that takes d seconds to draw redraws at most every 4 d seconds (at
         # most every 5 s), so big runs never saturate the server loop; a first draw, which builds the
@@ -567,7 +610,7 @@ class ProgressView(StoreView):
     def _update(self) -> None:
         s = self.store
         color = STATUS_COLORS.get(s.status, "#7f7f7f")
-        h = s.headline()
+        h = s.live_counts()   # running tallies: no frame or group-by per refresh
         parts = [f"<span class='wb-status' data-status='{s.status}' style='background:{color};color:white;"
                  f"border-radius:4px;padding:2px 8px;font-weight:600'>{html.escape(s.status)}</span>",
                  f"<b>{html.escape(s.run_id or 'run')}</b>"]
@@ -578,7 +621,7 @@ class ProgressView(StoreView):
         if s.dashboard_link:
             link = html.escape(s.dashboard_link, quote=True)
             parts.append(f"<a href='{link}' target='_blank' class='wb-dask-link'>Dask dashboard</a>")
-        counts = [f"epochs done: <b class='wb-epochs'>{s.epochs_done}</b>"]
+        counts = [f"epochs done: <b class='wb-epochs'>{h['epochs_done']}</b>"]
         if h["final_loss"] is not None:
             counts.append(f"loss {h['final_loss']:.4g}")
         counts.append(f"{h['total_mb_sent']:.3g} MB sent")
@@ -610,7 +653,7 @@ class ProgressView(StoreView):
 
 class RunView(Viewer):
     """Every view of one run: progress on top, then tabs (curves, partition, staleness, communication, and
-    cache once the run reports cache events).
+    cache, scheduler or pipeline once the run reports cache, schedule or pipeline timeline events).
 
     Renders inline in a notebook (keeps itself live at 4 Hz while the kernel is idle) and in the app.
 
@@ -621,12 +664,18 @@ class RunView(Viewer):
         node_part: optional part of each vertex, with ``graph``.
         live: poll the store with a periodic callback when displayed.
         compare_stores: ``{run_id: RunStore}`` function of runs the cache view compares policies over.
+        plot_redraw_s: least seconds between two redraws of a live figure (default :data:`PLOT_REDRAW_S`,
+            2 s); the status line follows the run at 2 Hz whatever this is.
     """
 
     def __init__(self, source: Any, *, runs_dir: str | os.PathLike | None = "runs", graph: Any = None,
                  node_part: Any = None, live: bool = True,
-                 compare_stores: Optional[Callable[[], dict[str, RunStore]]] = None, **params: Any):
+                 compare_stores: Optional[Callable[[], dict[str, RunStore]]] = None,
+                 plot_redraw_s: Optional[float] = None, **params: Any):
         super().__init__(**params)
+        if plot_redraw_s is not None:
+            plot_redraw_s = check_float(plot_redraw_s, "plot_redraw_s", "RunView", low=0.0)
+        self.plot_redraw_s = plot_redraw_s
         from widgets.curves import CurvesView
         from widgets.partition import PartitionView
         from widgets.staleness import StalenessView
@@ -640,10 +689,15 @@ class RunView(Viewer):
         self.staleness = StalenessView(self.store, defer=True)
         self.traffic = TrafficView(self.store, runs_dir=runs_dir, defer=True)
         self.views: list[StoreView] = [self.progress, self.curves, self.partition, self.staleness, self.traffic]
+        if plot_redraw_s is not None:
+            for v in self.views[1:]:
+                v.min_redraw_s = plot_redraw_s
         #: the cache view, added (as a tab after Communication) once the run reports cache events
         self.cache: Optional[StoreView] = None
         #: the scheduler view, added (as a tab) once the run reports schedule events
         self.scheduler: Optional[StoreView] = None
+        #: the pipeline view (simulated timeline of a prefetch run), added (as a tab) once the run reports one
+        self.pipeline: Optional[StoreView] = None
         self._compare_stores = compare_stores
         self.live = live
         self._tabs: Optional[pn.Tabs] = None
@@ -652,39 +706,40 @@ class RunView(Viewer):
         self._add_stage_views()
 
     def _add_stage_views(self) -> None:
-        self._add_cache_view()
-        self._add_schedule_view()
+        """Add the views (and tabs) of the stages a run reports once their first events arrive: a run
+        without a cache has no Cache tab, one without a schedule no Scheduler tab, and so on."""
+        def cache():
+            from widgets.cache import CacheView
+            return CacheView(self.store, stores=self._compare_stores, defer=True)
 
-    def _add_schedule_view(self) -> None:
-        """Add the scheduler view and its tab when the run has schedule events (like the cache tab)."""
-        if self.scheduler is not None or not self.store.version("schedule")[0]:
+        def scheduler():
+            from widgets.schedule import ScheduleView
+            return ScheduleView(self.store, defer=True)
+
+        def pipeline():
+            from widgets.pipeline import PipelineView
+            return PipelineView(self.store, defer=True)
+
+        self._add_view("cache", "Cache", "cache", cache)
+        self._add_view("scheduler", "Scheduler", "schedule", scheduler)
+        self._add_view("pipeline", "Pipeline", "pipeline", pipeline)
+
+    def _add_view(self, attr: str, title: str, kind: str, make: Callable[[], StoreView]) -> None:
+        """Set ``self.<attr>`` to ``make()`` and insert its tab (after Communication, before any extra tab)
+        once the store has ``kind`` events; the open tab stays open."""
+        if getattr(self, attr) is not None or not self.store.version(kind)[0]:
             return
-        from widgets.schedule import ScheduleView
-
-        self.scheduler = ScheduleView(self.store, defer=True)
-        self.views.append(self.scheduler)
+        view = make()
+        if self.plot_redraw_s is not None:
+            view.min_redraw_s = self.plot_redraw_s
+        setattr(self, attr, view)
+        self.views.append(view)
         if self._tabs is not None:
             at = len(self.views) - 2
             active = self._tabs.active
-            self._tabs.insert(at, ("Scheduler", self._lazy_tab(self.scheduler)))
-            self._tab_objects.insert(at, self.scheduler)
+            self._tabs.insert(at, (title, self._lazy_tab(view)))
+            self._tab_objects.insert(at, view)
             if active >= at:
-                self._tabs.active = active + 1
-
-    def _add_cache_view(self) -> None:
-        """Add the cache view and its tab when the run has cache events (a run without a cache has no tab)."""
-        if self.cache is not None or not self.store.version("cache")[0]:
-            return
-        from widgets.cache import CacheView
-
-        self.cache = CacheView(self.store, stores=self._compare_stores, defer=True)
-        self.views.append(self.cache)
-        if self._tabs is not None:
-            at = len(self.views) - 2  # after Communication, before any extra tab
-            active = self._tabs.active
-            self._tabs.insert(at, ("Cache", self._lazy_tab(self.cache)))
-            self._tab_objects.insert(at, self.cache)
-            if active >= at:  # keep the open tab open
                 self._tabs.active = active + 1
 
     def active_view(self) -> Any:
@@ -725,7 +780,7 @@ class RunView(Viewer):
         Only the first tab is drawn at once: every other tab is an empty column until it is first opened,
         and its view builds its figures then (a saved run of 10^5 events opens in well under 2 s).
         """
-        cache = [(view.title, view) for view in self.views[5:]]   # cache and scheduler, in arrival order
+        cache = [(view.title, view) for view in self.views[5:]]   # cache, scheduler, pipeline: arrival order
         named = [("Training curves", self.curves), ("Partition", self.partition), ("Staleness", self.staleness),
                  ("Communication", self.traffic), *cache, *extra]
         tabs = pn.Tabs(*((name, obj if i == 0 else self._lazy_tab(obj)) for i, (name, obj) in enumerate(named)),
@@ -779,7 +834,8 @@ class RunView(Viewer):
         for name, heading, view in (("progress", "", self.progress), ("curves", "Training curves", self.curves),
                                     ("partition", "Partition", self.partition),
                                     ("staleness", "Staleness", self.staleness),
-                                    ("traffic", "Communication", self.traffic)):
+                                    ("traffic", "Communication", self.traffic),
+                                    *((("pipeline", "Pipeline", self.pipeline),) if self.pipeline is not None else ())):
             head = [pn.pane.Markdown(f"## {heading}", margin=(12, 10, 0, 10))] if heading else []
             sections.append(pn.Column(*head, view._layout, css_classes=[f"wb-report-{name}"],
                                       sizing_mode="stretch_width"))

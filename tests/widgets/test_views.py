@@ -190,6 +190,8 @@ def test_broken_view_shows_a_message_not_a_traceback(events):
 
     view = Broken(events)
     assert view._error.visible and "boom" in view._error.object
+    # the message says which frame raised (a rare failure inside a library is then found from one page)
+    assert "at tests/widgets/test_views.py:" in view._error.object and "KeyError: 'boom'" in view.last_error
 
 
 def test_a_view_that_failed_once_draws_again_on_the_next_refresh(events):
@@ -232,6 +234,27 @@ def test_only_the_open_tab_refreshes(events, render):
     view._tabs.active = 3  # opening a tab brings its view up to date
     assert view.traffic.up_to_date()
     assert view.visible_views() == [view.progress, view.traffic]
+
+
+def test_plots_redraw_at_most_every_plot_redraw_s_and_the_status_line_at_2_hz(events):
+    """Live figures redraw at most every ``PLOT_REDRAW_S`` (a figure is painted whole by the browser, which
+    competes with the ranks for the cores); ``RunView(plot_redraw_s=)`` sets it for every figure view,
+    tabs added later included, and never for the status line."""
+    from widgets.synthetic import fabricate_pipeline
+    from widgets.views import PLOT_REDRAW_S
+
+    view = RunView(RunStore(events=events), runs_dir=None)
+    assert view.curves.min_redraw_s == PLOT_REDRAW_S == 2.0 and view.progress.min_redraw_s == 0.5
+    store = RunStore(events=events)
+    fast = RunView(store, runs_dir=None, plot_redraw_s=0.5)
+    assert {v.min_redraw_s for v in fast.views} == {0.5}
+    store.extend(fabricate_pipeline(run_id=store.run_id))
+    fast.refresh()
+    assert fast.pipeline is not None and fast.pipeline.min_redraw_s == 0.5
+    slow = RunView(RunStore(events=events), runs_dir=None, plot_redraw_s=10)
+    assert slow.progress.min_redraw_s == 0.5 and slow.traffic.min_redraw_s == 10
+    with pytest.raises(ValueError, match="'plot_redraw_s'.*RunView.*-1"):
+        RunView(RunStore(events=events), runs_dir=None, plot_redraw_s=-1)
 
 
 def _epoch_cut(events, n):
