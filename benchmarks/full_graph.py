@@ -16,12 +16,14 @@ The DGL-free part runs on any torch (e.g. 2.11 on a GPU machine without DGL)::
 Thread ranks share the machine's cores (and the one GPU), so the multi-rank times measure the
 workbench's overheads, not a cluster's speed-up; the modelled times show the network's share. Same total
 threads everywhere: DGL and one rank use all cores, ``P`` ranks get ``cores // P`` each (the runtime's
-rule). DGL runs before and after the workbench and its two medians are averaged (the machine may be
-shared: the load average is printed). ``train MB/rank`` is the process's peak RSS during the run (psutil,
+rule). ``--repeats`` rounds each run DGL and then every rank count, and DGL once more at the end; every
+configuration reports the median of its runs' median epochs (the machine may be shared: the load average
+is printed, and every run's figure). ``train MB/rank`` is the process's peak RSS during the run (psutil,
 sampled every 20 ms) above its RSS before it, divided by the ranks (thread ranks share one process).
 
 ``--kernels`` first times the candidate sparse kernels on the graph's ``Â`` (torch CSR, the numba CSR
-loop, DGL's ``u_mul_e_sum``, gather + ``index_add_``): how :mod:`workbench.train.kernels` was chosen.
+loop, DGL's ``u_mul_e_sum``, DGL's unweighted ``copy_u_sum`` between the two degree scalings, gather +
+``index_add_``): how :mod:`workbench.train.kernels` was chosen.
 """
 
 from __future__ import annotations
@@ -146,13 +148,15 @@ def _steady(times: list[float]) -> float:
 def time_kernels(graph, widths=(64, 16), reps: int = 3) -> None:
     """Print the seconds of ``Â H`` per candidate kernel at each width (the measurement behind the choice)."""
     from workbench.train import kernels
-    from workbench.train.models import edge_weights, sparse_aggregator
+    from workbench.train.models import edge_weights, node_scales, sparse_aggregator
 
     src, dst = graph.edges()
     loops = torch.arange(graph.num_nodes)
     s, d = torch.cat([src, loops]), torch.cat([dst, loops])
     w = edge_weights("gcn", s, d, graph.in_degrees()[d], graph.out_degrees()[s])
     a, _ = sparse_aggregator(d, s, w, (graph.num_nodes, graph.num_nodes))
+    factored, _ = kernels.csr_pair(d, s, w, (graph.num_nodes, graph.num_nodes),
+                                   scales=node_scales("gcn", graph.in_degrees(), graph.out_degrees()))
     rows = torch.repeat_interleave(torch.arange(graph.num_nodes), a.crow_indices().diff())
     col, val = a.col_indices(), a.values()
     cands = {"torch CSR": lambda h: torch.sparse.mm(a, h),
@@ -165,6 +169,8 @@ def time_kernels(graph, widths=(64, 16), reps: int = 3) -> None:
         g = dgl.graph((col, rows), num_nodes=graph.num_nodes)
         g.create_formats_()
         cands["DGL u_mul_e_sum"] = lambda h: dgl.ops.u_mul_e_sum(g, h, val)
+        if kernels._load_dgl():
+            cands["DGL copy_u_sum, factored"] = lambda h: kernels._dgl_spmm(factored, h)
     except Exception:  # noqa: BLE001 - no DGL: three candidates
         pass
     for width in widths:
@@ -192,6 +198,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"small graph ({QUICK_GRAPH})")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--kernels", action="store_true", help="first time the candidate sparse kernels")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="rounds of (DGL, every rank count); medians are reported (default 2)")
     args = parser.parse_args(argv)
     spec = args.graph or (QUICK_GRAPH if args.quick else DEFAULT_GRAPH)
 
@@ -206,17 +214,25 @@ def main(argv=None) -> int:
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (1, 5, 15 min)")
     if args.kernels:
         time_kernels(graph)
-    dgl_runs = []
+    dgl_runs: list = []
     dgl_mb = None
-    if not args.no_dgl:
-        with peak_rss() as rss:
-            dgl_runs.append(run_dgl(graph, args))
-        dgl_mb = rss["extra_mb"]
+    rank_counts = [int(r) for r in args.ranks.split(",")]
+    runs: dict = {p: [] for p in rank_counts}
+    for _ in range(args.repeats):      # DGL, then every rank count, again: the machine's load drifts
+        if not args.no_dgl:
+            with peak_rss() as rss:
+                dgl_runs.append(run_dgl(graph, args))
+            dgl_mb = max(dgl_mb or 0.0, rss["extra_mb"])
+        for p in rank_counts:
+            runs[p].append(run_workbench(graph, p, args))
+    if not args.no_dgl and dgl_runs and dgl_runs[0] is not None:
+        dgl_runs.append(run_dgl(graph, args))
     rows = []
-    for p in [int(r) for r in args.ranks.split(",")]:
-        s = run_workbench(graph, p, args)
-        epoch_s = _steady(s["epoch_times"])
-        row = {"ranks": p, "epoch_s": epoch_s, "prepare_s": s["prepare_s"], "train_mb_per_rank": s["train_mb_per_rank"],
+    for p in rank_counts:
+        times = [_steady(s["epoch_times"]) for s in runs[p]]
+        s = runs[p][int(min(range(len(times)), key=lambda i: abs(times[i] - statistics.median(times))))]
+        row = {"ranks": p, "epoch_s": statistics.median(times), "epoch_s_runs": times, "prepare_s": s["prepare_s"],
+               "train_mb_per_rank": max(x["train_mb_per_rank"] for x in runs[p]),
                "halo_bytes_per_epoch": s["bytes_per_epoch"],
                "predicted_bytes_per_epoch": s["predicted_bytes_per_epoch"],
                "bytes_by_kind": s["bytes_by_kind"], "final_loss": s["losses"][-1],
@@ -224,9 +240,7 @@ def main(argv=None) -> int:
         for name, preset in LINKS.items():
             row[f"modelled_comm_s@{name}"] = modelled_comm_seconds(s["traffic"], preset)
         rows.append(row)
-    if not args.no_dgl and dgl_runs[0] is not None:
-        dgl_runs.append(run_dgl(graph, args))       # again after the workbench: the machine's load drifts
-    dgl_s = sum(dgl_runs) / len(dgl_runs) if dgl_runs and dgl_runs[0] is not None else None
+    dgl_s = statistics.median(dgl_runs) if dgl_runs and dgl_runs[0] is not None else None
     for r in rows:
         r["ratio_vs_dgl"] = (r["epoch_s"] / dgl_s) if dgl_s else None
     print()
@@ -234,13 +248,14 @@ def main(argv=None) -> int:
           f"{'comm s@10G':>11} {'comm s@100G':>12}")
     if dgl_s:
         print(f"{'DGL':>5} {dgl_s:9.3f} {1.0:7.2f} {'':>7} {dgl_mb:14.0f}   "
-              f"(DGL runs: {', '.join(f'{x:.3f}' for x in dgl_runs)} s)")
+              f"(runs: {', '.join(f'{x:.3f}' for x in dgl_runs)} s)")
     for r in rows:
         ratio = f"{r['ratio_vs_dgl']:7.2f}" if r["ratio_vs_dgl"] else f"{'-':>7}"
         target = f"{TARGETS[r['ranks']]:7.2f}" if r["ranks"] in TARGETS else f"{'-':>7}"
         print(f"{r['ranks']:>5} {r['epoch_s']:9.3f} {ratio} {target} {r['train_mb_per_rank']:14.0f} "
               f"{r['halo_bytes_per_epoch'] / 1e6:11.2f} "
-              f"{r['modelled_comm_s@10 Gbit/s']:11.4f} {r['modelled_comm_s@100 Gbit/s']:12.4f}")
+              f"{r['modelled_comm_s@10 Gbit/s']:11.4f} {r['modelled_comm_s@100 Gbit/s']:12.4f}   "
+              f"(runs: {', '.join(f'{x:.3f}' for x in r['epoch_s_runs'])} s)")
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     out = {"graph": spec, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "device": args.device,
            "torch": torch.__version__, "dgl_epoch_s": dgl_s, "dgl_runs_s": dgl_runs, "dgl_train_mb": dgl_mb,

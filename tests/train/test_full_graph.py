@@ -46,6 +46,19 @@ def test_directed_graph_and_deeper_models(model, num_layers, order):
     assert multi[0]["bytes_per_epoch"] == predicted_halo_bytes(rows, widths, backward_widths=backward)["total"]
 
 
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_dgl_kernel_trains_as_the_compiled_one(model, monkeypatch):
+    """The factored DGL kernel (large graphs on CPU) gives the numba kernel's training, on one and two ranks."""
+    pytest.importorskip("dgl")
+    g = tiny_graph(directed=True, seed=4)
+    cfg = FullGraphConfig(graph="tiny", model=model, epochs=3, seed=1)
+    monkeypatch.setenv("WORKBENCH_SPMM", "numba")
+    reference = run_inprocess(cfg.build(graph=g), 1)
+    monkeypatch.setenv("WORKBENCH_SPMM", "dgl")
+    _assert_same_training(reference, run_inprocess(cfg.build(graph=g), 1))
+    _assert_same_training(reference, run_inprocess(cfg.build(graph=g), 2))
+
+
 def test_summary_and_events():
     g = tiny_graph()
     summary, _, events = run_inprocess(FullGraphConfig(graph="tiny", partition="random", epochs=3).build(graph=g), 2)

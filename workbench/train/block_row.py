@@ -43,7 +43,7 @@ from workbench.graph import Graph
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.loop import LabelData
 from workbench.train.kernels import spmm
-from workbench.train.models import edge_weights, sparse_aggregator
+from workbench.train.models import edge_weights, node_scales, sparse_aggregator
 
 __all__ = ["BlockRowConfig", "BlockRowBroadcast", "BlockShard", "build_block_shards", "predicted_broadcast_bytes",
            "clip_threshold"]
@@ -63,6 +63,8 @@ class BlockShard:
         num_train_global: training vertices of the whole graph.
         num_classes: classes of the whole graph.
         predicted: predicted broadcast bytes of one baseline epoch.
+        fwd_scales, bwd_scales: per block ``j``, ``(r, c)`` with ``weights == r[rows] * c[cols]``
+            (:func:`~workbench.train.models.node_scales`): the CPU may then use an unweighted kernel.
     """
 
     rank: int
@@ -74,6 +76,8 @@ class BlockShard:
     num_train_global: int
     num_classes: int
     predicted: dict
+    fwd_scales: list[tuple[torch.Tensor, torch.Tensor]]
+    bwd_scales: list[tuple[torch.Tensor, torch.Tensor]]
 
 
 def predicted_broadcast_bytes(num_nodes: int, world_size: int, input_widths: list[int], itemsize: int = 4,
@@ -117,6 +121,8 @@ def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, mo
         return perm[bounds[i * num_parts + j]:bounds[i * num_parts + j + 1]]
 
     train = graph.train_mask & (graph.labels >= 0)
+    r_all, c_all = node_scales(model, in_deg, out_deg)        # edge weight (v <- u) == r_all[v] * c_all[u]
+    block_ids = [order[int(offsets[j]):int(offsets[j] + sizes[j])] for j in range(num_parts)]
     predicted = predicted_broadcast_bytes(n, num_parts, input_widths, backward_widths=backward_widths)
     shards = []
     for i in range(num_parts):
@@ -125,7 +131,9 @@ def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, mo
         bwd = [(ls[e], ld[e], w[e]) for e in (pair(j, i) for j in range(num_parts))]    # (Â^T)_ij = (Â_ji)^T
         shards.append(BlockShard(rank=i, block_sizes=sizes.tolist(), global_nid=rows.clone(), fwd=fwd, bwd=bwd,
                                  data=LabelData.take(graph, rows), num_train_global=int(train.sum()),
-                                 num_classes=graph.num_classes, predicted=predicted))
+                                 num_classes=graph.num_classes, predicted=predicted,
+                                 fwd_scales=[(r_all[rows], c_all[block_ids[j]]) for j in range(num_parts)],
+                                 bwd_scales=[(c_all[rows], r_all[block_ids[j]]) for j in range(num_parts)]))
     return shards
 
 
@@ -236,9 +244,9 @@ class _BlockRowRank(RankExchange):
         super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
         c, dev = stage.config, ctx.device
         n_i = shard.block_sizes[shard.rank]
-        fwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev)[0].to(dev)
+        fwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev, scales=shard.fwd_scales[j])[0].to(dev)
                for j, (r, cl, w) in enumerate(shard.fwd)]
-        bwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev)[0].to(dev)
+        bwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev, scales=shard.bwd_scales[j])[0].to(dev)
                for j, (r, cl, w) in enumerate(shard.bwd)]
         clip = None if c.clip_threshold is None else clip_threshold(c.clip_threshold, ctx.world_size, c.clip_scaling)
         self.state = _BlockState(comm=self.comm, rank=shard.rank, sizes=shard.block_sizes, fwd=fwd, bwd=bwd,

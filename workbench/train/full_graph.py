@@ -43,7 +43,7 @@ from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankEx
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.loop import (LabelData, StepOutput, TrainLoop, load_training_graph, masked_loss, partition_nodes,
                                   split_sizes, summarize_ranks)
-from workbench.train.models import MODELS, SpMM, edge_weights, sparse_aggregator
+from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator
 from workbench.train.staleness import predicted_bytes_by_epoch
 
 __all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "OwnerComputeHalo", "RankShard", "build_shards",
@@ -113,6 +113,9 @@ class RankShard:
     predicted: dict
     bins: Any = None
     """G3 bin schedule of the rank (``workbench.train.bins.BinSchedule``) when ``train.bin_limit`` is set."""
+    agg_scales: Any = None
+    """``(r, c)``: ``agg_weights == r[agg_rows] * c[agg_cols]`` (:func:`~workbench.train.models.node_scales`),
+    so the CPU may run an unweighted kernel between two scalings."""
 
 
 def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
@@ -143,7 +146,9 @@ def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: s
             d = torch.cat([d, plan.inner_gid])
         w = edge_weights(model, s, d, in_deg[d], out_deg[s])
         assert bool((g2l[s] >= 0).all()), "every in-neighbour of an owned row is inner or halo"
-        shards.append(RankShard(plan=plan, agg_rows=g2l[d], agg_cols=g2l[s], agg_weights=w,
+        local_gid = torch.cat([plan.inner_gid, plan.halo_gid])
+        scales = node_scales(model, in_deg[plan.inner_gid], out_deg[local_gid])
+        shards.append(RankShard(plan=plan, agg_rows=g2l[d], agg_cols=g2l[s], agg_weights=w, agg_scales=scales,
                                 data=LabelData.take(graph, plan.inner_gid), num_train_global=num_train,
                                 num_classes=graph.num_classes, predicted=predicted))
     return shards, plans
@@ -203,7 +208,8 @@ class _HaloRank(RankExchange):
         super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
         plan = shard.plan
         shape = (plan.num_inner, plan.num_inner + plan.num_halo)
-        a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape, ctx.device)
+        a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape, ctx.device,
+                                   scales=shard.agg_scales)
         self.a, self.a_t = a.to(ctx.device), a_t.to(ctx.device)
         self.plan = _plan_to(plan, ctx.device)
 

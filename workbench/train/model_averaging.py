@@ -35,7 +35,7 @@ from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
 from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig, make_optimizer, summarize_ranks
-from workbench.train.models import MODELS, SpMM, edge_weights, sparse_aggregator
+from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator
 
 __all__ = ["ModelAveragingConfig", "ModelAveragingProgram", "PartShard", "part_subgraph", "AveragingLoop"]
 
@@ -150,6 +150,8 @@ class PartShard:
         features, labels: rows of the local vertices.
         train_mask: owned training vertices (halo vertices are never targets).
         alpha: the part's averaging weight.
+        agg_scales: ``(r, c)`` with ``agg_weights == r[agg_rows] * c[agg_cols]``
+            (:func:`~workbench.train.models.node_scales`): the CPU may then use an unweighted kernel.
     """
 
     part: int
@@ -162,6 +164,7 @@ class PartShard:
     labels: torch.Tensor
     train_mask: torch.Tensor
     alpha: float = 1.0
+    agg_scales: Optional[tuple[torch.Tensor, torch.Tensor]] = None
 
     @property
     def num_local(self) -> int:
@@ -173,14 +176,15 @@ class PartShard:
 
 
 def _triplets(model: str, src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
-    """``(rows, cols, weights)`` of ``Â`` for the edges ``src -> dst`` of a standalone graph (its degrees)."""
+    """``(rows, cols, weights, (r, c))`` of ``Â`` for the edges ``src -> dst`` of a standalone graph (its
+    degrees); ``weights == r[rows] * c[cols]``."""
     in_deg = torch.bincount(dst, minlength=num_nodes)
     out_deg = torch.bincount(src, minlength=num_nodes)
     s, d = src, dst
     if model == "gcn":
         ids = torch.arange(num_nodes)
         s, d = torch.cat([s, ids]), torch.cat([d, ids])
-    return d, s, edge_weights(model, s, d, in_deg[d], out_deg[s])
+    return d, s, edge_weights(model, s, d, in_deg[d], out_deg[s]), node_scales(model, in_deg, out_deg)
 
 
 def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: int, model: str) -> PartShard:
@@ -217,14 +221,14 @@ def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: i
     gid = torch.cat([torch.nonzero(owned).flatten(), torch.nonzero(inside & ~owned).flatten()])
     g2l = torch.full((n,), -1, dtype=torch.int64)
     g2l[gid] = torch.arange(gid.numel())
-    rows, cols, w = _triplets(model, g2l[src[keep]], g2l[dst[keep]], gid.numel())
+    rows, cols, w, scales = _triplets(model, g2l[src[keep]], g2l[dst[keep]], gid.numel())
     num_owned = int(owned.sum())
     labels = graph.labels[gid]
     train = torch.zeros(gid.numel(), dtype=torch.bool)
     if graph.train_mask is not None:
         train[:num_owned] = graph.train_mask[gid[:num_owned]] & (labels[:num_owned] >= 0)
     return PartShard(part=part, gid=gid, num_owned=num_owned, agg_rows=rows, agg_cols=cols, agg_weights=w,
-                     features=graph.features[gid], labels=labels, train_mask=train)
+                     agg_scales=scales, features=graph.features[gid], labels=labels, train_mask=train)
 
 
 @dataclasses.dataclass(eq=False)
@@ -279,8 +283,9 @@ class ModelAveragingProgram(Program):
                              "alpha": s.alpha, "local_edges": int(s.agg_rows.numel())} for s in shards]
         emit(Progress(stage="subgraphs", done=num_parts, total=num_parts))
         src, dst = graph.edges()
-        rows, cols, w = _triplets(model, src, dst, graph.num_nodes)
-        full = {"rows": rows, "cols": cols, "weights": w, "features": graph.features, "labels": graph.labels,
+        rows, cols, w, scales = _triplets(model, src, dst, graph.num_nodes)
+        full = {"rows": rows, "cols": cols, "weights": w, "scales": scales, "features": graph.features,
+                "labels": graph.labels,
                 "masks": tuple(m if m is not None else torch.zeros(graph.num_nodes, dtype=torch.bool)
                                for m in (graph.train_mask, graph.val_mask, graph.test_mask))}
         return [_Payload(shards=shards[r::world_size], num_classes=graph.num_classes, full=full if r == 0 else None)
@@ -323,13 +328,14 @@ class AveragingLoop(TrainLoop):
         dev = ctx.device
         self.parts = []
         for s in payload.shards:
-            a, a_t = sparse_aggregator(s.agg_rows, s.agg_cols, s.agg_weights, (s.num_local, s.num_local))
+            a, a_t = sparse_aggregator(s.agg_rows, s.agg_cols, s.agg_weights, (s.num_local, s.num_local),
+                                       scales=s.agg_scales)
             self.parts.append((s, a.to(dev), a_t.to(dev), s.features.to(dev), s.labels.to(dev), s.train_mask.to(dev)))
         self.full = None
         if payload.full is not None:
             f = payload.full
             n = f["features"].shape[0]
-            a, a_t = sparse_aggregator(f["rows"], f["cols"], f["weights"], (n, n))
+            a, a_t = sparse_aggregator(f["rows"], f["cols"], f["weights"], (n, n), scales=f["scales"])
             self.full = (a.to(dev), a_t.to(dev), f["features"].to(dev), f["labels"].to(dev),
                          tuple(m.to(dev) for m in f["masks"]))
         self.num_params = sum(p.numel() for p in models[0].parameters())

@@ -52,7 +52,7 @@ from workbench.stages import Stage, registry
 from workbench.train.kernels import csr_pair, spmm, spmm_kernel
 
 __all__ = ["GNNModel", "MODEL_KINDS", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
-           "sparse_aggregator", "dropout_mask", "INITS", "LAYER_ORDERS", "transform_first", "backward_widths"]
+           "sparse_aggregator", "node_scales", "dropout_mask", "INITS", "LAYER_ORDERS", "transform_first", "backward_widths"]
 
 INITS = ("uniform", "glorot")
 
@@ -274,6 +274,22 @@ def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree:
     return 1.0 / dst_in_degree.to(torch.float32).clamp_min(1.0)
 
 
+def node_scales(kind: str, row_in_degree: torch.Tensor, col_out_degree: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(r, c)`` with :func:`edge_weights` ``== r[dst] * c[src]``: the row (destination) and column (source)
+    factors of ``Â``, given the GLOBAL degrees of the matrix's rows and columns (in their local order).
+
+    Example:
+        >>> r, c = node_scales("gcn", torch.tensor([3]), torch.tensor([0, 8]))
+        >>> r.tolist(), [round(x, 4) for x in c.tolist()]
+        ([0.5], [1.0, 0.3333])
+    """
+    if kind == "gcn":
+        return (torch.rsqrt(row_in_degree.to(torch.float32) + 1.0),
+                torch.rsqrt(col_out_degree.to(torch.float32) + 1.0))
+    return 1.0 / row_in_degree.to(torch.float32).clamp_min(1.0), torch.ones(len(col_out_degree))
+
+
 class SpMM(torch.autograd.Function):
     """``A @ H`` with a precomputed transpose for the backward pass (directed graphs included), through the
     one sparse kernel of every program (:func:`workbench.train.kernels.spmm`)."""
@@ -289,16 +305,18 @@ class SpMM(torch.autograd.Function):
 
 
 def sparse_aggregator(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
-                      shape: tuple[int, int], device: Optional[torch.device] = None
+                      shape: tuple[int, int], device: Optional[torch.device] = None,
+                      scales: Optional[tuple[torch.Tensor, torch.Tensor]] = None
                       ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(A, A^T)`` as CSR tensors from COO triplets (repeated entries add up in every product).
 
     On CPU with the compiled kernel this is :func:`workbench.train.kernels.csr_pair` (a counting sort:
     seconds less per rank on a 4M-edge part than coalescing); otherwise (or for a ``device`` other than
-    the CPU, where cuSPARSE gets sorted rows) coalesced COO to CSR."""
+    the CPU, where cuSPARSE gets sorted rows) coalesced COO to CSR. ``scales`` (:func:`node_scales`): the
+    weights factor, so the CPU may use an unweighted kernel (:mod:`workbench.train.kernels`)."""
     target = torch.device(device) if device is not None else rows.device
-    if target.type == "cpu" and rows.device.type == "cpu" and spmm_kernel("cpu") == "numba":
-        return csr_pair(rows, cols, weights.to(torch.float32), shape)
+    if target.type == "cpu" and rows.device.type == "cpu" and spmm_kernel("cpu") in ("numba", "dgl"):
+        return csr_pair(rows, cols, weights.to(torch.float32), shape, scales=scales)
     with warnings.catch_warnings():  # "sparse CSR support is in beta": the ops used here are stable
         warnings.simplefilter("ignore", UserWarning)
         a = torch.sparse_coo_tensor(torch.stack([rows, cols]), weights, shape).coalesce().to_sparse_csr()
