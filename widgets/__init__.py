@@ -4,7 +4,8 @@ Everything here reads a run's typed events (:mod:`workbench.events`): live from 
 saved run log. The core package never imports this one.
 
 Importing it makes Panel, Bokeh and HoloViews load their JavaScript and CSS from the installed packages
-(inline), never from a CDN (:mod:`widgets.offline`): views render on a machine without internet.
+(inline), never from a CDN (:mod:`widgets.offline`): views render on a machine without internet. It
+also guards live notebook outputs against three races of Panel's notebook comm (:mod:`widgets.notebook_sync`).
 
 Example:
     >>> import widgets
@@ -16,11 +17,13 @@ Example:
 
 from __future__ import annotations
 
+from widgets import notebook_sync
 from widgets.offline import use_inline_resources
 from widgets.store import RunStore, list_runs
 from widgets.views import ProgressView, RunView, as_store
 
 use_inline_resources()
+notebook_sync.install()   # live notebook outputs keep every figure (Panel's comm: echoes, threads)
 
 __all__ = ["RunStore", "list_runs", "as_store", "RunView", "ProgressView", "CurvesView", "PartitionView",
            "StalenessView", "TrafficView", "CompareView", "CacheView", "RunControl", "Dashboard", "RunRegistry",

@@ -36,6 +36,7 @@ import pandas as pd
 import panel as pn
 import param
 
+from widgets.notebook_sync import LOCK as SYNC_LOCK, comms_open
 from widgets.offline import Viewer
 from widgets.store import RunStore
 from workbench._validation import check_float
@@ -527,13 +528,16 @@ class Refresher:
 
     def tick(self) -> None:
         self.ticks += 1
-        views = self.views
-        for store in {id(v.store): v.store for v in views}.values():
-            store.poll()
-        for v in views:
-            v.refresh()
-        if self.extra is not None:
-            self.extra()
+        with SYNC_LOCK:  # a notebook page's message is not applied halfway through a redraw (widgets.notebook_sync)
+            views = self.views
+            for store in {id(v.store): v.store for v in views}.values():
+                store.poll()
+            if not comms_open(getattr(v, "_layout", None) for v in views):
+                return  # a notebook output the page has not connected yet: its changes could arrive out of order
+            for v in views:
+                v.refresh()
+            if self.extra is not None:
+                self.extra()
         if (not self.keep_running and self._cb is not None and views
                 and all(v.store.done and v.up_to_date() and not v.resend_pending() for v in views)):
             self.stop()

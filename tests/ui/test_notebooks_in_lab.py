@@ -215,6 +215,10 @@ def lab_page(browser, lab):
     page.on("websocket", lambda ws: requests.append(ws.url) if urlparse(ws.url).hostname in LOCAL_HOSTS
             else external.append(ws.url))
     page.requests, page.external = requests, external
+    # the browser's errors (a patch the page could not apply names the model it did not know): in the report
+    page.console_errors = []
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append((m.text.splitlines() or [""])[0][:200]))
+    page.on("pageerror", lambda e: page.console_errors.append((str(e).splitlines() or [""])[0][:200]))
     yield page
     context.close()
     _shutdown_kernels(url, token)
@@ -261,7 +265,7 @@ def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
     _screenshots(page, path, view_cells)
     rows = {i: [p["rows"] for p in ps if p["shown"]] for i, ps in plots.items()}
     report = (f"{path.name}: {len(cells)} cells, view cells {view_cells}, canvases {canvases}, data rows {rows}, "
-              f"{len(page.requests)} requests, external {len(page.external)}, "
+              f"{len(page.requests)} requests, external {len(page.external)}, browser errors {page.console_errors}, "
               f"{time.monotonic() - started:.1f} s")
     print(report)
     (ARTIFACTS / f"lab-{path.stem}.txt").write_text(report + "\n")
@@ -276,7 +280,8 @@ def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
     def blank() -> dict:
         return {i: [p["title"] or p["ylabel"] for p in _cell_plots(page, i) if p["shown"] and not p["rows"]]
                 for i in view_cells}
-    wait_until(lambda: not any(blank().values()), timeout=20, what=lambda: f"figures drawn with no data: {blank()}")
+    wait_until(lambda: not any(blank().values()), timeout=20,
+               what=lambda: f"figures drawn with no data: {blank()}; browser errors: {page.console_errors}")
     # a view that failed to draw says so in its cell and draws again on its next refresh (at most 5 s later)
     wait_until(lambda: not any("could not render" in _cell_text(page, i) for i in view_cells), timeout=20)
     if live is not None:
