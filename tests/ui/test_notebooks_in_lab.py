@@ -160,11 +160,15 @@ def _state(page) -> dict | None:
 
 
 def _idle_and_done(page, upto: int | None = None) -> bool:
+    """Whether the kernel is idle with every code cell (up to ``upto``) run; a cell that raised fails at
+    once (JupyterLab runs no cell after it, so waiting would only reach the timeout, minutes later)."""
     st = _state(page)
     if st is None or st["status"] != "idle":
         return False
-    code = [c for c in st["cells"][: None if upto is None else upto + 1] if c["type"] == "code"]
-    return all(c["count"] is not None and not c["running"] for c in code)
+    cells = list(enumerate(st["cells"]))[: None if upto is None else upto + 1]
+    errors = [(i, o["error"]) for i, c in cells for o in c["outputs"] if o["error"]]
+    assert not errors, f"cells raised: {errors}"
+    return all(c["count"] is not None and not c["running"] for _, c in cells if c["type"] == "code")
 
 
 def _cell_canvases(page, index: int) -> int:
