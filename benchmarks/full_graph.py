@@ -145,43 +145,160 @@ def _steady(times: list[float]) -> float:
     return statistics.median(rest)
 
 
-def time_kernels(graph, widths=(64, 16), reps: int = 3) -> None:
-    """Print the seconds of ``Â H`` per candidate kernel at each width (the measurement behind the choice)."""
+def locality_order(graph, rows_per_cluster: int = 2048):
+    """The graph relabelled so that METIS clusters of about ``rows_per_cluster`` vertices get contiguous ids
+    (the features, labels and masks follow): the sparse products then read input rows that sit close
+    together. DGL and the workbench get the same relabelled graph (``--reorder metis``)."""
+    from workbench.graph import Graph
+    from workbench.partition import partition
+
+    n = graph.num_nodes
+    owner = torch.as_tensor(partition(graph, max(2, n // rows_per_cluster), method="metis").owner_part)
+    order = torch.argsort(owner * n + torch.arange(n))            # new id -> old id
+    new_id = torch.empty(n, dtype=torch.int64)
+    new_id[order] = torch.arange(n)
+    src, dst = graph.edges()
+    data = {k: getattr(graph, k)[order] for k in ("features", "labels", "train_mask", "val_mask", "test_mask")
+            if getattr(graph, k) is not None}
+    return Graph.from_edges(new_id[src], new_id[dst], n, directed=graph.directed, name=graph.name, **data)
+
+
+def timed(fn, device, reps: int = 5, warmup: int = 1) -> float:
+    """Median seconds of ``fn()`` over ``reps`` calls after ``warmup`` (CUDA events on a GPU: the work is
+    asynchronous; the host clock elsewhere)."""
+    dev = torch.device(device)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        if dev.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def copy_bandwidth(device, nbytes: int = 1 << 30) -> float:
+    """Bytes per second of a large copy on ``device`` (bytes read + bytes written), measured in this run:
+    the memory bandwidth the bound divides by (on the CPU, torch's copy on this process's threads)."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()   # random, never zeros
+    dst = torch.empty_like(src)
+    seconds = timed(lambda: dst.copy_(src), device, reps=10, warmup=2)
+    del src, dst
+    return 2 * nbytes / seconds
+
+
+def bandwidth_bound(graph, args) -> dict:
+    """One rank's epoch against the memory-bandwidth bound of its sparse products (issue 12).
+
+    Every :func:`workbench.train.kernels.spmm` call of a one-rank run is traced; the bound is the fewest
+    bytes those products must move per epoch (:meth:`SpmmCall.min_bytes`: CSR arrays, input rows and output
+    rows once each) over the copy bandwidth measured here. Each distinct product is then timed again alone,
+    so the gap splits into the kernels' own distance from their bound and everything else in the epoch."""
+    from workbench.train.kernels import spmm, trace_spmm
+
+    bw = copy_bandwidth(args.device)
+    with trace_spmm(keep_matrices=True) as calls:
+        s = run_workbench(graph, 1, args)
+    epochs = len(s["epoch_times"])
+    epoch_s = _steady(s["epoch_times"])
+    groups: dict = {}
+    for c in calls:
+        key = (id(c.matrix), c.width, c.accumulate)
+        groups.setdefault(key, [c, 0])[1] += 1
+    kernel_s = 0.0
+    lines = []
+    for c, count in groups.values():
+        h = torch.randn(c.cols, c.width, device=args.device)
+        sec = timed(lambda: spmm(c.matrix, h), args.device, reps=10, warmup=2)
+        kernel_s += sec * count / epochs
+        lines.append(f"  {c.rows}x{c.cols} nnz {c.nnz} width {c.width} ({c.kernel}, {count // epochs}/epoch): "
+                     f"{sec * 1e3:.3f} ms, bound {c.min_bytes() / bw * 1e3:.3f} ms "
+                     f"({sec / (c.min_bytes() / bw):.2f}x), {c.min_bytes() / sec / 1e9:.0f} GB/s; "
+                     f"no-reuse bound {c.gather_bytes() / bw * 1e3:.3f} ms ({sec / (c.gather_bytes() / bw):.2f}x)")
+    min_bytes = sum(c.min_bytes() for c in calls) / epochs
+    bound_s = min_bytes / bw
+    gather_s = sum(c.gather_bytes() for c in calls) / epochs / bw
+    out = {"copy_bandwidth_GBps": bw / 1e9, "spmm_calls_per_epoch": len(calls) / epochs,
+           "spmm_min_bytes_per_epoch": min_bytes, "spmm_flops_per_epoch": sum(c.flops() for c in calls) / epochs,
+           "bound_s": bound_s, "epoch_s": epoch_s, "epoch_over_bound": epoch_s / bound_s,
+           "spmm_kernel_s_per_epoch": kernel_s, "spmm_kernel_over_bound": kernel_s / bound_s,
+           "no_reuse_bound_s": gather_s, "spmm_kernel_over_no_reuse_bound": kernel_s / gather_s,
+           "epoch_s_runs": s["epoch_times"]}
+    print(f"bandwidth bound, 1 rank on {args.device}: copy bandwidth {bw / 1e9:.0f} GB/s (read + write, measured); "
+          f"{out['spmm_calls_per_epoch']:.0f} sparse products per epoch moving at least "
+          f"{min_bytes / 1e6:.1f} MB -> bound {bound_s * 1e3:.3f} ms/epoch")
+    print("\n".join(lines))
+    print(f"  epoch {epoch_s * 1e3:.3f} ms = {epoch_s / bound_s:.2f}x the bound; the sparse products alone "
+          f"{kernel_s * 1e3:.3f} ms = {kernel_s / bound_s:.2f}x the bound ({kernel_s / epoch_s:.0%} of the epoch), "
+          f"{kernel_s / gather_s:.2f}x the no-reuse bound ({gather_s * 1e3:.3f} ms: every non-zero reads its input row)")
+    return out
+
+
+def profile_epochs(graph, world_size: int, args, row_limit: int = 15) -> None:
+    """``torch.profiler`` table of a ``world_size``-rank run (all its epochs), sorted by the device's own
+    time on a GPU and by CPU time elsewhere: what an epoch spends outside the sparse and dense math. The
+    CPU operators of thread ranks are recorded only where the profiler follows other threads (torch 2.2's
+    does not, so on the CPU profile one rank); a GPU's kernels are recorded from every thread."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(args.device).type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        s = run_workbench(graph, world_size, args)
+    key = "self_cuda_time_total" if ProfilerActivity.CUDA in acts else "self_cpu_time_total"
+    print(f"profile, {world_size} rank(s), {len(s['epoch_times'])} epochs (median epoch "
+          f"{_steady(s['epoch_times']) * 1e3:.2f} ms):")
+    print(prof.key_averages().table(sort_by=key, row_limit=row_limit, max_name_column_width=48))
+
+
+def time_kernels(graph, widths=(64, 16), reps: int = 3, device: str = "cpu") -> None:
+    """Print the seconds of ``Â H`` per candidate kernel at each width on ``device`` (the measurement behind
+    the choice in :mod:`workbench.train.kernels`)."""
     from workbench.train import kernels
     from workbench.train.models import edge_weights, node_scales, sparse_aggregator
 
+    dev = torch.device(device)
     src, dst = graph.edges()
     loops = torch.arange(graph.num_nodes)
     s, d = torch.cat([src, loops]), torch.cat([dst, loops])
     w = edge_weights("gcn", s, d, graph.in_degrees()[d], graph.out_degrees()[s])
     a, _ = sparse_aggregator(d, s, w, (graph.num_nodes, graph.num_nodes))
-    factored, _ = kernels.csr_pair(d, s, w, (graph.num_nodes, graph.num_nodes),
-                                   scales=node_scales("gcn", graph.in_degrees(), graph.out_degrees()))
     rows = torch.repeat_interleave(torch.arange(graph.num_nodes), a.crow_indices().diff())
-    col, val = a.col_indices(), a.values()
-    cands = {"torch CSR": lambda h: torch.sparse.mm(a, h),
-             "numba CSR": lambda h: kernels.spmm(a, h) if kernels._load_numba() else None,
-             "index_add_": lambda h: torch.zeros_like(h).index_add_(0, rows, h.index_select(0, col) * val[:, None])}
-    try:
-        import dgl
-        import dgl.ops
+    crow, col, val = a.crow_indices(), a.col_indices(), a.values()
+    if dev.type == "cpu":
+        factored, _ = kernels.csr_pair(d, s, w, (graph.num_nodes, graph.num_nodes),
+                                       scales=node_scales("gcn", graph.in_degrees(), graph.out_degrees()))
+        cands = {"torch CSR": lambda h: torch.sparse.mm(a, h),
+                 "numba CSR": lambda h: kernels.spmm(a, h) if kernels._load_numba() else None}
+    else:
+        a_dev = torch.sparse_csr_tensor(crow.to(dev), col.to(dev), val.to(dev), a.shape)
+        a32 = torch.sparse_csr_tensor(crow.to(dev, torch.int32), col.to(dev, torch.int32), val.to(dev), a.shape)
+        cands = {"torch CSR (cuSPARSE, int64)": lambda h: torch.sparse.mm(a_dev, h),
+                 "torch CSR (cuSPARSE, int32)": lambda h: torch.sparse.mm(a32, h)}
+        rows, col, val = rows.to(dev), col.to(dev), val.to(dev)
+    cands["gather + index_add_"] = lambda h: torch.zeros_like(h).index_add_(0, rows, h.index_select(0, col) * val[:, None])
+    if dev.type == "cpu":
+        try:
+            import dgl
+            import dgl.ops
 
-        g = dgl.graph((col, rows), num_nodes=graph.num_nodes)
-        g.create_formats_()
-        cands["DGL u_mul_e_sum"] = lambda h: dgl.ops.u_mul_e_sum(g, h, val)
-        if kernels._load_dgl():
-            cands["DGL copy_u_sum, factored"] = lambda h: kernels._dgl_spmm(factored, h)
-    except Exception:  # noqa: BLE001 - no DGL: three candidates
-        pass
+            g = dgl.graph((col, rows), num_nodes=graph.num_nodes)
+            g.create_formats_()
+            cands["DGL u_mul_e_sum"] = lambda h: dgl.ops.u_mul_e_sum(g, h, val)
+            if kernels._load_dgl():
+                cands["DGL copy_u_sum, factored"] = lambda h: kernels._dgl_spmm(factored, h)
+        except Exception:  # noqa: BLE001 - no DGL: fewer candidates
+            pass
     for width in widths:
-        h = torch.randn(graph.num_nodes, width)
-        line = []
-        for name, fn in cands.items():
-            fn(h)
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn(h)
-            line.append(f"{name} {(time.perf_counter() - t0) / reps * 1e3:.0f} ms")
+        h = torch.randn(graph.num_nodes, width, device=dev)
+        line = [f"{name} {timed(lambda: fn(h), dev, reps=reps) * 1e3:.3f} ms" for name, fn in cands.items()]
         print(f"kernels, width {width}: " + ", ".join(line))
 
 
@@ -198,6 +315,14 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"small graph ({QUICK_GRAPH})")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--kernels", action="store_true", help="first time the candidate sparse kernels")
+    parser.add_argument("--reorder", default="none", choices=["none", "metis"],
+                        help="relabel the graph first (metis: METIS clusters of ~2048 vertices get contiguous ids; "
+                             "every contender gets the relabelled graph)")
+    parser.add_argument("--pyg", action="store_true",
+                        help="also time PyG's GCNConv (the baseline where DGL does not import, e.g. on the GPU machines)")
+    parser.add_argument("--profile", default="", help="comma-separated rank counts to profile (torch.profiler)")
+    parser.add_argument("--bound", action="store_true",
+                        help="also time one rank against the memory-bandwidth bound of its sparse products")
     parser.add_argument("--repeats", type=int, default=2,
                         help="rounds of (DGL, every rank count); medians are reported (default 2)")
     args = parser.parse_args(argv)
@@ -205,24 +330,39 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     graph = load_graph(spec)
+    if args.reorder == "metis":
+        graph = locality_order(graph)
     print(f"graph {spec}: {graph.num_nodes} vertices, {graph.num_edges} stored edges "
-          f"({time.perf_counter() - t0:.1f} s to build); device {args.device}; torch {torch.__version__}")
+          f"({time.perf_counter() - t0:.1f} s to build{', relabelled by METIS clusters' if args.reorder != 'none' else ''}); "
+          f"device {args.device}; torch {torch.__version__}")
     from workbench.runtime.runners import host_cores
     from workbench.train.kernels import spmm_kernel
 
     print(f"cores {host_cores()}, sparse kernel {spmm_kernel(args.device)}, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (1, 5, 15 min)")
     if args.kernels:
-        time_kernels(graph)
+        time_kernels(graph, device=args.device)
+    bound = bandwidth_bound(graph, args) if args.bound else None
+    for p in ([int(x) for x in args.profile.split(",") if x.strip()] if args.profile else []):
+        profile_epochs(graph, p, args)
     dgl_runs: list = []
+    pyg_runs: list = []
     dgl_mb = None
-    rank_counts = [int(r) for r in args.ranks.split(",")]
+    rank_counts = [int(r) for r in args.ranks.split(",") if r.strip()]
     runs: dict = {p: [] for p in rank_counts}
     for _ in range(args.repeats):      # DGL, then every rank count, again: the machine's load drifts
         if not args.no_dgl:
             with peak_rss() as rss:
                 dgl_runs.append(run_dgl(graph, args))
             dgl_mb = max(dgl_mb or 0.0, rss["extra_mb"])
+        if args.pyg:
+            try:
+                from full_graph_pyg import run_pyg   # benchmarks/ is the script's folder, first on sys.path
+
+                pyg_runs.append(run_pyg(graph, args))
+            except Exception as exc:  # noqa: BLE001 - PyG missing, or out of memory on a large graph
+                print(f"PyG baseline failed ({type(exc).__name__}: {str(exc)[:200]}): skipping it")
+                args.pyg = False
         for p in rank_counts:
             runs[p].append(run_workbench(graph, p, args))
     if not args.no_dgl and dgl_runs and dgl_runs[0] is not None:
@@ -241,25 +381,35 @@ def main(argv=None) -> int:
             row[f"modelled_comm_s@{name}"] = modelled_comm_seconds(s["traffic"], preset)
         rows.append(row)
     dgl_s = statistics.median(dgl_runs) if dgl_runs and dgl_runs[0] is not None else None
+    pyg_s = statistics.median(pyg_runs) if pyg_runs else None
     for r in rows:
         r["ratio_vs_dgl"] = (r["epoch_s"] / dgl_s) if dgl_s else None
+        r["ratio_vs_pyg"] = (r["epoch_s"] / pyg_s) if pyg_s else None
     print()
     print(f"{'ranks':>5} {'epoch s':>9} {'x DGL':>7} {'target':>7} {'train MB/rank':>14} {'halo MB/ep':>11} "
           f"{'comm s@10G':>11} {'comm s@100G':>12}")
     if dgl_s:
-        print(f"{'DGL':>5} {dgl_s:9.3f} {1.0:7.2f} {'':>7} {dgl_mb:14.0f}   "
+        print(f"{'DGL':>5} {dgl_s:9.4f} {1.0:7.2f} {'':>7} {dgl_mb:14.0f}   "
               f"(runs: {', '.join(f'{x:.3f}' for x in dgl_runs)} s)")
+    if pyg_s:
+        print(f"{'PyG':>5} {pyg_s:9.4f}  (GCNConv, cached; runs: {', '.join(f'{x:.4f}' for x in pyg_runs)} s); "
+              + ", ".join(f"{r['ranks']} rank(s) {r['ratio_vs_pyg']:.2f}x PyG" for r in rows))
+    if bound:
+        print(f"1 rank against the SpMM bandwidth bound: epoch {bound['epoch_over_bound']:.2f}x, "
+              f"sparse products alone {bound['spmm_kernel_over_bound']:.2f}x "
+              f"({bound['spmm_kernel_over_no_reuse_bound']:.2f}x the no-reuse bound)")
     for r in rows:
         ratio = f"{r['ratio_vs_dgl']:7.2f}" if r["ratio_vs_dgl"] else f"{'-':>7}"
         target = f"{TARGETS[r['ranks']]:7.2f}" if r["ranks"] in TARGETS else f"{'-':>7}"
-        print(f"{r['ranks']:>5} {r['epoch_s']:9.3f} {ratio} {target} {r['train_mb_per_rank']:14.0f} "
+        print(f"{r['ranks']:>5} {r['epoch_s']:9.4f} {ratio} {target} {r['train_mb_per_rank']:14.0f} "
               f"{r['halo_bytes_per_epoch'] / 1e6:11.2f} "
               f"{r['modelled_comm_s@10 Gbit/s']:11.4f} {r['modelled_comm_s@100 Gbit/s']:12.4f}   "
               f"(runs: {', '.join(f'{x:.3f}' for x in r['epoch_s_runs'])} s)")
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     out = {"graph": spec, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "device": args.device,
-           "torch": torch.__version__, "dgl_epoch_s": dgl_s, "dgl_runs_s": dgl_runs, "dgl_train_mb": dgl_mb,
-           "load_average": os.getloadavg(), "workbench": rows}
+           "torch": torch.__version__, "dgl_epoch_s": dgl_s, "pyg_epoch_s": pyg_s, "pyg_runs_s": pyg_runs, "dgl_runs_s": dgl_runs, "dgl_train_mb": dgl_mb,
+           "load_average": os.getloadavg(), "workbench": rows,
+           "bandwidth_bound": bound}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
     return 0

@@ -37,6 +37,7 @@ def test_dask_matches_local_results_bytes_and_log(dask_client, tmp_path):
     summary = handle.wait(60)
     assert summary["x"] == pytest.approx(local["x"], rel=1e-6)
     assert summary["runner"] == "dask" and handle.dashboard_link
+    assert summary["process_group"] == handle.process_group == "gloo on cpu"   # no GPU here
     assert _bytes_by_epoch(handle.events) == {e: expected_bytes_per_epoch(2) for e in range(3)}
     _, logged = read_run_log(handle.log_dir)
     assert [e.to_dict() for e in logged] == [e.to_dict() for e in handle.events]

@@ -323,6 +323,7 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
                 n = threads_per_rank(on_host[infos[addr]["host"]], infos[addr].get("cores"))
                 client.run(_set_threads, n, workers=[addr])
         backend, device = _pick_backend([infos[a] for a in addrs], env.device)
+        env.set_info("process_group", f"{backend} on {device}")
         port = client.run(_free_port, workers=[addrs[0]])[addrs[0]]
         init_method = f"tcp://{urlparse(addrs[0]).hostname}:{port}"
         client.subscribe_topic(topic, inbox)

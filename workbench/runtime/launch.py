@@ -70,6 +70,8 @@ class RunHandle:
         summary: the program's summary once finished (``{}`` before, or when stopped).
         log_dir: the run's folder (``None`` when ``out=None``).
         dashboard_link: the Dask dashboard of the cluster (``None`` for the in-process runners).
+        process_group: the Dask runner's ``torch.distributed`` backend and device, e.g. ``"nccl on cuda:0"``
+            or ``"gloo on cpu"`` (``None`` for the in-process runners); also in the summary.
     """
 
     def __init__(self, run_id: str, runner: str, world_size: int, program: Program, log: Optional[RunLog]):
@@ -81,6 +83,7 @@ class RunHandle:
         self.error: Optional[BaseException] = None
         self.summary: dict = {}
         self.dashboard_link: Optional[str] = None
+        self.process_group: Optional[str] = None
         self.started = time.time()
         self.ended: Optional[float] = None
         self._log = log
@@ -159,8 +162,8 @@ class RunHandle:
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _set_info(self, name: str, value: Any) -> None:
-        if name == "dashboard_link":
-            self.dashboard_link = value
+        if name in ("dashboard_link", "process_group"):
+            setattr(self, name, value)
 
     def _finish(self, status: str, summary: Optional[dict] = None, error: Optional[BaseException] = None) -> None:
         self.summary = summary or {}
@@ -248,6 +251,10 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
     cfg = getattr(program, "config", None)
     cfg_dict = cfg.to_dict() if hasattr(cfg, "to_dict") else {}
     world_size = 1 if runner == "single" else int(program.world_size_for(workers))
+    if runner != "dask":   # thread ranks never share a GPU (ParamError here, before anything starts)
+        from workbench.runtime.runners import inprocess_devices
+
+        inprocess_devices(device, world_size)
     run_id = run_id or _new_run_id(program.name)
     recipe = recipe or program.name
     log = RunLog(out, run_id, recipe=recipe, config=cfg_dict) if out is not None else None
@@ -308,6 +315,8 @@ def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runne
         for key, value in (("run_id", env.run_id), ("runner", runner), ("world_size", env.world_size),
                            ("wall_s", time.perf_counter() - t0)):
             summary.setdefault(key, value)
+        if handle.process_group is not None:
+            summary.setdefault("process_group", handle.process_group)
         handle._finish("finished", summary)
     except BaseException as exc:  # noqa: BLE001 - surfaced by wait()
         handle._finish("failed", error=exc)

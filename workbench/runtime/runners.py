@@ -21,7 +21,7 @@ from workbench.events import Event
 from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
 
-__all__ = ["RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "resolve_device",
+__all__ = ["RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "resolve_device", "inprocess_devices",
            "threads_per_rank", "rank_threads"]
 
 
@@ -64,6 +64,39 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     return torch.device("cuda", 0) if device == "cuda" else torch.device(device)
+
+
+def inprocess_devices(device: str, world_size: int, gpus: Optional[int] = None) -> list[torch.device]:
+    """The device of each thread rank of one process: ``cuda:r`` for rank ``r`` when the process sees a GPU
+    per rank, else the CPU (``auto``); one rank takes ``cuda:0`` where there is a GPU.
+
+    Thread ranks never share a GPU: PyTorch runs the backward pass of every thread's CUDA work on one
+    autograd thread per device, so a rank blocked in a collective inside its backward (the halo gradients)
+    would wait forever for a peer queued behind it. ``device="cuda"`` with fewer GPUs than ranks is
+    refused with ``ParamError`` (run one rank per process with ``runner="dask"`` instead). ``gpus``: the
+    GPUs this process sees (default: ``torch.cuda.device_count()``).
+
+    Example:
+        >>> [str(d) for d in inprocess_devices("auto", 2, gpus=1)]
+        ['cpu', 'cpu']
+        >>> [str(d) for d in inprocess_devices("cuda", 2, gpus=2)]
+        ['cuda:0', 'cuda:1']
+    """
+    from workbench._validation import ParamError, param_error
+
+    if gpus is None:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device == "cpu" or (device == "auto" and gpus < world_size):
+        return [torch.device("cpu")] * world_size
+    if gpus >= world_size:
+        return [torch.device("cuda", r) for r in range(world_size)]
+    if gpus == 0:
+        raise ParamError([param_error("device", "the in-process runners",
+                                      "'cpu' or 'auto' where this process sees no GPU", device)])
+    raise ParamError([param_error(
+        "device", "the in-process runners", f"'cpu' or 'auto' when {world_size} thread ranks share "
+        f"{gpus} GPU(s) (their backward passes would deadlock on the GPU's one autograd thread; "
+        f"runner='dask' runs one rank per process)", device)])
 
 
 def host_cores() -> int:
@@ -129,15 +162,15 @@ def run_inprocess(program: Program, payloads: Sequence[Any], env: RunEnv) -> lis
     first failing rank's error is raised here once all threads have left.
     """
     world_size = env.world_size
+    devices = inprocess_devices(env.device, world_size)   # before any rank starts: may raise ParamError
     group = InProcessGroup(world_size, timeout=env.timeout_s)
-    device = resolve_device(env.device)
     outcomes: list[Optional[RankOutcome]] = [None] * world_size
     errors: list[RunError] = []
     lock = threading.Lock()
 
     def body(rank: int) -> None:
         comm = group.communicator(rank)
-        ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=env.run_id, device=device,
+        ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=env.run_id, device=devices[rank],
                           emit=env.emit, stop_requested=env.stop_flag.is_set)
         try:
             outcomes[rank] = RankOutcome(rank, "finished", program.run_rank(ctx, payloads[rank]))

@@ -16,10 +16,15 @@ over rows) took 106 ms at width 64 where ``torch.sparse.mm`` on CSR took 403 ms,
   no fast path (483 and 87 ms: it broadcasts the edge weight), hence the
   factoring. Below :data:`DGL_MIN_NNZ` non-zeros (or without DGL, e.g. on a newer torch) numba runs: the
   choice does not matter there and DGL is not imported;
-* CUDA: ``torch.sparse.mm`` (cuSPARSE).
+* CUDA: ``torch.sparse.mm`` (cuSPARSE). Measured on an H100 (``python benchmarks/spmm_gpu.py``,
+  2026-11-24): a compiled Triton CSR kernel (:mod:`workbench.train._spmm_triton`, one row per program,
+  16 non-zeros at a time) beat cuSPARSE on the 100k-vertex SBM (0.56x its time at width 16, 0.77x at 64,
+  0.90x at 128) but lost on an R-MAT graph with rows of up to 64k non-zeros (1.05x to 2.5x): a row per
+  program leaves the long rows to a few programs. cuSPARSE stays the default; ``WORKBENCH_SPMM=triton``
+  takes the Triton kernel on CUDA (graphs with even degrees).
 
-``WORKBENCH_SPMM=torch`` (or ``numba``, or ``dgl``: DGL for every factored matrix, however small) overrides
-the choice, for comparisons. The kernels compute the same sums up to float rounding (tested).
+``WORKBENCH_SPMM=torch`` (or ``numba``, or ``dgl``: DGL for every factored matrix, however small; or
+``triton`` on CUDA) overrides the choice, for comparisons. The kernels compute the same sums up to float rounding (tested).
 
 Threads: the numba kernel runs on numba's own pool with as many threads as torch's intra-op count
 (``torch.get_num_threads()``, which the runtimes set to ``cores / ranks on this host``,
@@ -37,21 +42,111 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import threading
-from typing import Optional
+from typing import Iterator, Optional
 
 import torch
 
-__all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "csr_pair", "SPMM_KERNELS", "DGL_MIN_NNZ"]
+__all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "csr_pair", "SPMM_KERNELS", "DGL_MIN_NNZ", "SpmmCall",
+           "trace_spmm"]
 
-SPMM_KERNELS = ("dgl", "numba", "torch")
+SPMM_KERNELS = ("dgl", "numba", "torch", "triton")
 DGL_MIN_NNZ = 1 << 18
 """Non-zeros from which a factored matrix goes through DGL's kernel (smaller ones: numba, no DGL import)."""
 _dgl_ops = None           # dgl.ops, or False when DGL does not import
 _gomp = None              # the system libgomp DGL runs its threads on (torch bundles its own)
 _numba_fn = None          # the compiled kernel, or False when numba cannot be used
 _numba_lock: Optional[threading.Lock] = None   # numba's workqueue layer is not thread-safe: serialise then
+_triton_fn = None         # the Triton kernel (CUDA), or False when Triton does not import
+_traces: list = []        # open :func:`trace_spmm` recorders (usually none: one list check per call)
+_traces_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class SpmmCall:
+    """One :func:`spmm` call as :func:`trace_spmm` saw it: shapes, dtypes and the kernel that ran.
+
+    ``matrix`` is the CSR operand itself when the trace keeps matrices (to time the call again), else None.
+    """
+
+    rows: int
+    cols: int
+    nnz: int
+    width: int
+    index_bytes: int
+    value_bytes: int
+    accumulate: bool
+    kernel: str
+    device: str
+    matrix: Optional[torch.Tensor] = dataclasses.field(default=None, repr=False, compare=False)
+
+    def min_bytes(self) -> int:
+        """The fewest bytes the product must move through memory: the CSR arrays read once (row pointers,
+        column indices, values), every input row read once (``cols x width``: each column is assumed
+        referenced), the output written once (and read once more when added into ``out``).
+
+        Example:
+            >>> SpmmCall(rows=2, cols=3, nnz=4, width=8, index_bytes=8, value_bytes=4, accumulate=False,
+            ...          kernel="torch", device="cpu").min_bytes()   # 7*8 + 4*4 + (3+2)*8*4
+            232
+        """
+        sparse = (self.rows + 1 + self.nnz) * self.index_bytes + self.nnz * self.value_bytes
+        dense = (self.cols + self.rows * (2 if self.accumulate else 1)) * self.width * self.value_bytes
+        return int(sparse + dense)
+
+    def gather_bytes(self) -> int:
+        """Bytes moved with no reuse of input rows: every non-zero reads its whole input row from memory
+        (what a product costs when the input does not fit in cache and the columns have no locality).
+
+        Example:
+            >>> SpmmCall(rows=2, cols=3, nnz=4, width=8, index_bytes=8, value_bytes=4, accumulate=False,
+            ...          kernel="torch", device="cpu").gather_bytes()   # 7*8 + 4*4 + (4+2)*8*4
+            264
+        """
+        sparse = (self.rows + 1 + self.nnz) * self.index_bytes + self.nnz * self.value_bytes
+        dense = (self.nnz + self.rows * (2 if self.accumulate else 1)) * self.width * self.value_bytes
+        return int(sparse + dense)
+
+    def flops(self) -> int:
+        """Multiply-adds counted as two operations: ``2 x nnz x width``."""
+        return 2 * self.nnz * self.width
+
+
+@contextlib.contextmanager
+def trace_spmm(keep_matrices: bool = False) -> Iterator[list]:
+    """Record every :func:`spmm` call (any thread) made inside the block as :class:`SpmmCall` in the
+    yielded list: what a run's sparse products must move, for a bandwidth bound (``benchmarks/full_graph.py
+    --bound``). ``keep_matrices`` also keeps each CSR operand, so the calls can be timed again alone.
+
+    Example:
+        >>> from workbench.train.models import sparse_aggregator
+        >>> a, _ = sparse_aggregator(torch.tensor([0, 1]), torch.tensor([1, 0]), torch.ones(2), (2, 2))
+        >>> with trace_spmm() as calls:
+        ...     _ = spmm(a, torch.ones(2, 4))
+        >>> [(c.rows, c.nnz, c.width) for c in calls]
+        [(2, 2, 4)]
+    """
+    calls: list = []
+    entry = (calls, bool(keep_matrices))
+    with _traces_lock:
+        _traces.append(entry)
+    try:
+        yield calls
+    finally:
+        with _traces_lock:
+            _traces.remove(entry)
+
+
+def _record(a: torch.Tensor, h: torch.Tensor, accumulate: bool, kernel: str) -> None:
+    m, n = a.shape
+    for calls, keep in list(_traces):
+        calls.append(SpmmCall(rows=int(m), cols=int(n), nnz=int(a._nnz()), width=int(h.shape[1]),
+                              index_bytes=a.col_indices().element_size(), value_bytes=h.element_size(),
+                              accumulate=accumulate, kernel=kernel, device=str(h.device),
+                              matrix=a if keep else None))
 
 
 def _load_numba():
@@ -126,15 +221,30 @@ def _dgl_spmm(a: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return _dgl_ops.copy_u_sum(graph, h.detach().contiguous() * c[:, None]).mul_(r[:, None])
 
 
+def _load_triton():
+    """The Triton CSR kernel (:mod:`workbench.train._spmm_triton`), or False where Triton does not import."""
+    global _triton_fn
+    if _triton_fn is None:
+        try:
+            from workbench.train._spmm_triton import csr_spmm
+
+            _triton_fn = csr_spmm
+        except Exception:  # noqa: BLE001 - no Triton (the CPU build of torch): cuSPARSE
+            _triton_fn = False
+    return _triton_fn
+
+
 def spmm_kernel(device: torch.device | str = "cpu", factored: bool = False) -> str:
-    """The kernel :func:`spmm` uses on ``device``: ``dgl``, ``numba`` or ``torch``. ``factored``: for a
-    large matrix whose weights factor (``csr_pair(..., scales=...)``).
+    """The kernel :func:`spmm` uses on ``device``: ``dgl``, ``numba``, ``torch`` or ``triton``. ``factored``:
+    for a large matrix whose weights factor (``csr_pair(..., scales=...)``).
 
     Example:
         >>> spmm_kernel("cuda")
         'torch'
     """
     if torch.device(device).type != "cpu":
+        if os.environ.get("WORKBENCH_SPMM", "").strip().lower() == "triton" and _load_triton():
+            return "triton"
         return "torch"
     choice = os.environ.get("WORKBENCH_SPMM", "").strip().lower()
     if choice == "torch":
@@ -150,6 +260,8 @@ def spmm(a: torch.Tensor, h: torch.Tensor, out: Optional[torch.Tensor] = None) -
     Not differentiable by itself (:class:`workbench.train.models.SpMM` is the autograd wrapper).
     """
     m, width = a.shape[0], h.shape[1]
+    if _traces:
+        _record(a, h, out is not None, "dgl" if _uses_dgl(a, h) else spmm_kernel(h.device))
     if _uses_dgl(a, h):
         res = _dgl_spmm(a, h) if a._nnz() and width else h.new_zeros(m, width)
         return res if out is None else out.add_(res)
@@ -168,6 +280,8 @@ def spmm(a: torch.Tensor, h: torch.Tensor, out: Optional[torch.Tensor] = None) -
         return out
     if not a._nnz():
         return h.new_zeros(m, width) if out is None else out
+    if h.device.type == "cuda" and h.dtype == torch.float32 and spmm_kernel(h.device) == "triton":
+        return _triton_fn(a.crow_indices(), a.col_indices(), a.values(), h.detach(), out)
     res = torch.sparse.mm(a, h.contiguous())
     return res if out is None else out.add_(res)
 
