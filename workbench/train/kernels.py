@@ -93,9 +93,7 @@ class SpmmCall:
             ...          kernel="torch", device="cpu").min_bytes()   # 7*8 + 4*4 + (3+2)*8*4
             232
         """
-        sparse = (self.rows + 1 + self.nnz) * self.index_bytes + self.nnz * self.value_bytes
-        dense = (self.cols + self.rows * (2 if self.accumulate else 1)) * self.width * self.value_bytes
-        return int(sparse + dense)
+        return self._bytes(input_rows=self.cols)
 
     def gather_bytes(self) -> int:
         """Bytes moved with no reuse of input rows: every non-zero reads its whole input row from memory
@@ -106,8 +104,12 @@ class SpmmCall:
             ...          kernel="torch", device="cpu").gather_bytes()   # 7*8 + 4*4 + (4+2)*8*4
             264
         """
+        return self._bytes(input_rows=self.nnz)
+
+    def _bytes(self, input_rows: int) -> int:
+        """CSR arrays once, ``input_rows`` input rows, the output once (twice when added into ``out``)."""
         sparse = (self.rows + 1 + self.nnz) * self.index_bytes + self.nnz * self.value_bytes
-        dense = (self.nnz + self.rows * (2 if self.accumulate else 1)) * self.width * self.value_bytes
+        dense = (input_rows + self.rows * (2 if self.accumulate else 1)) * self.width * self.value_bytes
         return int(sparse + dense)
 
     def flops(self) -> int:
