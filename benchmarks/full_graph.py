@@ -258,18 +258,27 @@ def profile_epochs(graph, world_size: int, args, row_limit: int = 15) -> None:
     print(prof.key_averages().table(sort_by=key, row_limit=row_limit, max_name_column_width=48))
 
 
+def gcn_matrix(graph):
+    """GCN's ``Â = D^-1/2 (A + I) D^-1/2`` as a CSR tensor on the CPU (rows = destinations), with its COO
+    triplets ``(rows, cols, weights)``: the operand every kernel benchmark times."""
+    from workbench.train.models import edge_weights, sparse_aggregator
+
+    src, dst = graph.edges()
+    loops = torch.arange(graph.num_nodes)
+    s, d = torch.cat([src, loops]), torch.cat([dst, loops])
+    w = edge_weights("gcn", s, d, graph.in_degrees()[d], graph.out_degrees()[s]).to(torch.float32)
+    a, _ = sparse_aggregator(d, s, w, (graph.num_nodes, graph.num_nodes))
+    return a, (d, s, w)
+
+
 def time_kernels(graph, widths=(64, 16), reps: int = 3, device: str = "cpu") -> None:
     """Print the seconds of ``Â H`` per candidate kernel at each width on ``device`` (the measurement behind
     the choice in :mod:`workbench.train.kernels`)."""
     from workbench.train import kernels
-    from workbench.train.models import edge_weights, node_scales, sparse_aggregator
+    from workbench.train.models import node_scales
 
     dev = torch.device(device)
-    src, dst = graph.edges()
-    loops = torch.arange(graph.num_nodes)
-    s, d = torch.cat([src, loops]), torch.cat([dst, loops])
-    w = edge_weights("gcn", s, d, graph.in_degrees()[d], graph.out_degrees()[s])
-    a, _ = sparse_aggregator(d, s, w, (graph.num_nodes, graph.num_nodes))
+    a, (d, s, w) = gcn_matrix(graph)
     rows = torch.repeat_interleave(torch.arange(graph.num_nodes), a.crow_indices().diff())
     crow, col, val = a.crow_indices(), a.col_indices(), a.values()
     if dev.type == "cpu":

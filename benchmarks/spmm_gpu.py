@@ -22,28 +22,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from full_graph import copy_bandwidth, timed  # noqa: E402
+from full_graph import copy_bandwidth, gcn_matrix, timed  # noqa: E402
 
 from workbench.data import load_graph  # noqa: E402
 from workbench.train.kernels import SpmmCall  # noqa: E402
-from workbench.train.models import edge_weights  # noqa: E402
 
 GRAPHS = ("sbm:num_nodes=100000,num_blocks=16,avg_degree=40,num_features=8,seed=0",
           "rmat:scale=20,edge_factor=16,num_features=8,seed=0")
 SHAPES = {"e16-r1-w2": (16, 1, 2), "e32-r1-w4": (32, 1, 4), "e32-r4-w4": (32, 4, 4), "e64-r1-w4": (64, 1, 4),
           "e16-r4-w2": (16, 4, 2), "e32-r8-w8": (32, 8, 8)}
-
-
-def gcn_csr(graph, device):
-    """``(crow, col, val)`` of GCN's ``D^-1/2 (A + I) D^-1/2`` on ``device`` (rows = destinations)."""
-    src, dst = graph.edges()
-    loops = torch.arange(graph.num_nodes)
-    s, d = torch.cat([src, loops]), torch.cat([dst, loops])
-    w = edge_weights("gcn", s, d, graph.in_degrees()[d], graph.out_degrees()[s]).to(torch.float32)
-    order = torch.argsort(d * graph.num_nodes + s)
-    crow = torch.zeros(graph.num_nodes + 1, dtype=torch.int64)
-    crow[1:] = torch.cumsum(torch.bincount(d, minlength=graph.num_nodes), 0)
-    return crow.to(device), s[order].to(device), w[order].to(device)
 
 
 def main(argv=None) -> int:
@@ -60,7 +47,8 @@ def main(argv=None) -> int:
     best: dict = {}
     for spec in args.graphs.split(";"):
         graph = load_graph(spec)
-        crow, col, val = gcn_csr(graph, dev)
+        a, _ = gcn_matrix(graph)
+        crow, col, val = (t.to(dev) for t in (a.crow_indices(), a.col_indices(), a.values()))
         n, nnz = graph.num_nodes, int(col.numel())
         rows = torch.repeat_interleave(torch.arange(n, device=dev), crow.diff())
         a64 = torch.sparse_csr_tensor(crow, col, val, (n, n))

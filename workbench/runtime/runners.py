@@ -21,7 +21,7 @@ from workbench.events import Event
 from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
 
-__all__ = ["RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "resolve_device", "inprocess_devices",
+__all__ = ["RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "inprocess_devices",
            "threads_per_rank", "rank_threads"]
 
 
@@ -57,13 +57,6 @@ class RankOutcome:
     result: Optional[dict] = None
     worker: Optional[str] = None
     num_events: int = 0
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` -> ``cuda:0`` when this process sees a GPU, else ``cpu``."""
-    if device == "auto":
-        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-    return torch.device("cuda", 0) if device == "cuda" else torch.device(device)
 
 
 def inprocess_devices(device: str, world_size: int, gpus: Optional[int] = None) -> list[torch.device]:

@@ -244,11 +244,9 @@ def spmm_kernel(device: torch.device | str = "cpu", factored: bool = False) -> s
         >>> spmm_kernel("cuda")
         'torch'
     """
-    if torch.device(device).type != "cpu":
-        if os.environ.get("WORKBENCH_SPMM", "").strip().lower() == "triton" and _load_triton():
-            return "triton"
-        return "torch"
     choice = os.environ.get("WORKBENCH_SPMM", "").strip().lower()
+    if torch.device(device).type != "cpu":
+        return "triton" if choice == "triton" and _load_triton() else "torch"
     if choice == "torch":
         return "torch"
     if factored and choice in ("", "dgl") and _load_dgl():
