@@ -64,10 +64,12 @@ def make(fmt: str, root: Path) -> Path:
         for part, m in (("train", g.train_mask), ("valid", g.val_mask), ("test", g.test_mask)):
             _write_csv_gz(root / "ogb" / "split" / "s" / f"{part}.csv.gz", m.nonzero().flatten().tolist())
         return root / "ogb"
-    if fmt == "planetoid":
-        # val = 500 vertices after the training ones, so the graph needs more than 500 + train + test
+    if fmt in ("planetoid", "planetoid_py3"):
+        # val = 500 vertices after the training ones, so the graph needs more than 500 + train + test;
+        # "planetoid" is written as Python 2 wrote the downloaded files, "planetoid_py3" by pickle.dump
         big = load_graph(f"sbm:num_nodes=560,num_blocks=2,avg_degree=3,num_features=3,seed=0")
-        return write_planetoid(root / "Cora" / "raw", "cora", big, num_train=10, num_test=40, missing_test=2).parent
+        return write_planetoid(root / "Cora" / "raw", "cora", big, num_train=10, num_test=40, missing_test=2,
+                               pickler="python2" if fmt == "planetoid" else "python3").parent
     if fmt in ("saint", "catgnn"):
         return write_saint_folder(root / fmt, g, edge_list=fmt == "catgnn")
     if fmt == "arrays":
@@ -82,7 +84,7 @@ def make(fmt: str, root: Path) -> Path:
     raise AssertionError(fmt)
 
 
-FORMATS = ("edge_list", "ogb", "planetoid", "saint", "catgnn", "arrays")
+FORMATS = ("edge_list", "ogb", "planetoid", "planetoid_py3", "saint", "catgnn", "arrays")
 
 
 def _npy_bytes(arr) -> bytes:
@@ -119,12 +121,11 @@ def _nan_feats(path: Path) -> None:
 
 
 def _pickle_edit(path: Path, fn) -> None:
-    import pickle
+    from workbench.data.pickle2 import dumps
+    from workbench.data.safe_io import read_pickle
 
-    with open(path, "rb") as f:
-        obj = pickle.load(f)   # our own test file
-    with open(path, "wb") as f:
-        pickle.dump(fn(obj), f, protocol=2)
+    # our own test file, written and rewritten as Python 2 wrote the real ones
+    path.write_bytes(dumps(fn(read_pickle(path, "test"))))
 
 
 # (format, file to break, how, words expected in the message)
@@ -198,6 +199,7 @@ MUTABLE = {
     "ogb": ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz", "raw/num-node-list.csv.gz",
             "split/s/train.csv.gz"],
     "planetoid": [f"raw/ind.cora.{p}" for p in ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")],
+    "planetoid_py3": [f"raw/ind.cora.{p}" for p in ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")],
     "saint": ["adj_full.npz", "feats.npy", "class_map.json", "role.json"],
     "catgnn": ["edge_list.csv", "feats.npy", "class_map.json", "role.json"],
     "arrays": ["edges.npy", "features.npy", "labels.npy", "train.npy", "val.npy", "test.npy"],

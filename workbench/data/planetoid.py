@@ -211,15 +211,27 @@ def _edges(graph: Any, path: Path, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_planetoid(folder: Any, name: str, graph: Graph, *, num_train: Optional[int] = None,
-                    num_test: Optional[int] = None, missing_test: int = 0) -> Path:
+                    num_test: Optional[int] = None, missing_test: int = 0, pickler: str = "python2") -> Path:
     """Write ``graph`` (features, labels) as Planetoid files ``folder/ind.<name>.*`` (tests and examples).
 
     Vertices ``[0, num_train)`` become ``x``/``y``; ``[0, N - num_test)`` ``allx``/``ally``; the last
     ``num_test`` (stored in shuffled order) ``tx``/``ty``. ``missing_test`` of those are left out of
-    ``tx`` (as in CiteSeer). Uses ``pickle.dump`` of numpy/scipy objects, as the original files did.
+    ``tx`` (as in CiteSeer).
+
+    Args:
+        pickler: ``"python2"`` (default) writes the pickles opcode by opcode as Python 2's ``cPickle``
+            wrote the downloaded files (:mod:`workbench.data.pickle2`: ``BINSTRING`` array payloads,
+            ``scipy.sparse.csr csr_matrix``, ``__builtin__ list``); ``"python3"`` uses ``pickle.dump`` at
+            protocol 2, as a file re-saved by Python 3 would be.
     """
     import pickle
     from collections import defaultdict
+
+    from workbench._validation import ParamError, param_error
+    from workbench.data.pickle2 import dumps
+
+    if pickler not in ("python2", "python3"):
+        raise ParamError([param_error("pickler", "write_planetoid", "one of 'python2', 'python3'", pickler)])
 
     import scipy.sparse as sp
 
@@ -248,7 +260,7 @@ def write_planetoid(folder: Any, name: str, graph: Graph, *, num_train: Optional
         adj[d].append(s)
     dump["graph"] = adj
     for part, obj in dump.items():
-        with open(folder / f"ind.{name}.{part}", "wb") as f:
-            pickle.dump(obj, f, protocol=2)
+        data = dumps(obj) if pickler == "python2" else pickle.dumps(obj, protocol=2)
+        (folder / f"ind.{name}.{part}").write_bytes(data)
     (folder / f"ind.{name}.test.index").write_text("".join(f"{i}\n" for i in test_ids.tolist()))
     return folder

@@ -185,7 +185,9 @@ def _safe_frombuffer(buf, dtype, shape, order):
 
 
 def _safe_scalar(dtype, data=None):
-    if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, (bytes, type(None))):
+    data = _raw_bytes(data)
+    if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, (bytes, type(None))) \
+            or (data is not None and len(data) != dtype.itemsize):
         raise _Refused("numpy scalar of a non-numeric dtype")
     return np.core.multiarray.scalar(dtype, data) if data is not None else np.core.multiarray.scalar(dtype)
 
@@ -200,17 +202,26 @@ def _dtype_from_state(dtype: np.dtype, state: Any) -> np.dtype:
     return dtype.newbyteorder(state[1]) if state[1] in ("<", ">") else dtype
 
 
-def _check_array_state(state: Any) -> None:
+def _raw_bytes(raw: Any) -> Any:
+    """An array's or scalar's raw data as bytes: Python 2 wrote it as ``BINSTRING``, which the unpickler
+    (``encoding="latin1"``) hands over as ``str``; latin-1 maps each of its characters back to one byte.
+    Anything else is returned as it is, for the caller to refuse."""
+    return raw.encode("latin1") if isinstance(raw, str) else raw
+
+
+def _check_array_state(state: Any) -> tuple:
     """An ndarray BUILD state: ``(version, shape, dtype, is_fortran, raw bytes)`` of a numeric dtype with
-    exactly ``prod(shape) * itemsize`` bytes."""
+    exactly ``prod(shape) * itemsize`` bytes; returned with a Python 2 ``str`` payload turned into bytes."""
     if not isinstance(state, tuple) or len(state) != 5:
         raise _Refused("a numpy array state of another form")
-    _, shape, dtype, _, raw = state
+    version, shape, dtype, fortran, raw = state
+    raw = _raw_bytes(raw)
     if (not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(shape, tuple)
             or not all(isinstance(n, int) and n >= 0 for n in shape) or not isinstance(raw, (bytes, bytearray))):
         raise _Refused("a numpy array state that is not numeric bytes of a non-negative shape")
     if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(raw):
         raise _Refused(f"a numpy array of shape {shape} with {len(raw)} bytes")
+    return version, shape, dtype, fortran, raw
 
 
 def _latin1_bytes(text, encoding="latin1"):
@@ -272,7 +283,14 @@ class RestrictedUnpickler(pickle._Unpickler):
     The BUILD step of numpy objects is checked before numpy sees it: a dtype's state may only set its
     byte order (numpy's ``dtype.__setstate__`` trusts sizes, fields and sub-arrays, and a damaged state
     crashed the interpreter), and an array's state must be a numeric dtype, a non-negative shape and
-    exactly the bytes that shape needs. It is the pure-Python unpickler (the C one cannot be hooked there);
+    exactly the bytes that shape needs.
+
+    Python 2 pickles (protocol 0-2, as the Planetoid files were written) read as Python 2 wrote them:
+    ``__builtin__`` and ``copy_reg`` names are mapped to ``builtins`` and ``copyreg``, the old module paths
+    (``scipy.sparse.csr``, ``numpy.core.multiarray``) resolve to the same allowed classes, an old
+    ``csr_matrix.__dict__`` (``_shape``, ``maxprint``, ``format``, ...) is its state, and the raw bytes of
+    an array or scalar, a ``BINSTRING`` that arrives as a latin-1 ``str``, are turned back into bytes
+    before the size check. It is the pure-Python unpickler (the C one cannot be hooked there);
     the files it reads hold a few large byte strings, so it is not slower in practice."""
 
     _table: Optional[dict] = None
@@ -285,7 +303,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             self.stack[-1] = _dtype_from_state(inst, state)
             return
         if isinstance(inst, np.ndarray):
-            _check_array_state(state)
+            self.stack[-1] = _check_array_state(state)
         pickle._Unpickler.load_build(self)
 
     dispatch[pickle.BUILD[0]] = load_build
