@@ -16,11 +16,20 @@ machine:
 
 Targets from the issue: >= 10 M lines/s per core for hash and DBH, >= 2 M lines/s for HDRF and SPRING at P = 8.
 
+First, the memory of the command itself (issue 22): ``workbench partition FILE --parts 8 --method hdrf --stream
+--json`` in a subprocess on a seeded Chung-Lu text file of ``--lines`` lines (default 20M, ids ``lines / 10``,
+about 300 MB of text) and on a 16-line file. Its peak RSS above the 16-line run's is compared with half the CSR an
+in-memory partitioner would build (``8 (2E + V + 1)`` bytes; the limit) and with the state plus two chunks of 16-byte
+lines (the target). The process peak is the kernel's (``wait4``), with the interpreter's teardown skipped
+(``os._exit`` after the command): torch's adds 50-100 MiB at exit, more than the run, and would hide it; the run's own
+peak (``peak_rss_mb`` in the JSON, counted from the start of the run) is printed beside it.
+
 Usage::
 
-    python benchmarks/streaming.py                          # 10M lines, 1M vertices, P = 8
+    python benchmarks/streaming.py                          # memory on 20M lines; then 10M lines, 1M vertices, P = 8
+    python benchmarks/streaming.py --memory-only --lines 2000000   # only the memory check, on 2M lines
     python benchmarks/streaming.py --quick                  # 200k lines (smoke test)
-    python benchmarks/streaming.py --edges 50000000 --nodes 5000000 --methods spring,hdrf --metis-edges 0
+    python benchmarks/streaming.py --edges 50000000 --nodes 5000000 --methods spring,hdrf --metis-edges 0 --lines 0
 """
 
 from __future__ import annotations
@@ -114,6 +123,63 @@ def python_spring_step_a(lines, P):
             nb[v] = u
 
 
+# ------------------------------------------------------------------------------------ the command's memory
+
+# The CLI, with the interpreter's teardown skipped (see the module docstring).
+CLI_SCRIPT = "import os, sys; from workbench.cli import main; rc = main(sys.argv[1:]); sys.stdout.flush(); os._exit(rc)"
+
+
+def run_cli(args: list[str], work: Path) -> tuple[dict, float]:
+    """Run ``workbench ARGS`` (with ``--json``) in a subprocess. Returns its JSON and its peak RSS in MiB."""
+    env = dict(os.environ, TQDM_DISABLE="1",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
+    with open(work / "cli.out", "w+") as out, open(work / "cli.err", "w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", CLI_SCRIPT, *args], stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)   # this child's own peak (RUSAGE_CHILDREN would be the max of all)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise RuntimeError(f"workbench {' '.join(args)} exited {proc.returncode}: {err.read()[-2000:]}")
+        result = json.loads(out.read().strip().splitlines()[-1])
+    return result, usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
+
+
+def cli_memory(work: Path, lines: int = 20_000_000, nodes: int | None = None, parts: int = 8, method: str = "hdrf",
+               chunk_edges: int = 1 << 20, seed: int = 0) -> dict:
+    """Peak RSS of ``workbench partition FILE --parts P --method M --stream --json`` on a seeded Chung-Lu text file
+    of ``lines`` lines over ``nodes`` ids (default ``lines // 10``) above the same command on a 16-line file, with
+    the limit (half the CSR) and the target (state plus two chunks of 16-byte lines), all in MiB."""
+    from workbench.partition.streaming.generate import write_edge_file
+
+    nodes = nodes or max(lines // 10, 16)
+    work.mkdir(parents=True, exist_ok=True)
+    big = work / f"chunglu-{lines}-{nodes}-s{seed}.txt"
+    if not big.is_file():   # one block and power-law weights = Chung-Lu (endpoints drawn independently by weight)
+        write_edge_file(big, nodes, lines, num_blocks=1, homophily=0.0, seed=seed)
+    ids = [i for i in range(17) if i != 5]   # 16 lines over small ids, id 5 without a line (it still gets an owner)
+    tiny = work / "tiny16.txt"
+    tiny.write_text("".join(f"{ids[i]} {ids[(i + 1) % 16]}\n" for i in range(16)))
+    args = ["--parts", str(parts), "--method", method, "--stream", "--chunk-edges", str(chunk_edges), "--json"]
+    d_tiny, peak_tiny = run_cli(["partition", str(tiny), *args], work)
+    d_big, peak_big = run_cli(["partition", str(big), *args], work)
+    E, V = d_big["num_lines"], d_big["num_nodes"]
+    mib = 2**20
+    out = {"method": method, "parts": parts, "lines": E, "nodes": V, "chunk_edges": chunk_edges,
+           "file_mb": big.stat().st_size / mib, "peak_tiny_mb": peak_tiny, "peak_mb": peak_big,
+           "above_tiny_mb": peak_big - peak_tiny, "run_above_tiny_mb": d_big["peak_rss_mb"] - d_tiny["peak_rss_mb"],
+           "state_mb": d_big["state_bytes"] / mib, "chunk_mb": 16 * chunk_edges / mib,
+           "limit_mb": 8 * (2 * E + V + 1) / 2 / mib}
+    out["target_mb"] = out["state_mb"] + 2 * out["chunk_mb"]
+    out["within_limit"] = max(out["above_tiny_mb"], out["run_above_tiny_mb"]) <= out["limit_mb"]
+    print(f"memory      workbench partition ({out['file_mb']:.0f} MB Chung-Lu text: {E:,} lines, {V:,} ids) --parts "
+          f"{parts} --method {method} --stream --json: peak RSS {peak_big:.0f} MiB, {out['above_tiny_mb']:.0f} above "
+          f"the 16-line file's {peak_tiny:.0f} (the run alone: {out['run_above_tiny_mb']:.0f}); limit (half the CSR) "
+          f"{out['limit_mb']:.0f} MiB: {'within' if out['within_limit'] else 'OVER'}; target (state "
+          f"{out['state_mb']:.0f} + 2 chunks of {out['chunk_mb']:.0f}) {out['target_mb']:.0f} MiB", flush=True)
+    return out
+
+
 # ------------------------------------------------------------------------------------ main
 
 def main(argv=None) -> dict:
@@ -128,11 +194,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--text-edges", type=int, default=2_000_000)
     parser.add_argument("--metis-edges", type=int, default=2_000_000, help="0 skips METIS")
     parser.add_argument("--dir", default=None, help="folder for the generated files (default: a temp folder)")
+    parser.add_argument("--lines", type=int, default=20_000_000,
+                        help="lines of the Chung-Lu text file for the command's memory (0 skips it)")
+    parser.add_argument("--memory-nodes", type=int, default=None, help="ids of that file (default: lines / 10)")
+    parser.add_argument("--memory-method", default="hdrf")
+    parser.add_argument("--memory-only", action="store_true", help="only the command's memory")
     parser.add_argument("--quick", action="store_true", help="200k lines, small comparisons")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.edges, args.nodes = 200_000, 20_000
+        args.edges, args.nodes, args.lines = 200_000, 20_000, min(args.lines, 200_000)
         args.python_edges, args.text_edges, args.metis_edges = 20_000, 100_000, 100_000
 
     from workbench.partition.streaming import stream_partition
@@ -143,6 +214,13 @@ def main(argv=None) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     out: dict = {"edges": args.edges, "nodes": args.nodes, "parts": args.parts, "cpu_count": os.cpu_count(),
                  "load_avg": os.getloadavg()[0]}
+    if args.lines:
+        out["memory"] = cli_memory(work, args.lines, args.memory_nodes, args.parts, args.memory_method,
+                                   args.chunk_edges)
+    if args.memory_only:
+        if args.json:
+            print(json.dumps(out, default=float))
+        return out
     t = time.perf_counter()
     npy = write_edge_file(work / "edges.npy", args.nodes, args.edges, exponent=args.exponent, seed=0)
     out["generate_s"] = time.perf_counter() - t

@@ -203,7 +203,9 @@ class PartitionView(StoreView):
         m = ev.metrics or {}
         keys = [("method", ev.method), ("parts", ev.num_parts), ("vertices", m.get("num_nodes")),
                 ("edge cut", m.get("edge_cut")), ("cut ratio", m.get("cut_ratio")),
-                ("replication", m.get("replication_factor")), ("vertex balance", m.get("vertex_balance")),
+                ("replication", m.get("replication_factor")),
+                ("replication, completed", m.get("replication_factor_completed")),   # streaming results
+                ("vertex balance", m.get("vertex_balance")),
                 ("edge balance", m.get("edge_balance")), ("rows / layer", m.get("comm_volume_rows"))]
         cells = "".join(f"<div class='wb-fig'><div style='color:#666;font-size:11px'>{html.escape(k)}</div>"
                         f"<div style='font-size:15px;font-weight:600'>{html.escape(_fmt(v))}</div></div>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -44,12 +45,55 @@ def test_conformance(method, karate):
         cls(seed=-1)
     one = cls().partition(karate, 1)
     assert _assignment(one).eq(0).all() and one.metrics().comm_volume_rows == 0
-    # one part per vertex: METIS (and G3's METIS stage) leaves parts empty, ByteGNN assigns whole K-hop blocks,
-    # and a vertex-cut partition assigns edges, not vertices
+    # one part per vertex: METIS (and G3's METIS stage) may leave parts empty, ByteGNN assigns whole K-hop
+    # blocks, and a vertex-cut partition assigns edges, not vertices
     everyone = (cls().partition(karate, 34)
                 if method not in ("metis", "g3", "bytegnn") and a.kind == "edge-cut" else None)
     if everyone is not None:
         assert sorted(everyone.node_part.tolist()) == list(range(34))
+    elif a.kind == "edge-cut":  # an edge-cut result never has an empty part: one that cannot fill 34 refuses
+        try:
+            assert (cls().partition(karate, 34).part_sizes() > 0).all()
+        except ParamError as err:
+            assert re.search(r"'num_parts' parameter .* parts all own vertices .* Got 34 instead", str(err))
+
+
+def test_an_empty_part_is_refused_for_every_edge_cut_method(karate):
+    """The check sits in Partitioner.partition, so a new method is covered without writing it; vertex-cut
+    results are returned as they are (a streaming heuristic may leave a part edgeless) and refused by runs."""
+    @register_partitioner
+    class Lopsided(Partitioner):
+        name = "test-lopsided"
+
+        @dataclasses.dataclass(kw_only=True)
+        class Config(Partitioner.Config):
+            pass
+
+        def _partition(self, graph, num_parts):
+            return (torch.arange(graph.num_nodes) % max(num_parts - 1, 1))  # part num_parts - 1 stays empty
+
+    @register_partitioner
+    class EdgesToPartZero(Partitioner):
+        name = "test-edges-to-zero"
+        kind = "vertex-cut"
+
+        @dataclasses.dataclass(kw_only=True)
+        class Config(Partitioner.Config):
+            pass
+
+        def _partition(self, graph, num_parts):
+            return torch.zeros(graph.num_edges, dtype=torch.int64)
+
+    try:
+        with pytest.raises(ParamError, match=r"^The 'num_parts' parameter of Lopsided must be a count whose parts all "
+                                             r"own vertices \(part sizes \[17, 17, 0\]: 1 empty; use fewer parts\)\. "
+                                             r"Got 3 instead\.$"):
+            partition(karate, 3, method="test-lopsided")
+        assert partition(karate, 1, method="test-lopsided").part_sizes().tolist() == [34]
+        assert partition(karate, 2, method="test-edges-to-zero").part_sizes().tolist() == [34, 0]
+    finally:
+        PARTITIONERS.pop("test-lopsided")
+        PARTITIONERS.pop("test-edges-to-zero")
 
 
 def test_unknown_method_lists_valid_ones(karate):

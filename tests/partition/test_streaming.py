@@ -327,3 +327,34 @@ def test_train_balance_and_options(multigraph):
         m = stream_partition(g, 4, method=method, **opts).metrics
         assert m.part_train.sum() == int(g.train_mask.sum()) and m.train_balance >= 1.0
         assert m.owner_balance >= 1.0 and m.part_owned.sum() == g.num_nodes
+
+
+@pytest.mark.parametrize("method", ["spring", "clustering", "hdrf"])
+def test_cli_json_replication_factor_is_the_written_assignments(edge_file, tmp_path, capsys, method):
+    """Issue 22: for owner results the JSON's replication_factor was the completed RF (3.897 where the written
+    owner-side edge_assignment.npy has a vertex-cut RF of 3.115). Now it is the RF of the written lines for
+    every method, computed here from the file alone, with the completed RF beside it."""
+    from workbench.cli import main
+
+    path, lines, n = edge_file
+    out = tmp_path / method
+    assert main(["partition", str(path), "--parts", "4", "--method", method, "--stream", "--chunk-edges", "64",
+                 "--json", "--out", str(out)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assign = np.load(out / "edge_assignment.npy")
+    N = max(max(u, v) for u, v in lines) + 1   # the file names no isolated id
+    held = defaultdict(set)
+    for (u, v), p in zip(lines, assign.tolist()):
+        held[u].add(p)
+        held[v].add(p)
+    assert d["num_nodes"] == N and d["num_lines"] == len(lines) == assign.size
+    assert d["replication_factor"] == pytest.approx(sum(max(len(held[x]), 1) for x in range(N)) / N)
+    load = np.bincount(assign, minlength=4)
+    assert d["edge_balance"] == pytest.approx(load.max() / load.mean())
+    assert d["part_lines"] == load.tolist()
+    assert d["replication_factor_completed"] >= d["replication_factor"]
+    if method != "hdrf":   # owner results: completion adds the source sides' owners
+        assert d["replication_factor_completed"] > d["replication_factor"]
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["replication_factor"] == d["replication_factor"]
+    assert saved["replication_factor_completed"] == d["replication_factor_completed"]

@@ -42,8 +42,11 @@ def test_ranks_equal_the_single_process_reference(workers, model):
     ref = _run(config.with_strings({"sample.trainers": str(workers)}), "single", 1)
     dist = _run(config, "local", workers)
     _close(dist["losses"], ref["losses"])
-    for name, checks in ref["param_checksums"].items():
-        _close(dist["param_checksums"][name], checks)
+    for name, checks in ref["param_checksums"].items():   # [sum, sum of squares] of each weight
+        # The signed sum cancels, so it is held to the weights' size. Adam divides by the root of the squared
+        # gradients, which magnifies float noise in near-zero gradients: with the balanced METIS split of
+        # issue 22 one sum moved by 5.6e-5 (of 3.07) while the squares agree to 4e-7; SGD agrees to 1e-6.
+        np.testing.assert_allclose(dist["param_checksums"][name], checks, rtol=1e-5, atol=1e-5 * checks[1])
     # a vertex two trainers reach at the same step is sampled once in the union, once per trainer here
     assert dist["sampled_edges"] >= ref["sampled_edges"] and dist["steps"] == ref["steps"]
     assert dist["accuracy"] == pytest.approx(ref["accuracy"])
@@ -113,3 +116,56 @@ def test_cli_json_has_the_per_epoch_figures(capsys):
                 "feature_bytes"):
         assert key in out
     assert len(out["cache_hit_rate"]) == len(out["feature_bytes"]) == 2
+
+
+def test_distdgl_on_a_graph_with_a_one_vertex_split_trains_every_rank():
+    """Issue 22: `workbench run distdgl` on products-like:num_nodes=400,seed=0 trained on parts of 400 and 0
+    vertices (METIS with balance_train gave up on the one-vertex 'other' split): one idle rank, no traffic."""
+    from workbench.events import PartitionComputed
+
+    events = []
+    out = launch(_config(graph="products-like:num_nodes=400,seed=0", epochs=2), runner="local", workers=2,
+                 out=None, listeners=[events.append]).wait()
+    sizes = [e.part_sizes for e in events if isinstance(e, PartitionComputed)]
+    assert sizes and all(min(s) > 0 for s in sizes), sizes
+    samples = [e for e in events if isinstance(e, SampleStats)]
+    assert sorted({e.rank for e in samples}) == [0, 1] and min(out["remote_feature_rows"]) > 0
+
+
+def test_a_partition_with_an_empty_part_never_reaches_a_rank():
+    """Every way a partition reaches a run is checked before any rank starts: a given assignment, and a
+    vertex-cut result (returned by Partitioner.partition as it is) whose owners leave a part empty."""
+    import dataclasses
+
+    import torch
+
+    from workbench.partition import PARTITIONERS, Partitioner, register_partitioner
+
+    graph = "products-like:num_nodes=400,seed=0"
+    given = torch.zeros(400, dtype=torch.int64)
+    given[:5] = 2   # part 1 owns nothing
+    events = []
+    with pytest.raises(ParamError, match=r"'num_parts' parameter of MiniBatchProgram must be a count whose parts "
+                                         r"all own vertices \(part sizes \[395, 0, 5\]: 1 empty"):
+        launch(_config(graph=graph).build(node_part=given), runner="local", workers=3, out=None,
+               listeners=[events.append]).wait()
+
+    @register_partitioner
+    class EdgesToPartZero(Partitioner):
+        name = "test-edges-to-zero"
+        kind = "vertex-cut"
+
+        @dataclasses.dataclass(kw_only=True)
+        class Config(Partitioner.Config):
+            pass
+
+        def _partition(self, graph, num_parts):
+            return torch.zeros(graph.num_edges, dtype=torch.int64)
+
+    try:
+        with pytest.raises(ParamError, match=r"part sizes \[400, 0\]: 1 empty"):
+            launch(_config(graph=graph).replace(partition="test-edges-to-zero"), runner="local", workers=2,
+                   out=None, listeners=[events.append]).wait()
+    finally:
+        PARTITIONERS.pop("test-edges-to-zero")
+    assert not [e for e in events if isinstance(e, SampleStats)]   # no rank ever sampled

@@ -33,7 +33,8 @@ from typing import Any, Callable, ClassVar, Optional
 import numpy as np
 import torch
 
-from workbench._validation import Config as BaseConfig, ErrorCollector, ParamError, check_choice, check_int
+from workbench._validation import (Config as BaseConfig, ErrorCollector, ParamError, check_choice, check_int,
+                                  param_error)
 from workbench.graph import Graph
 from workbench.partition.metrics import PartitionMetrics, compute_metrics, halo_pairs, vertex_cut_replicas
 from workbench.partition.remote import refinement_metrics
@@ -47,6 +48,7 @@ __all__ = [
     "register_partitioner",
     "get_partitioner",
     "partition",
+    "check_parts_filled",
     "REFINERS",
     "register_refiner",
 ]
@@ -361,7 +363,8 @@ class Partitioner(abc.ABC):
             emit: optional event sink; receives a :class:`workbench.events.PartitionComputed`.
 
         Raises:
-            ParamError: bad part count or options that do not fit the graph (all reported at once).
+            ParamError: bad part count or options that do not fit the graph (all reported at once), or an
+                edge-cut partition that left a part without vertices (:func:`check_parts_filled`).
         """
         self.check(graph, num_parts)
         start = time.perf_counter()
@@ -374,6 +377,8 @@ class Partitioner(abc.ABC):
         result = PartitionResult(graph=graph, num_parts=num_parts, method=self.name, seed=self.config.seed,
                                  elapsed_s=elapsed, options=_json_safe(self.config.to_dict()),
                                  refinement=refinement, **parts)
+        if self.kind == "edge-cut":  # vertex-cut heuristics may leave a part edgeless: see check_parts_filled
+            check_parts_filled(assignment, num_parts, type(self).__name__)
         if emit is not None:
             emit(result.to_event())
         return result
@@ -412,6 +417,38 @@ class Partitioner(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
+
+
+def check_parts_filled(owner_part: torch.Tensor, num_parts: int, owner: str) -> None:
+    """Raise :class:`ParamError` when a part owns no vertex.
+
+    A part without vertices is a rank that idles through a run and exchanges nothing, so such a partition
+    never reaches training: :meth:`Partitioner.partition` refuses edge-cut results with an empty part (a
+    partitioner that cannot fill ``num_parts`` parts, e.g. METIS asked for as many parts as vertices), and
+    the runs check every partition, vertex-cut owners and given assignments included, before any rank starts.
+    Vertex-cut results themselves may leave a part without edges, hence without owned vertices (HDRF with a
+    strong replication term on a tiny graph): that is the heuristic's own outcome, reported as it is.
+
+    Args:
+        owner_part: ``(num_nodes,)`` part that owns each vertex.
+        num_parts: number of parts.
+        owner: the class or function named in the message.
+
+    Example:
+        >>> import torch
+        >>> check_parts_filled(torch.tensor([0, 1, 1]), 2, "MyPartitioner")
+        >>> check_parts_filled(torch.tensor([0, 0, 0]), 2, "MyPartitioner")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        workbench._validation.ParamError: The 'num_parts' parameter of MyPartitioner must be ... (part sizes [3, 0]: 1 empty; ...
+    """
+    sizes = torch.bincount(torch.as_tensor(owner_part, dtype=torch.int64).flatten(), minlength=num_parts).tolist()
+    num_empty = sizes.count(0)
+    if not num_empty:
+        return
+    shown = ", ".join(map(str, sizes[:32])) + (", ..." if len(sizes) > 32 else "")
+    raise ParamError([param_error("num_parts", owner, f"a count whose parts all own vertices (part sizes [{shown}]: "
+                                  f"{num_empty} empty; use fewer parts)", num_parts)])
 
 
 REFINERS: dict[str, Callable[..., tuple[torch.Tensor, dict]]] = {}

@@ -62,11 +62,15 @@ def FullGraphConfig(**settings: Any):
 
 def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_part: Optional[torch.Tensor] = None,
                        owner: str = "program", emit: Optional[Callable[[Event], None]] = None,
-                       num_parts: Optional[int] = None) -> tuple[Graph, torch.Tensor, Any]:
+                       num_parts: Optional[int] = None,
+                       check: Optional[Callable[[Graph], None]] = None) -> tuple[Graph, torch.Tensor, Any]:
     """Load ``cfg.graph`` (or ``graph``) and partition it into ``num_parts`` (default ``world_size``) parts with
     ``cfg``'s partition stage (or take ``node_part``), emitting :class:`Progress` (stages ``graph`` and
     ``partition``). Returns ``(graph, node_part, partition result or None)``; raises ``ParamError`` before
-    any rank starts."""
+    any rank starts, also when a part owns no vertex (:func:`~workbench.partition.base.check_parts_filled`),
+    and before the partitioner runs where ``check(graph)`` (called once the graph is loaded) raises it."""
+    from workbench.partition.base import check_parts_filled
+
     emit = emit or (lambda event: None)
     parts = world_size if num_parts is None else num_parts
     spec = graph if graph is not None else cfg.graph
@@ -76,12 +80,17 @@ def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_par
     errs = ErrorCollector(type(cfg).__name__)
     errs.check(1 <= parts <= graph.num_nodes, "num_parts", f"an int in [1, num_nodes={graph.num_nodes}]", parts)
     errs.raise_if_any()
+    if check is not None:
+        check(graph)
     if node_part is not None:
+        node_part = torch.as_tensor(node_part, dtype=torch.int64)
+        check_parts_filled(node_part, parts, owner)   # a rank without vertices would idle through the run
         emit(Progress(stage="partition", done=1, total=1, message=f"given, {parts} parts"))
-        return graph, torch.as_tensor(node_part, dtype=torch.int64), None
+        return graph, node_part, None
     method = cfg.method("partition") if parts > 1 else "none"
     emit(Progress(stage="partition", done=0, total=1, message=f"{method}, {parts} parts"))
     node_part, result = partition_nodes(graph, parts, cfg.method("partition"), cfg.partition)
+    check_parts_filled(node_part, parts, owner)   # vertex-cut owners too: every part needs vertices to train
     elapsed = getattr(result, "elapsed_s", None)
     emit(Progress(stage="partition", done=1, total=1, message=f"{method}, {parts} parts"
                   + (f", {elapsed:.2f} s" if elapsed is not None else "")))

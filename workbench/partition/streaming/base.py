@@ -12,20 +12,25 @@ Both are then **completed** in one more pass: a line also goes to its endpoints'
 keeps its full 1-hop neighbourhood (CATGNN §1.3). Vertices with no line get an owner too: each goes to the
 part owning the fewest vertices at that point (lowest index on ties).
 
-Peak state (``N`` vertices, ``P`` parts, ``W = ceil(P / 64)``, a chunk of ``C`` lines)::
+Memory (``N`` vertices, ``P`` parts, ``W = ceil(P / 64)``, chunks of ``C`` lines)::
 
-    vertex-cut: N * (8 deg + 8 owner + 8 last + 2 * 8 W bitsets before/after completion) + 8 P + 40 C bytes
-    SPRING:     N * (8 deg + 8 cid + 8 vol + 8 rich nbr + 8 first + 8 owner + 8 W bitset) + 40 C bytes
-                + a few O(number of clusters) arrays in the merge
+    the passes:  the method's per-vertex arrays, e.g. HDRF N * (8 W replica bitsets + 8 last + 8 pdeg),
+                 SPRING N * (8 deg + 8 cid + 8 vol + 8 rich nbr + 8 first)
+                 + one chunk: a text block of 16 C bytes, 8 C bytes per id column, 2 C bytes of parts
+    completion:  N * (8 owner + 8 W bitsets, twice for owner results) + one chunk (the passes' arrays are
+                 freed before it; a vertex-cut's bitsets are completed in place)
 
-and nothing proportional to the number of edges in memory: a vertex-cut assignment that must be kept goes to a
-binary file chunk by chunk. :attr:`StreamPartition.state_bytes` is the measured sum.
+plus a few O(N) index arrays in SPRING's merge and schedule, and nothing proportional to the number of edges:
+chunk buffers are reused from chunk to chunk, and an assignment that must be kept goes to a binary file chunk
+by chunk. :attr:`StreamMetrics.state_bytes` is the measured size of the passes' arrays;
+``benchmarks/streaming.py --memory-only`` measures the peak of the whole command against it.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import html
 import json
 import os
@@ -60,6 +65,28 @@ def _reset_peak_rss() -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):   # not glibc
+        return None
+
+
+def _trim_heap() -> None:
+    """Hand freed heap pages back to the kernel (glibc's ``malloc_trim``; nothing elsewhere).
+
+    glibc serves blocks below its mmap threshold from the heap and raises that threshold to the size of every
+    mapped block freed (up to 32 MiB): once a pass has freed its 16 MiB text buffer, per-vertex arrays come
+    from the heap, and freeing them leaves their pages resident until trimmed.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 def current_rss_mb() -> float:
     """Resident set size of this process now, in MiB."""
     try:
@@ -86,22 +113,48 @@ def peak_rss_mb() -> float:
 
 # ------------------------------------------------------------------------------------------- run context
 
+def part_dtype(num_parts: int):
+    """The smallest signed integer type holding a part id or -1 (the dtype of per-line part arrays)."""
+    return np.int16 if num_parts < 2 ** 15 else np.int32
+
+
+def _grown(buf: np.ndarray, size: int, dtype) -> np.ndarray:
+    """``buf`` if it holds ``size`` entries of ``dtype``, else a new buffer with room for 1/16 more (chunks vary a
+    little in length: growing to each longer chunk would reallocate on many of them)."""
+    if buf.size >= size and buf.dtype == dtype:
+        return buf
+    return np.empty(size + size // 16, dtype)
+
+
 class _Assignment:
-    """Part per line, in stream order: an in-memory list of chunks or a binary file (bounded memory)."""
+    """Part per line, in stream order (:func:`part_dtype`): an in-memory list of chunks or a binary file.
+
+    A file is written and read chunk by chunk; :meth:`read` returns a view of one buffer reused from read to
+    read, valid until the next read.
+    """
 
     def __init__(self, num_parts: int, path: Optional[Path]):
-        self.dtype = np.int16 if num_parts < 2 ** 15 else np.int32
+        self.dtype = part_dtype(num_parts)
         self.path = path
         self.chunks: list[np.ndarray] = []
         self.file = open(path, "w+b") if path is not None else None
         self.size = 0
+        self._buf = np.empty(0, self.dtype)
+
+    def _write_at(self, offset: int, parts: np.ndarray) -> None:
+        if parts.dtype != self.dtype:
+            self._buf = _grown(self._buf, parts.size, self.dtype)
+            small = self._buf[:parts.size]
+            np.copyto(small, parts, casting="unsafe")
+            parts = small
+        self.file.seek(offset * parts.itemsize)
+        parts.tofile(self.file)
 
     def append(self, parts: np.ndarray) -> None:
         if self.file is None:
             self.chunks.append(parts.astype(self.dtype))
         else:
-            self.file.seek(self.size * np.dtype(self.dtype).itemsize)
-            parts.astype(self.dtype).tofile(self.file)
+            self._write_at(self.size, parts)
         self.size += parts.size
 
     def _flat(self) -> np.ndarray:
@@ -111,16 +164,19 @@ class _Assignment:
 
     def read(self, offset: int, n: int) -> np.ndarray:
         if self.file is None:
-            return self._flat()[offset:offset + n].astype(np.int64)
-        self.file.seek(offset * np.dtype(self.dtype).itemsize)
-        return np.fromfile(self.file, dtype=self.dtype, count=n).astype(np.int64)
+            return self._flat()[offset:offset + n].copy()
+        self._buf = _grown(self._buf, n, self.dtype)
+        out = self._buf[:n]
+        self.file.seek(offset * out.itemsize)
+        got = self.file.readinto(memoryview(out.view(np.uint8)))
+        assert got == out.nbytes, "the assignment file is shorter than the stream"
+        return out
 
     def write(self, offset: int, parts: np.ndarray) -> None:
         if self.file is None:
             self._flat()[offset:offset + parts.size] = parts
         else:
-            self.file.seek(offset * np.dtype(self.dtype).itemsize)
-            parts.astype(self.dtype).tofile(self.file)
+            self._write_at(offset, parts)
 
     def to_array(self) -> np.ndarray:
         if self.file is None:
@@ -128,12 +184,12 @@ class _Assignment:
         self.file.flush()
         return np.fromfile(self.path, dtype=self.dtype).astype(np.int64)
 
-    def save_npy(self, dest: Path, chunk: int = 1 << 22) -> None:
+    def save_npy(self, dest: Path, chunk: int = 1 << 20) -> None:
         """Write as ``.npy`` (int64) chunk by chunk."""
         with open(dest, "wb") as f:
             np.lib.format.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False, "shape": (self.size,)})
             for lo in range(0, self.size, chunk):
-                self.read(lo, min(chunk, self.size - lo)).astype("<i8").tofile(f)
+                self.read(lo, min(chunk, self.size - lo)).astype("<i8", copy=False).tofile(f)
 
     def close(self) -> None:
         if self.file is not None:
@@ -145,7 +201,7 @@ class _Assignment:
 class StreamRun:
     """State of one streaming run: the stream, part count, growable per-vertex arrays, timers.
 
-    Per-vertex arrays are registered with :meth:`array` and grow (capacity doubling) as larger ids appear;
+    Per-vertex arrays are registered with :meth:`array` and grow (by a quarter at least) as larger ids appear;
     kernels index them by vertex id.
     """
 
@@ -158,6 +214,7 @@ class StreamRun:
         self.num_lines = 0
         self.phase_s: dict[str, float] = {}
         self._assignment_dir = assignment_dir
+        self._scratch: dict[str, np.ndarray] = {}
 
     def array(self, name: str, dtype, fill, width: Optional[int] = None) -> np.ndarray:
         shape = (self.capacity,) if width is None else (self.capacity, width)
@@ -176,7 +233,7 @@ class StreamRun:
         self.num_nodes = max(self.num_nodes, hi)
         if hi < self.capacity:
             return
-        new_cap = max(hi + 1, 2 * self.capacity)
+        new_cap = max(hi + 1, self.capacity + self.capacity // 4)  # not doubling: state <= 1.25 x the ids seen
         for name, (dtype, fill) in self._arrays.items():
             old = getattr(self, name)
             grown = np.full((new_cap,) + old.shape[1:], fill, dtype=dtype)
@@ -205,18 +262,33 @@ class StreamRun:
             path = Path(name)
         return _Assignment(self.num_parts, path)
 
+    def scratch(self, name: str, size: int, dtype) -> np.ndarray:
+        """A per-chunk buffer of ``size`` entries, reused (grown when needed) from chunk to chunk, so chunk
+        temporaries never pile up; not part of the state."""
+        buf = self._scratch[name] = _grown(self._scratch.get(name, np.empty(0, dtype)), size, dtype)
+        return buf[:size]
+
     def trimmed(self, name: str) -> np.ndarray:
         return getattr(self, name)[:self.num_nodes]
 
     def state_bytes(self) -> int:
         return int(sum(getattr(self, name).nbytes for name in self._arrays))
 
+    def release(self, keep: tuple[str, ...] = ()) -> None:
+        """Free the per-vertex arrays other than ``keep`` (the passes that needed them are over), so
+        completion's owners and replicas do not come on top of them."""
+        for name in [n for n in self._arrays if n not in keep]:
+            del self._arrays[name]
+            delattr(self, name)
+        self._scratch.clear()
+        _trim_heap()
+
 
 def fill_unowned(owner: np.ndarray, num_parts: int) -> None:
     """Give each vertex with ``owner == -1`` to the part owning the fewest vertices (lowest index on ties)."""
     lonely = np.flatnonzero(owner < 0)
     if lonely.size:
-        counts = np.bincount(owner[owner >= 0], minlength=num_parts).astype(np.int64)
+        counts = K.owned_counts(owner, num_parts)
         owner[lonely] = K.list_schedule(np.zeros(lonely.size, np.int64), np.ones(1, np.int64), num_parts, counts)
 
 
@@ -231,24 +303,26 @@ def _balance(counts: np.ndarray) -> float:
 class StreamMetrics:
     """The quality and cost metrics of a streaming partition (CATGNN digest §5).
 
-    ``replication_factor`` (vertex-cut only; ``None`` for owner results) counts, for every vertex, the parts
-    holding one of its lines (a vertex with no line counts once, on its owner), over ``num_nodes``;
-    ``replication_factor_completed`` the same after neighbour completion (owned + halo, the RF CATGNN reports).
-    Balances are ``max / mean`` over parts of lines (before / after completion), owned vertices and owned
-    training vertices.
+    ``replication_factor`` is the vertex-cut RF of the line assignment that ``edge_assignment.npy`` holds:
+    for every vertex, the parts holding one of its lines (a vertex with no line counts once, on its owner),
+    over ``num_nodes``. A vertex-cut method's lines sit in their assigned parts; an owner result's (SPRING,
+    clustering) on their destination's owner, ``owner[v]``, so the number compares across methods.
+    ``replication_factor_completed`` is the same after neighbour completion (owned + halo, the RF CATGNN
+    reports). Balances are ``max / mean`` over parts of lines (that assignment / after completion), owned
+    vertices and owned training vertices.
     """
 
     shape: str
     num_nodes: int
     num_lines: int
     num_parts: int
-    replication_factor: Optional[float]
+    replication_factor: float
     replication_factor_completed: float
-    edge_balance: Optional[float]
+    edge_balance: float
     edge_balance_completed: float
     owner_balance: float
     train_balance: Optional[float]
-    part_lines: Optional[np.ndarray]
+    part_lines: np.ndarray
     part_lines_completed: np.ndarray
     part_owned: np.ndarray
     part_vertices_completed: np.ndarray
@@ -263,7 +337,7 @@ class StreamMetrics:
     rss_start_mb: float
     """RSS when the run started (MiB): ``peak_rss_mb - rss_start_mb`` is what the run added."""
     state_bytes: int
-    """Bytes of the per-vertex and per-part state arrays at the end."""
+    """Bytes of the per-vertex and per-part state arrays after the method's passes (before completion)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {}
@@ -332,10 +406,10 @@ class StreamPartition:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         if self.line_part is not None:
-            np.save(out / "edge_assignment.npy", self.line_part.astype(np.int64))
+            np.save(out / "edge_assignment.npy", self.line_part.astype(np.int64, copy=False))
         elif self._assignment is not None:
             self._assignment.save_npy(out / "edge_assignment.npy")
-        np.save(out / "owner.npy", self.owner.astype(np.int64))
+        np.save(out / "owner.npy", self.owner.astype(np.int64, copy=False))
         info = self.metrics.to_dict()
         info.update(method=self.method, shape=self.shape, options=_json_safe(self.options), source=self.source)
         (out / "metrics.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -347,8 +421,7 @@ class StreamPartition:
         from workbench.events import PartitionComputed
 
         m = self.metrics
-        metrics = {k: v for k, v in m.summary().items() if v is not None}
-        metrics["replication_factor"] = m.replication_factor_completed
+        metrics = {k: v for k, v in m.summary().items() if v is not None}   # both RFs: lines and completed
         metrics["comm_volume_rows"] = int(m.comm_rows.sum())
         return PartitionComputed(method=self.method, num_parts=self.num_parts, metrics=metrics,
                                  part_sizes=m.part_owned.tolist(),
@@ -433,6 +506,9 @@ class StreamingPartitioner(Partitioner):
         start = time.perf_counter()
         run = StreamRun(edges, num_parts, self.config.seed, tmp_dir)
         produced = self._stream(run)
+        state_bytes = run.state_bytes()
+        # The passes are over: only the replicas (and the last parts, for the owners) are read from here on.
+        run.release(keep=("rep", "last") if self.shape == "vertex-cut" else ())
         if self.shape == "vertex-cut":
             assignment = produced
             owner = np.full(run.num_nodes, -1, np.int64)
@@ -443,6 +519,7 @@ class StreamingPartitioner(Partitioner):
         else:
             assignment, owner = None, produced
         fill_unowned(owner, num_parts)
+        run.release(keep=("rep",) if self.shape == "vertex-cut" else ())
         keep = keep_assignment and assignment is None
         metrics, out_assign = self._complete(run, owner, assignment, k_hops, keep)
         if assignment is not None and not keep_assignment:
@@ -462,7 +539,7 @@ class StreamingPartitioner(Partitioner):
             part_train=part_train, train_balance=None if part_train is None else _balance(part_train),
             phase_s={k: round(v, 4) for k, v in run.phase_s.items()}, elapsed_s=elapsed,
             edges_per_s=run.num_lines / elapsed if elapsed > 0 else 0.0, peak_rss_mb=peak_rss_mb(), rss_start_mb=rss_start,
-            state_bytes=run.state_bytes(), **metrics)
+            state_bytes=state_bytes, **metrics)
         line_part = None
         if kept is not None and kept.file is None:
             line_part = kept.to_array()
@@ -485,14 +562,14 @@ class StreamingPartitioner(Partitioner):
         vertex_cut = assignment is not None
         if vertex_cut:
             rep = run.trimmed("rep")
-            rf = float(np.maximum(K.popcount_rows(rep), 1).sum() / n) if n else 0.0
+            rf = float(K.count_replicas(rep, 1) / n) if n else 0.0
             part_lines = run.load.copy()
-            rep_c = rep.copy()
-        else:
-            rf, part_lines = None, None
+            rep_c = rep  # completed in place: nothing reads the assignment's replicas after this
+        else:   # the owner-side lines (edge_assignment.npy) as a vertex-cut: its RF compares across methods
+            rf, part_lines = None, np.zeros(P, np.int64)
             rep_c = np.zeros((n, run.words), np.uint64)
-        ids = np.arange(n)
-        np.bitwise_or.at(rep_c, (ids, owner // 64), np.left_shift(np.uint64(1), (owner % 64).astype(np.uint64)))
+            rep_l = np.zeros((n, run.words), np.uint64)
+        K.set_owner_bits(rep_c, owner)
         load_c = np.zeros(P, np.int64)
         rule = 0 if (vertex_cut or k_hops == 1) else (1 if getattr(self.config, "variant", "") == "reference" else 2)
         both = not run.edges.directed
@@ -500,17 +577,26 @@ class StreamingPartitioner(Partitioner):
         offset = 0
         start = time.perf_counter()
         for src, dst in run.edges:
-            parts = assignment.read(offset, src.size) if vertex_cut else np.full(src.size, -1, np.int64)
-            side = np.empty(src.size, np.int64)
+            if vertex_cut:
+                parts = assignment.read(offset, src.size)
+            else:
+                parts = run.scratch("parts", src.size, part_dtype(P))
+                parts.fill(-1)
+            side = run.scratch("side", src.size, part_dtype(P))
             K.complete_chunk(src, dst, parts, owner, both, rule, run.seed, rep_c, load_c, side)
+            if not vertex_cut:
+                K.line_replicas_chunk(src, dst, side, rep_l, part_lines)
             if out_assign is not None:
                 out_assign.append(side)
             offset += src.size
         run.phase_s["completion"] = time.perf_counter() - start
         run.num_lines = offset
+        if not vertex_cut:
+            rf = float(K.count_replicas(rep_l, 1) / n) if n else 0.0
+            del rep_l
         metrics = dict(
             replication_factor=rf,
-            replication_factor_completed=float(K.popcount_rows(rep_c).sum() / n) if n else 0.0,
+            replication_factor_completed=float(K.count_replicas(rep_c, 0) / n) if n else 0.0,
             edge_balance=None if part_lines is None else _balance(part_lines),
             edge_balance_completed=_balance(load_c), owner_balance=_balance(np.bincount(owner, minlength=P)),
             part_lines=part_lines, part_lines_completed=load_c, part_owned=np.bincount(owner, minlength=P),

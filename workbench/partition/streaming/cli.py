@@ -40,11 +40,8 @@ def stream_command(args: argparse.Namespace) -> int:
         result.close()
     m = result.metrics
     if args.json:
-        d = m.to_dict()
+        d = m.to_dict()   # replication_factor: edge_assignment.npy's lines; replication_factor_completed beside
         d["method"] = method
-        if m.replication_factor is None:  # owner results: the completed RF is the result's RF
-            d["replication_factor"] = m.replication_factor_completed
-            d["edge_balance"] = m.edge_balance_completed
         print(json.dumps(d))
     else:
         print(f"{result.source}: {method} ({m.shape}), {m.num_parts} parts, {m.num_lines:,} lines, "

@@ -12,6 +12,10 @@ State names used throughout:
 * ``cid``/``vol``: ``(N,)`` cluster id of each vertex (0 = unseen) and ``(N + 1,)`` cluster volumes.
 * ``out``: the chunk's part per line (the caller stores it, on disk for a file).
 
+The edge-list text parser (:func:`parse_edge_lines`) writes a block's ids into reused arrays, so reading a
+chunk allocates nothing; the per-vertex reductions (:func:`count_replicas`, :func:`set_owner_bits`,
+:func:`owned_counts`) run without ``(N,)`` temporaries.
+
 Ties always go to the lowest part index unless a docstring says otherwise. Small helpers are
 ``inline="always"``: a call of a compiled function with array arguments otherwise pays reference counting per
 call, which made the clustering pass ten times slower.
@@ -463,17 +467,52 @@ def complete_chunk(src, dst, parts, owner, both_sides, one_side_rule, seed, rep,
 
 
 @numba.njit(cache=True)
-def popcount_rows(rep):
-    """Set bits per row of a bitset matrix."""
-    out = np.zeros(rep.shape[0], np.int64)
+def line_replicas_chunk(src, dst, parts, rep, load):
+    """Replicas of a given line assignment: both endpoints of line ``i`` are held by part ``parts[i]``, which
+    gains a line in ``load``. The vertex-cut view of an owner result's owner-side lines (``owner[v]``, what
+    ``edge_assignment.npy`` holds), so its RF compares with the vertex-cut methods'."""
+    for i in range(src.shape[0]):
+        p = parts[i]
+        _set(rep, src[i], p)
+        _set(rep, dst[i], p)
+        load[p] += 1
+
+
+@numba.njit(cache=True, inline="always")
+def _popcount_row(rep, v):
+    c = 0
+    for w in range(rep.shape[1]):
+        x = rep[v, w]
+        while x != np.uint64(0):
+            x &= x - _ONE
+            c += 1
+    return c
+
+
+@numba.njit(cache=True)
+def count_replicas(rep, at_least):
+    """``sum_v max(popcount(rep[v]), at_least)``: replicas over all vertices (a vertex with none counts
+    ``at_least``), with no ``(N,)`` temporary."""
+    total = 0
     for v in range(rep.shape[0]):
-        c = 0
-        for w in range(rep.shape[1]):
-            x = rep[v, w]
-            while x != np.uint64(0):
-                x &= x - _ONE
-                c += 1
-        out[v] = c
+        total += max(_popcount_row(rep, v), at_least)
+    return total
+
+
+@numba.njit(cache=True)
+def set_owner_bits(rep, owner):
+    """Set bit ``owner[v]`` of every row ``v`` (each vertex is held by its owner)."""
+    for v in range(owner.shape[0]):
+        _set(rep, v, owner[v])
+
+
+@numba.njit(cache=True)
+def owned_counts(owner, num_parts):
+    """Vertices per part over the entries with ``owner >= 0``."""
+    out = np.zeros(num_parts, np.int64)
+    for v in range(owner.shape[0]):
+        if owner[v] >= 0:
+            out[owner[v]] += 1
     return out
 
 
@@ -482,12 +521,12 @@ def pick_owner(rep, num_parts, seed, owner):
     """Owner of each replicated vertex: a seeded pseudo-random replica (the paper's random choice), i.e.
     the ``k``-th set bit with ``k = mix64(seed, v) mod popcount``; -1 for a vertex with no replica."""
     s = mix64(np.uint64(seed) + np.uint64(0x2545F4914F6CDD1D))
-    cnt = popcount_rows(rep)
     for v in range(rep.shape[0]):
-        if cnt[v] == 0:
+        cnt = _popcount_row(rep, v)
+        if cnt == 0:
             owner[v] = -1
             continue
-        k = np.int64(mix64(np.uint64(v) ^ s) % np.uint64(cnt[v]))
+        k = np.int64(mix64(np.uint64(v) ^ s) % np.uint64(cnt))
         for p in range(num_parts):
             if _has(rep, v, p):
                 if k == 0:
@@ -518,3 +557,92 @@ def owner_comm_rows(rep, owner, num_parts):
             if q != o and _has(rep, v, q):
                 out[o, q] += 1
     return out
+
+
+# ----------------------------------------------------------------------------------------------- edge-list text
+
+_INT64_MAX = np.int64(2 ** 63 - 1)
+
+
+@numba.njit(cache=True)
+def last_newline(buf, n):
+    """Index of the last ``b"\\n"`` in ``buf[:n]`` (uint8), -1 if there is none."""
+    for i in range(n - 1, -1, -1):
+        if buf[i] == 10:
+            return i
+    return -1
+
+
+@numba.njit(cache=True)
+def count_newlines(buf, n):
+    """Number of ``b"\\n"`` in ``buf[:n]`` (uint8)."""
+    c = 0
+    for i in range(n):
+        if buf[i] == 10:
+            c += 1
+    return c
+
+
+@numba.njit(cache=True)
+def parse_edge_lines(buf, n, src, dst):
+    """Parse the plain form of an edge-list block ``buf[:n]`` (uint8) into ``src``/``dst`` (int64).
+
+    The plain form: lines of two unsigned decimal ids between blanks (spaces, tabs, commas, ``\\r`` as in CRLF
+    files), ``#``/``%`` comments to the end of a line, blank lines; the last line may lack its newline (the
+    same reading as :func:`workbench.data.read_edge_list`'s pandas parser).
+
+    Returns ``(num_edges, status)``: status 0 when the whole block is in the plain form; 1 at the first thing
+    outside it (a sign, a third field, a letter, an id past int64, ...: the caller re-parses the block with the
+    full parser, which reads or names the problem); 2 when ``src`` has no room for another edge (the caller
+    grows it and parses again). A comment after leading blanks is outside the plain form too: pandas reads
+    that line as a row of missing values, and the full parser decides what it means.
+    """
+    k = 0
+    fields = 0
+    in_token = False
+    comment = False
+    blank = False  # blanks seen on a line without fields yet
+    val = np.int64(0)
+    first = np.int64(0)
+    for i in range(n + 1):
+        c = np.int64(buf[i]) if i < n else np.int64(10)
+        if comment:
+            if c != 10:
+                continue
+            comment = False
+        if 48 <= c <= 57:
+            if not in_token:
+                in_token = True
+                fields += 1
+                if fields > 2:
+                    return k, 1
+                val = np.int64(0)
+            d = c - 48
+            if val > (_INT64_MAX - d) // 10:
+                return k, 1
+            val = val * 10 + d
+            continue
+        if in_token:
+            in_token = False
+            if fields == 1:
+                first = val
+        if c == 10:
+            if fields == 2:
+                if k >= src.shape[0]:
+                    return k, 2
+                src[k] = first
+                dst[k] = val
+                k += 1
+            elif fields != 0:
+                return k, 1
+            fields = 0
+            blank = False
+        elif c == 35 or c == 37:
+            if blank and fields == 0:
+                return k, 1
+            comment = True
+        elif c == 32 or c == 9 or c == 44 or c == 13:
+            blank = True
+        else:
+            return k, 1
+    return k, 0

@@ -43,7 +43,7 @@ class _VertexCut(StreamingPartitioner):
     def _one_pass(self, run: StreamRun, phase: str, kernel, args):
         assignment = run.new_assignment()
         for src, dst in run.chunks(phase, count_lines=True):
-            out = np.empty(src.size, np.int64)
+            out = run.scratch("out", src.size, assignment.dtype)
             kernel(src, dst, *args(), run.rep, run.load, run.last, out)
             assignment.append(out)
         return assignment

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -26,9 +27,14 @@ BYTES_PER_LINE_GUESS = 16
 class EdgeFileStream:
     """An edge file as chunks of ``(src, dst)`` int64 arrays, re-readable for multi-pass algorithms.
 
-    Text files (``.gz`` allowed) are parsed with the same chunked pandas parser and error messages as
-    :func:`workbench.data.read_edge_list`, blocks of about ``chunk_edges`` lines at a time; ``.npy`` files of
-    shape ``(E, 2)`` are memory-mapped and sliced. Memory: one chunk, never the whole edge list.
+    Text files (``.gz`` allowed) are read in blocks of about ``chunk_edges * 16`` bytes cut after the last
+    newline, the same blocks as :func:`workbench.data.read_edge_list`'s reader; a block in the plain form
+    (two unsigned ids a line, blanks, commas, ``#``/``%`` comments) is parsed by a compiled loop, any other
+    block by the same pandas parser and error messages as :func:`~workbench.data.read_edge_list`. ``.npy``
+    files of shape ``(E, 2)`` are read in slices of ``chunk_edges`` rows.
+
+    Memory: one text block and one chunk of ids, in buffers reused from chunk to chunk (nothing grows with
+    the file). The arrays of a chunk are therefore overwritten by the next one: copy them to keep them.
 
     Example:
         >>> import tempfile, pathlib
@@ -62,7 +68,8 @@ class EdgeFileStream:
         yield from self._text_chunks()
 
     def _npy_chunks(self):
-        """Plain reads of an ``(E, 2)`` ``.npy`` (no memory map: mapped file pages would count as resident)."""
+        """Plain reads of an ``(E, 2)`` ``.npy`` into reused buffers (no memory map: mapped file pages would count
+        as resident)."""
         with open(self.path, "rb") as f:
             version = np.lib.format.read_magic(f)
             read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
@@ -71,27 +78,116 @@ class EdgeFileStream:
             if len(shape) != 2 or shape[1] != 2 or fortran or dtype.kind not in "iu":
                 raise ParamError([param_error("path", "EdgeFileStream", "a C-order integer .npy array of shape (E, 2)",
                                               f"shape {shape}, dtype {dtype}")])
+            rows = min(self.chunk_edges, shape[0])
+            block = np.empty((rows, 2), dtype)
+            src, dst = np.empty(rows, np.int64), np.empty(rows, np.int64)
             for lo in range(0, shape[0], self.chunk_edges):
                 n = min(self.chunk_edges, shape[0] - lo)
-                block = np.fromfile(f, dtype=dtype, count=2 * n).reshape(n, 2).astype(np.int64, copy=False)
-                yield np.ascontiguousarray(block[:, 0]), np.ascontiguousarray(block[:, 1])
+                got = _read_into(f, block[:n].reshape(-1).view(np.uint8), "EdgeFileStream", self.path)
+                if got != block[:n].nbytes:
+                    raise ParamError([param_error("path", "EdgeFileStream", f"a complete .npy file of {shape[0]} rows",
+                                                  f"{lo + got // block.itemsize // 2} rows")])
+                np.copyto(src[:n], block[:n, 0], casting="unsafe")
+                np.copyto(dst[:n], block[:n, 1], casting="unsafe")
+                yield src[:n], dst[:n]
 
     def _text_chunks(self):
-        import pandas as pd
+        """Blocks of whole lines (``line_blocks``' cuts: read ``chunk_edges * 16`` bytes after the carried partial
+        line, cut after the last newline; at the end the carried rest) read into one reused byte buffer."""
+        from workbench.partition.streaming import kernels as K
 
-        from workbench.data.readers import _EdgeListState, _parse_block, line_blocks
-
-        state = _EdgeListState(path=self.path, num_nodes=self.num_nodes)
         block_bytes = self.chunk_edges * BYTES_PER_LINE_GUESS
+        state = _TextState(self.path, self.num_nodes)
+        buf = np.empty(block_bytes + 4096, np.uint8)
+        carry = 0  # bytes of buf holding the partial line after the last cut
         with open(self.path, "rb") as raw:
             stream = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
-            for data in line_blocks(stream, block_bytes, "EdgeFileStream", self.path):
-                _parse_block(pd, data, state)
-                if state.src:
-                    yield state.src.pop(), state.dst.pop()
+            while True:
+                if carry + block_bytes > buf.size:  # a line longer than a block: keep all of it
+                    grown = np.empty(carry + block_bytes, np.uint8)
+                    grown[:carry] = buf[:carry]
+                    buf = grown
+                got = _read_into(stream, buf[carry:carry + block_bytes], "EdgeFileStream", self.path)
+                total = carry + got
+                end = total
+                if got:
+                    cut = K.last_newline(buf, total)
+                    if cut < 0:  # no complete line yet
+                        carry = total
+                        continue
+                    end = cut + 1
+                if end:
+                    chunk = state.parse(buf, end)
+                    if chunk is not None:
+                        yield chunk
+                if not got:
+                    return
+                carry = total - end
+                buf[:carry] = buf[end:total].copy()
 
     def __repr__(self) -> str:
         return f"EdgeFileStream({str(self.path)!r}, chunk_edges={self.chunk_edges}, directed={self.directed})"
+
+
+def _read_into(stream, out: np.ndarray, owner: str, path: Path) -> int:
+    """Fill ``out`` (uint8) from ``stream`` (several reads if short, as ``read(n)`` does); bytes read. A truncated
+    or corrupt ``.gz`` is one :class:`~workbench.data.readers.DataFormatError` naming ``path``."""
+    from workbench.data.readers import DataFormatError
+
+    view = memoryview(out)
+    got = 0
+    while got < out.size:
+        try:
+            n = stream.readinto(view[got:])
+        except (OSError, EOFError, zlib.error) as exc:
+            raise DataFormatError(owner, path, "a complete gzip file", f"{type(exc).__name__}: {exc}") from None
+        if not n:
+            break
+        got += n
+    return got
+
+
+class _TextState:
+    """Parsing state of one pass over a text file: reused id buffers and the full parser's line count and
+    column count (for its error messages)."""
+
+    def __init__(self, path: Path, num_nodes: Optional[int]):
+        from workbench.data.readers import _EdgeListState
+
+        self.full = _EdgeListState(path=path, num_nodes=num_nodes)
+        self.src = self.dst = np.empty(0, np.int64)   # sized by the first block
+
+    def parse(self, buf: np.ndarray, n: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        """The edges of the block ``buf[:n]`` (views of the reused buffers, or fresh arrays from the full parser),
+        or ``None`` for a block without edges."""
+        from workbench.partition.streaming import kernels as K
+
+        st = self.full
+        if st.num_cols in (None, 2):
+            k, status = K.parse_edge_lines(buf, n, self.src, self.dst)
+            if status == 2:  # more lines than room: the block's lines and 1/16 more (blocks vary a little)
+                size = K.count_newlines(buf, n) + 1
+                size += size // 16
+                self.src = self.dst = None
+                self.src, self.dst = np.empty(size, np.int64), np.empty(size, np.int64)
+                k, status = K.parse_edge_lines(buf, n, self.src, self.dst)
+            if status == 0:
+                src, dst = self.src[:k], self.dst[:k]
+                if k and st.num_nodes is not None and max(int(src.max()), int(dst.max())) >= st.num_nodes:
+                    status = 1  # the full parser names the line
+                else:
+                    st.line += K.count_newlines(buf, n)
+                    if k == 0:
+                        return None
+                    if st.num_cols is None:
+                        st.num_cols = 2
+                    return src, dst
+        import pandas as pd
+
+        from workbench.data.readers import _parse_block
+
+        _parse_block(pd, buf[:n].tobytes(), st)
+        return (st.src.pop(), st.dst.pop()) if st.src else None
 
 
 class GraphEdgeStream:
