@@ -19,8 +19,11 @@ have arrived); the exchange is one all-to-all per layer rather than per bin; par
 all-reduced once per epoch (the paper's §3.1 reading, not the §6.2 layer-wise one); SBM graphs.
 
 Settings: ``--set train.bin_limit=K`` (vertices per bin; 0 = from the budget), ``--set
-train.memory_budget=BYTES``, ``--set train.pipeline=multi-level|sequential|inter|intra`` (the headline
-variant), ``--set partition.refine=g3`` after another partitioner.
+train.memory_budget=BYTES|auto`` (``auto``, the default: an emulated device sized from the graph, half the
+largest part's working set and at least 4 x the largest vertex with its neighbours, so any graph trains in bins;
+the summary's ``notes`` says what it chose; a given budget too small for one vertex is refused before
+partitioning, naming the smallest that works), ``--set train.pipeline=multi-level|sequential|inter|intra`` (the
+headline variant), ``--set partition.refine=g3`` after another partitioner.
 
 Example:
     >>> from recipes.g3 import recipe, gcn, metis_whole
@@ -40,13 +43,14 @@ from workbench.train.models import GCN, GraphSAGE
 
 DEFAULT_GRAPH = ("sbm:num_nodes=2000,num_blocks=8,avg_degree=10,num_features=32,feature_noise=3,homophily=0.6,"
                  "train_ratio=0.1,val_ratio=0.2,test_ratio=0.7,seed=0")
-MEMORY_BUDGET = 256 * 1024
-"""Bytes of 'device' memory: below a part's working set on the default graph with 2 parts, so whole-part
-training is rejected and bins (at most 128 KiB each) are what runs."""
+MEMORY_BUDGET = "auto"
+"""'Device' memory sized from the graph (:func:`workbench.train.bins.auto_memory_budget`): half the largest part's
+working set, so whole-part training is rejected and bins (at most half the budget each) are what runs, on the
+default graph and on your own (Cora's 1,433 features and a vertex of degree 168 included)."""
 
 
 def recipe(**overrides) -> RunConfig:
-    """G3 with GraphSAGE (2 layers, hidden 32): g3 partition, P2P halo exchange, bins from a 256 KiB budget."""
+    """G3 with GraphSAGE (2 layers, hidden 32): g3 partition, P2P halo exchange, bins from an ``auto`` budget."""
     return RunConfig(
         graph=DEFAULT_GRAPH,
         partition=G3Partitioner.Config(seed=0),

@@ -79,3 +79,35 @@ def test_flat_legacy_recipe_names_still_work():
     assert (cfg.method("exchange"), cfg.exchange.staleness, cfg.method("partition")) == \
         ("block_row", "variation-gap", "random")
     assert {"epochs", "hidden", "staleness", "partition", "balance_train"} <= set(RunConfig.field_names())
+
+
+def test_fanouts_alone_set_the_layer_count():
+    """DGL's examples take the number of layers from the fan-outs; both given must agree (issue 22, item 5)."""
+    from recipes import bytegnn, distdgl
+
+    cfg = distdgl.recipe().with_strings({"sample.fanouts": "5,5"})           # the recipe has 3 layers
+    assert cfg.model.num_layers == 2 and cfg.notes() == ["model.num_layers=2 (from sample.fanouts)"]
+    assert cfg.with_strings({"model.hidden": "16"}).notes() == cfg.notes()   # later settings keep the note
+    assert cfg.with_strings(cfg.to_strings()).notes() == cfg.notes()         # and the round trip
+    assert distdgl.recipe(fanouts=(4, 4)).num_layers == distdgl.gcn(fanouts=(4, 4)).num_layers == 2
+    assert bytegnn.recipe(fanouts=(3, 3, 3)).num_layers == 3
+    built = RunConfig.compose(graph="karate", sample="neighbor", fanouts=(5, 5, 5))
+    assert built.model.num_layers == 3 and built.notes() == ["model.num_layers=3 (from sample.fanouts)"]
+    assert distdgl.recipe().notes() == [] and distdgl.recipe(fanouts=(1, 2, 3)).notes() == []   # nothing changed
+    assert distdgl.recipe(fanouts=(5, 5), num_layers=2).num_layers == 2                       # both, agreeing
+
+
+def test_fanouts_and_layers_set_to_different_counts_are_one_error_naming_both():
+    from recipes import distdgl
+
+    for settings in ({"sample.fanouts": "5,5", "model.num_layers": "3"}, {"fanouts": "5,5", "num_layers": "4"}):
+        with pytest.raises(ParamError) as info:
+            distdgl.recipe().with_strings(settings)
+        assert len(info.value.errors) == 1
+        assert "'sample.fanouts'" in str(info.value) and f"model.num_layers={settings.get('num_layers', '3')}" \
+            in str(info.value)
+    with pytest.raises(ParamError, match=r"'sample.fanouts' parameter of RunConfig must be one fan-out per model "
+                                         r"layer \(model.num_layers=2; set sample.fanouts alone"):
+        distdgl.recipe().with_strings({"model.num_layers": "2"})             # the layers alone: refused at once
+    with pytest.raises(ParamError, match=r"'num_layers' .* Got 5 instead.*taken from sample.fanouts=5,5,5,5,5"):
+        distdgl.recipe(fanouts=(5, 5, 5, 5, 5))

@@ -306,7 +306,13 @@ class RunControl(Viewer):
         """The validated config of the form. Raises ``ParamError``/``ValueError`` with the reason."""
         if self._base is None:
             raise ValueError("choose a recipe first")
-        cfg = self._base.with_strings(self.settings())
+        settings = self.settings()
+        if callable(getattr(self._base, "to_strings", None)):
+            # only what the user changed, as on the command line: a setting one follows from another
+            # (model.num_layers from sample.fanouts) follows it unless the user changed both
+            before = self._base.to_strings()
+            settings = {k: v for k, v in settings.items() if before.get(k) != v}
+        cfg = self._base.with_strings(settings)
         cfg.validate()
         if hasattr(cfg, "build"):
             cfg.build()
@@ -347,7 +353,8 @@ class RunControl(Viewer):
                 self.show_error(f"Could not start: {type(exc).__name__}: {exc}")
             else:
                 self.last_handle = handle
-                self.show_info(f"Started run {getattr(handle, 'run_id', '')}")
+                notes = "; ".join(getattr(getattr(handle, "program", None), "notes", None) or [])
+                self.show_info(f"Started run {getattr(handle, 'run_id', '')}" + (f" ({notes})" if notes else ""))
                 if self.on_started is not None:
                     self.on_started(handle)
             finally:

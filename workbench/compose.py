@@ -139,6 +139,8 @@ class RunConfig(Config):
     """Sampling DAGs in worker processes and their scheduler (ByteGNN); ``none`` = sample inline."""
     _methods: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     """Section -> method name chosen by name (two methods may share one ``Config`` class)."""
+    _derived: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    """Dotted name -> the setting it was taken from (``{"model.num_layers": "sample.fanouts"}``)."""
 
     # -- sections ------------------------------------------------------------------------------------------
     @staticmethod
@@ -195,6 +197,10 @@ class RunConfig(Config):
         from workbench.train.loop import TrainLoopConfig
 
         errs.check(isinstance(self.train, TrainLoopConfig), "train", "a TrainLoopConfig", type(self.train).__name__)
+        fanouts, layers = self._fanouts_and_layers()
+        errs.check(fanouts is None or len(fanouts) == layers, "sample.fanouts",
+                   f"one fan-out per model layer (model.num_layers={layers}; set sample.fanouts alone and the layer "
+                   "count follows it)", fanouts)
         if self.sample is None:
             errs.check(self.cache is None, "cache", "none for full-graph training (sample=none): a cache serves "
                        "the remote features of sampled mini-batches", self.method("cache") if self.cache else NONE)
@@ -204,6 +210,25 @@ class RunConfig(Config):
             errs.check(self.exchange is not None, "exchange",
                        f"an exchange method for full-graph training (sample=none): one of "
                        f"{self.method_choices('exchange')[1:]}", NONE)
+
+    def _fanouts_and_layers(self) -> tuple[Optional[tuple], Optional[int]]:
+        """``(sample.fanouts, model.num_layers)`` when a layer-wise sampler feeds the model (the mini-batch
+        programs: one block per layer), else ``(None, None)``."""
+        fanouts, layers = getattr(self.sample, "fanouts", None), getattr(self.model, "num_layers", None)
+        if not isinstance(fanouts, tuple) or not isinstance(layers, int) or isinstance(layers, bool):
+            return None, None
+        if getattr(registry("sample").get(self.method("sample")), "program", None):   # trains its own way
+            return None, None
+        return fanouts, layers
+
+    def notes(self) -> list[str]:
+        """One line per setting the config took from another (``model.num_layers=2 (from sample.fanouts)``);
+        the run summary repeats them under ``notes``."""
+        return [f"{name}={as_text(self._get(name))} (from {source})" for name, source in self._derived.items()]
+
+    def _get(self, dotted: str) -> Any:
+        section, _, field = dotted.partition(".")
+        return getattr(getattr(self, section), field)
 
     # -- names ---------------------------------------------------------------------------------------------
     @classmethod
@@ -307,10 +332,42 @@ class RunConfig(Config):
                 fields.setdefault(section, {}).setdefault(name, value)
         for section, changes in fields.items():
             new[section] = self._set_fields(errs, section, new[section], changes, strings)
+        derived = self._layers_from_fanouts(errs, new, methods, fields)
         if strings:
             top = self._coerce_top(errs, top)
         errs.raise_if_any()
-        return dataclasses.replace(self, **top, **new, _methods=chosen)
+        return dataclasses.replace(self, **top, **new, _methods=chosen, _derived=derived)
+
+    def _layers_from_fanouts(self, errs: ErrorCollector, new: dict, methods: dict, fields: dict) -> dict:
+        """DGL's examples take the number of layers from the fan-outs: when these settings give
+        ``sample.fanouts`` and not ``model.num_layers``, the model gets one layer per fan-out; when they give
+        both, they must agree. Returns the new ``_derived``."""
+        derived = dict(self._derived)
+
+        def given(section: str, field: str) -> bool:   # by these settings: the field, or a whole Config
+            return field in fields.get(section, {}) or isinstance(methods.get(section, (None, None))[1], Config)
+
+        fanouts, model = getattr(new["sample"], "fanouts", None), new["model"]
+        if given("model", "num_layers") and getattr(model, "num_layers", None) != getattr(self.model, "num_layers",
+                                                                                           None):
+            derived.pop("model.num_layers", None)   # the user's count replaces the derived one
+        if not given("sample", "fanouts") or not isinstance(fanouts, tuple) or not hasattr(model, "num_layers"):
+            return derived
+        if given("model", "num_layers"):
+            if model.num_layers != len(fanouts):
+                errs.add(param_error("sample.fanouts", type(self).__name__, f"one fan-out per model layer, as "
+                                     f"model.num_layers={model.num_layers} was also set (set only sample.fanouts "
+                                     "and the layer count follows it)", fanouts))
+            return derived
+        if model.num_layers != len(fanouts):
+            try:
+                new["model"] = dataclasses.replace(model, num_layers=len(fanouts))
+            except ParamError as exc:
+                errs.errors.extend(f"{e} (model.num_layers is taken from sample.fanouts={as_text(fanouts)})"
+                                   for e in exc.errors)
+                return derived
+            derived["model.num_layers"] = "sample.fanouts"
+        return derived
 
     @staticmethod
     def _is_method_alias(section: str, field: str) -> bool:

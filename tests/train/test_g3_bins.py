@@ -3,13 +3,18 @@ the memory budget is checked before any worker starts; the pipeline account is c
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from train_helpers import assert_same_training as _assert_same_training, rel_error as _rel, run_inprocess, tiny_graph
 
 from workbench._validation import ParamError
-from workbench.train.bins import binned_forward, build_schedule, priority_order, working_set_bytes
+from workbench.events import Progress
+from workbench.train.bins import binned_forward, build_schedule, largest_vertex_bin, priority_order, working_set_bytes
 from workbench.train.bins_pipeline import VARIANTS, simulate_all
 from workbench.train.full_graph import FullGraphConfig, build_shards
 from workbench.train.models import GNNModel, SpMM, sparse_aggregator
@@ -100,3 +105,96 @@ def test_pipeline_account_overlap_never_slower_than_sequential():
     t = {v: sim[v]["epoch_s"] for v in VARIANTS}
     assert t["multi-level"] <= t["intra"] <= t["sequential"] and t["inter"] <= t["sequential"]
     assert sim["multi-level"]["speedup"] > 1 and all(0 <= sim[v]["idle_fraction"] < 1 for v in VARIANTS)
+
+
+def _cora_like(folder: Path, seed: int = 0) -> Path:
+    """Cora's shape as 'your own arrays' (edges.npy, features.npy, labels.npy): 2,708 vertices, ~5,400
+    undirected edges stored both ways, hubs of degree up to ~170, 1,433 sparse binary features, 7 classes."""
+    rng = np.random.default_rng(seed)
+    n = 2708
+    hubs = np.repeat([842, 1358, 306], [168, 78, 74])
+    src = np.concatenate([rng.integers(0, n, 5000), hubs])
+    dst = np.concatenate([rng.integers(0, n, 5000), rng.choice(n, len(hubs))])
+    edges = np.stack([src, dst], 1)[src != dst]
+    folder.mkdir(parents=True)
+    np.save(folder / "edges.npy", np.concatenate([edges, edges[:, ::-1]]).astype(np.int64))
+    np.save(folder / "features.npy", (rng.random((n, 1433)) < 0.0127).astype(np.float32))
+    np.save(folder / "labels.npy", rng.integers(0, 7, n))
+    return folder
+
+
+def test_g3_trains_cora_sized_arrays_with_the_auto_budget(tmp_path, capsys):
+    """Issue 22, item 7: ``workbench run g3 --graph data/cora`` partitions and trains, in bins, and says how
+    ``memory_budget=auto`` sized the budget."""
+    from workbench.cli import main
+    from workbench.data import load_graph
+
+    folder = _cora_like(tmp_path / "cora")
+    code = main(["run", "g3", "--graph", str(folder), "--workers", "2", "--runner", "local", "--epochs", "2",
+                 "--out", str(tmp_path / "runs"), "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    g3 = summary["g3"]
+    assert summary["notes"] == [f"memory_budget=auto -> {g3['memory_budget'] / 2 ** 20:.1f} MiB "
+                                f"({g3['memory_budget_auto']})"]
+    g = load_graph(str(folder))
+    largest = largest_vertex_bin(*g.edges(), g.num_nodes, [1433, 32], [32, 7])      # GraphSAGE 1433 -> 32 -> 7
+    assert largest.num_neighbours >= 160 and g3["memory_budget"] >= 4 * largest.num_bytes
+    assert g3["max_bin_bytes"] <= g3["memory_budget"] / 2 and max(g3["bins_per_layer"][0]) > 1
+    assert len(summary["losses"]) == 2
+
+
+def test_a_budget_too_small_is_refused_before_partitioning_naming_the_smallest_that_works(tmp_path):
+    from recipes import g3
+    from workbench.data import load_graph
+
+    graph = load_graph(str(_cora_like(tmp_path / "cora")))
+    cfg = g3.recipe(graph="cora", epochs=1, memory_budget=262144)
+    events: list = []
+    with pytest.raises(ParamError, match=r"The 'memory_budget' parameter of TrainLoopConfig must be 'auto' or at "
+                                         r"least \d+ bytes \(1\.\d MiB\) for bins: .* vertex \d+ with its \d+ "
+                                         r"in-neighbours at layer 0 needs \d+ bytes. Got 262144 instead") as info:
+        cfg.build(graph=graph).prepare(2, events.append)
+    assert not [e for e in events if isinstance(e, Progress) and e.stage == "partition"]   # never partitioned
+    smallest = int(re.search(r"at least (\d+) bytes", str(info.value)).group(1))
+    with pytest.raises(ParamError, match=rf"at least {smallest} bytes"):
+        cfg.replace(memory_budget=smallest - 1).build(graph=graph).prepare(2, lambda e: None)
+    program = cfg.replace(memory_budget=smallest).build(graph=graph)                   # and it is the smallest
+    program.prepare(2, lambda e: None)
+    assert max(int(lb.footprint.max()) for s in program.bin_plan.schedules for lb in s.layers) <= smallest // 2
+    assert program.notes == [] and program.budget_auto is None                          # a given budget: no note
+
+
+def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
+    g = tiny_graph(num_nodes=90, seed=0)
+    cfg = FullGraphConfig(graph="tiny", partition="random", hidden=16, epochs=2, seed=0).with_strings(
+        {"train.memory_budget": "auto"})
+    with pytest.raises(ParamError, match=r"at least the working set of part \d \(\d+ bytes\) for whole-part "
+                                         r"training .*auto gives \d+ bytes, (half of part \d's whole-part working "
+                                         r"set|4 x the largest vertex\+neighbours).* Got 'auto' instead"):
+        cfg.build(graph=g).prepare(2, lambda e: None)
+    program = cfg.with_strings({"train.bin_limit": "0"}).build(graph=g)
+    summary, results, _ = run_inprocess(program, 2)
+    budget = summary["g3"]["memory_budget"]
+    largest = program._largest_bin
+    parts = max(working_set_bytes(s.plan.num_inner, s.plan.num_halo, program.widths(), program.widths()[1:]
+                                  + [g.num_classes]) for s in program.prepare(2, lambda e: None))
+    assert budget == max(-(-parts // 2), 4 * largest.num_bytes) and summary["g3"]["max_bin_bytes"] <= budget / 2
+    assert program.notes == [f"memory_budget=auto -> {budget / 1024:.1f} KiB ({summary['g3']['memory_budget_auto']})"]
+    _assert_same_training(run_inprocess(cfg.replace(memory_budget=None).build(graph=g), 1), (summary, results, None))
+    with pytest.raises(ParamError, match=r"'memory_budget' parameter of TrainLoopConfig must be None, 'auto' or an "
+                                         r"int in \[1, inf\] \(bytes\). Got 'lots' instead"):
+        cfg.with_strings({"train.memory_budget": "lots"})
+
+
+def test_largest_vertex_bin_is_the_bound_the_packer_enforces():
+    g = tiny_graph(directed=True, seed=4)
+    (shard,), _ = build_shards(g, torch.zeros(g.num_nodes, dtype=torch.int64), 1, "gcn", [g.num_features, 8])
+    n, widths_in, widths_out = shard.plan.num_inner, [g.num_features, 8], [8, g.num_classes]
+    largest = largest_vertex_bin(*g.edges(), g.num_nodes, widths_in, widths_out)
+    order = np.arange(n)
+    build_schedule(n, 0, shard.agg_rows, shard.agg_cols, shard.agg_weights, order, widths_in=widths_in,
+                   widths_out=widths_out, byte_cap=largest.num_bytes)            # fits exactly
+    with pytest.raises(ValueError, match=f"vertex {largest.vertex} with its in-neighbours"):
+        build_schedule(n, 0, shard.agg_rows, shard.agg_cols, shard.agg_weights, order, widths_in=widths_in,
+                       widths_out=widths_out, byte_cap=largest.num_bytes - 1)

@@ -98,8 +98,8 @@ def test_events_are_per_epoch_and_rank():
 def test_bad_settings_are_one_message_before_any_rank_starts():
     with pytest.raises(ParamError, match="'cache.method' parameter|'cache.policy' parameter"):
         _config().with_strings({"cache.policy": "belady"})
-    with pytest.raises(ParamError, match="sample.fanouts"):
-        _run(_config(fanouts=(5, 5)))
+    with pytest.raises(ParamError, match=r"'sample.fanouts' .* model.num_layers=3 was also set"):
+        _run(_config(fanouts=(5, 5), num_layers=3))
     with pytest.raises(ParamError, match="sample.trainers"):
         _run(_config().with_strings({"sample.trainers": "3"}), "local", 2)
 
@@ -116,6 +116,25 @@ def test_cli_json_has_the_per_epoch_figures(capsys):
                 "feature_bytes"):
         assert key in out
     assert len(out["cache_hit_rate"]) == len(out["feature_bytes"]) == 2
+
+
+def test_fanouts_alone_set_the_layers_from_the_cli_and_the_python_api(capsys, tmp_path):
+    """``--set sample.fanouts=5,5`` on the 3-layer recipe trains 2 layers and says so (issue 22, item 5)."""
+    from workbench.cli import main
+
+    common = ["run", "distdgl", "--graph", GRAPH, "--workers", "2", "--runner", "local", "--epochs", "1",
+              "--out", str(tmp_path), "--set", "sample.batch_size=64", "--set", "sample.fanouts=5,5"]
+    assert main([*common, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["fanouts"] == [5, 5] and out["notes"] == ["model.num_layers=2 (from sample.fanouts)"]
+    assert {k.split(".")[1] for k in out["param_checksums"] if k.startswith("neigh.")} == {"0", "1"}   # 2 layers
+    assert main(common) == 0                                                           # said before training
+    assert "  model.num_layers=2 (from sample.fanouts)\n" in capsys.readouterr().out
+    summary = _run(distdgl.recipe(graph=GRAPH, epochs=1, batch_size=64, fanouts=(4, 4)))   # the Python API
+    assert summary["notes"] == ["model.num_layers=2 (from sample.fanouts)"]
+    assert main([*common, "--set", "model.num_layers=3"]) == 2                      # both set, disagreeing
+    err = capsys.readouterr().err
+    assert "'sample.fanouts'" in err and "model.num_layers=3 was also set" in err
 
 
 def test_distdgl_on_a_graph_with_a_one_vertex_split_trains_every_rank():

@@ -115,3 +115,16 @@ def test_unknown_recipe_option_is_refused():
     form.widgets["bogus"] = pn.widgets.TextInput(value="1")
     form.start()
     assert "no option 'bogus'" in form.message.object
+
+
+def test_form_fanouts_set_the_layers_as_on_the_command_line():
+    """The form sends what the user changed, so fan-outs alone set the layer count (issue 22, item 5)."""
+    launched = []
+    form = RunControl(launcher=lambda cfg, **kw: launched.append(cfg), default_recipe="distdgl")
+    form.widgets["sample.fanouts"].value = "5,5"
+    cfg = form.config()
+    assert cfg.model.num_layers == 2 and cfg.notes() == ["model.num_layers=2 (from sample.fanouts)"]
+    form.widgets["model.num_layers"].value = 4                          # both changed, disagreeing: refused
+    form.start(wait=True)
+    assert not launched and form.message.alert_type == "danger"
+    assert "sample.fanouts" in form.message.object and "model.num_layers=4" in form.message.object

@@ -257,6 +257,8 @@ def run_command(args: argparse.Namespace) -> int:
         where = f", log {handle.log_dir}" if handle.log_dir else ""
         print(f"run {handle.run_id}: {recipe} on {handle.world_size} rank(s), runner {args.runner}{where}",
               file=out_stream, flush=True)
+        for note in getattr(program, "notes", []):   # settings the run took from others or sized itself
+            print(f"  {note}", file=out_stream, flush=True)
     try:
         summary = _wait(handle)
     except RunError as err:

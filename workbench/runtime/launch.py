@@ -317,6 +317,8 @@ def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runne
             summary.setdefault(key, value)
         if handle.process_group is not None:
             summary.setdefault("process_group", handle.process_group)
+        if getattr(program, "notes", None):
+            summary.setdefault("notes", list(program.notes))
         handle._finish("finished", summary)
     except BaseException as exc:  # noqa: BLE001 - surfaced by wait()
         handle._finish("failed", error=exc)

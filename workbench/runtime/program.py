@@ -76,6 +76,9 @@ class Program(abc.ABC):
 
     def __init__(self, config: Any):
         self.config = config
+        self.notes: list[str] = list(config.notes()) if callable(getattr(config, "notes", None)) else []
+        """Lines the run summary repeats under ``notes``: settings the run took from others or sized itself
+        (``model.num_layers=2 (from sample.fanouts)``, ``memory_budget=auto -> ...``); ``prepare`` may add."""
 
     @abc.abstractmethod
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[Any]:

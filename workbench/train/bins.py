@@ -19,10 +19,13 @@ Autograd replays the bins in reverse for the backward pass (the forward bins reu
 output row is computed once from the same inputs as whole-part training, so the run equals single-process
 full-graph training to float rounding, for any bin size and order (tested to 1e-5).
 
-Memory (:func:`check_memory`): with ``memory_budget`` set, whole-part training (``bin_limit=None``)
-whose working set ``max_k 4 * ((inner + halo) * F_in_k + inner * F_out_k)`` exceeds the budget is rejected
-before any worker starts; binned training fails only when one vertex with its neighbours does not fit in
-half the budget.
+Memory: with bins, a budget whose half cannot hold the largest vertex with its in-neighbours
+(:func:`largest_vertex_bin`, independent of the partition) is refused before the partitioner runs, naming
+the smallest budget that works (:func:`check_bin_budget`); whole-part training (``bin_limit=None``) whose
+working set ``max_k 4 * ((inner + halo) * F_in_k + inner * F_out_k)`` exceeds the budget is refused once
+the parts are known, before any worker starts (:func:`check_memory`). ``memory_budget=auto`` sizes the
+budget from the graph (:func:`auto_memory_budget`: half the largest part's working set, at least 4 x the
+largest one-vertex bin) and the run summary says which.
 
 On a CPU the "device" is the host: the budget bounds the rows a bin touches, and the copies, network
 sends and their overlap are accounted by the discrete-event model of :mod:`workbench.train.bins_pipeline`.
@@ -52,7 +55,8 @@ from workbench._validation import ParamError, param_error
 from workbench.train.models import SpMM, sparse_aggregator
 
 __all__ = ["priority_order", "pack_bins", "LayerBins", "BinSchedule", "build_schedule", "working_set_bytes",
-           "bin_byte_cap", "check_memory", "binned_forward", "BYTES_PER_VALUE"]
+           "bin_byte_cap", "check_memory", "binned_forward", "BYTES_PER_VALUE", "VertexBin", "largest_vertex_bin",
+           "check_bin_budget", "MemoryBudget", "auto_memory_budget", "format_bytes"]
 
 BYTES_PER_VALUE = 4
 
@@ -301,11 +305,13 @@ def bin_byte_cap(memory_budget: Optional[int]) -> Optional[float]:
 
 
 def check_memory(sizes: list[tuple[int, int]], widths_in: list[int], widths_out: list[int], *,
-                 memory_budget: Optional[int], bin_limit: Optional[int], owner: str = "TrainLoopConfig") -> None:
+                 memory_budget: Optional[int], bin_limit: Optional[int], owner: str = "TrainLoopConfig",
+                 auto: Optional[str] = None) -> None:
     """Reject whole-part training whose working set exceeds ``memory_budget`` before any worker starts.
 
     Args:
         sizes: per part ``(num_inner, num_halo)``.
+        auto: how ``memory_budget=auto`` sized ``memory_budget`` (the message then shows ``'auto'``).
 
     Raises:
         ParamError: naming ``memory_budget``, the part and the bytes it needs.
@@ -321,9 +327,139 @@ def check_memory(sizes: list[tuple[int, int]], widths_in: list[int], widths_out:
     need = [working_set_bytes(i, h, widths_in, widths_out) for i, h in sizes]
     worst = int(np.argmax(need))
     if need[worst] > memory_budget:
+        sized = (f"; auto gives {memory_budget} bytes, {auto}; train.memory_budget=none trains whole parts with "
+                 "no budget") if auto else ""
         raise ParamError([param_error(
             "memory_budget", owner, f"at least the working set of part {worst} ({need[worst]} bytes) for whole-part "
-            "training (bin_limit=None; set train.bin_limit=0 to pack bins into half the budget)", memory_budget)])
+            f"training (bin_limit=None; set train.bin_limit=0 to pack bins into half the budget{sized})",
+            "auto" if auto else memory_budget)])
+
+
+AUTO_VERTEX_FACTOR = 4
+"""``memory_budget=auto`` is at least this many times the largest one-vertex bin (so a bin, half the budget,
+holds at least two of the largest)."""
+AUTO_PART_DIVISOR = 2
+"""... and at least the largest part's whole-part working set divided by this (the emulated device holds
+half a part, so bins are what runs, as in G3 where a part need not fit in GPU memory)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexBin:
+    """The largest one-vertex bin of a graph: a vertex with its in-neighbours at one layer. Half the memory
+    budget must hold it, whatever the partition (a vertex's in-neighbours are rows of its owner: owned or halo).
+
+    Attributes:
+        num_bytes: ``4 * ((1 + num_neighbours) * F_in + F_out)`` of that layer.
+        vertex: its global id.
+        num_neighbours: its distinct in-neighbours other than itself.
+        layer: the layer where it is largest.
+    """
+
+    num_bytes: int
+    vertex: int
+    num_neighbours: int
+    layer: int
+
+    @property
+    def min_budget(self) -> int:
+        """The smallest ``memory_budget`` that packs bins: twice the bin (the other half double-buffers)."""
+        return 2 * self.num_bytes
+
+    def describe(self) -> str:
+        return (f"vertex {self.vertex} with its {self.num_neighbours} in-neighbours at layer {self.layer} needs "
+                f"{self.num_bytes} bytes")
+
+
+def largest_vertex_bin(src: Any, dst: Any, num_nodes: int, widths_in: list[int], widths_out: list[int]) -> VertexBin:
+    """The :class:`VertexBin` of the graph with edges ``src -> dst`` (any order; duplicates and self-loops
+    count once, as in the bins' aggregation rows). Needs no partition, so budgets are checked before one runs.
+
+    Example:
+        >>> b = largest_vertex_bin([1, 2, 3, 0, 3], [0, 0, 0, 1, 0], 4, widths_in=[16, 8], widths_out=[8, 2])
+        >>> b.vertex, b.num_neighbours, b.layer, b.num_bytes, b.min_budget
+        (0, 3, 0, 288, 576)
+    """
+    n = int(num_nodes)
+    s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    keep = s != d
+    key = np.unique(d[keep] * n + s[keep])
+    deg = np.bincount(key // n, minlength=n) if n else np.zeros(1, dtype=np.int64)
+    v = int(np.argmax(deg))
+    need = [BYTES_PER_VALUE * ((1 + int(deg[v])) * fi + fo) for fi, fo in zip(widths_in, widths_out)]
+    k = int(np.argmax(need))
+    return VertexBin(num_bytes=int(need[k]), vertex=v, num_neighbours=int(deg[v]), layer=k)
+
+
+def check_bin_budget(memory_budget: Any, largest: VertexBin, owner: str = "TrainLoopConfig") -> None:
+    """Refuse a given ``memory_budget`` (bytes) whose half cannot hold the largest one-vertex bin, naming the
+    smallest budget that works. Runs before partitioning (the bound does not depend on the parts).
+
+    Example:
+        >>> check_bin_budget(512, VertexBin(num_bytes=288, vertex=0, num_neighbours=3, layer=0))
+        Traceback (most recent call last):
+        ...
+        workbench._validation.ParamError: The 'memory_budget' parameter of TrainLoopConfig must be 'auto' or at least 576 bytes (576 B) for bins: a bin holds at most half the budget and vertex 0 with its 3 in-neighbours at layer 0 needs 288 bytes. Got 512 instead.
+    """
+    if isinstance(memory_budget, int) and memory_budget < largest.min_budget:
+        smallest = largest.min_budget
+        raise ParamError([param_error(
+            "memory_budget", owner, f"'auto' or at least {smallest} bytes ({format_bytes(smallest)}) for bins: a bin "
+            f"holds at most half the budget and {largest.describe()}", memory_budget)])
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryBudget:
+    """The memory budget a run uses: given, or sized from the graph (``memory_budget=auto``).
+
+    Attributes:
+        num_bytes: the budget.
+        reason: how ``auto`` chose it (``None`` when given).
+    """
+
+    num_bytes: int
+    reason: Optional[str] = None
+
+    def note(self) -> str:
+        """The line of the run summary's ``notes`` (empty when the budget was given)."""
+        return f"memory_budget=auto -> {format_bytes(self.num_bytes)} ({self.reason})" if self.reason else ""
+
+
+def auto_memory_budget(sizes: list[tuple[int, int]], widths_in: list[int], widths_out: list[int],
+                       largest: VertexBin) -> MemoryBudget:
+    """``memory_budget=auto``: an emulated device sized from the graph, not read from the hardware (on CPU
+    ranks the device is the host, whose memory would hold every part whole and leave no bins to study):
+    the larger of
+
+    * half the largest part's whole-part working set (:data:`AUTO_PART_DIVISOR`): a part does not fit, so
+      each layer runs in bins (a few per layer), as G3 trains parts larger than the GPU;
+    * 4 x the largest one-vertex bin (:data:`AUTO_VERTEX_FACTOR`): every vertex fits, with room (a graph
+      with a hub, e.g. Cora's vertex of degree 168 with 1,433 features).
+
+    On a GPU, give the bytes the bins may use instead (``--set train.memory_budget=BYTES``).
+
+    Example:
+        >>> b = auto_memory_budget([(100, 20)], [16], [8], VertexBin(num_bytes=288, vertex=0, num_neighbours=3,
+        ...                                                          layer=0))
+        >>> b.num_bytes, b.note()
+        (5440, "memory_budget=auto -> 5.3 KiB (half of part 0's whole-part working set, 10.6 KiB)")
+    """
+    need = [working_set_bytes(i, h, widths_in, widths_out) for i, h in sizes]
+    worst = int(np.argmax(need))
+    by_part = -(-need[worst] // AUTO_PART_DIVISOR)
+    by_vertex = AUTO_VERTEX_FACTOR * largest.num_bytes
+    if by_part >= by_vertex:
+        return MemoryBudget(by_part, f"half of part {worst}'s whole-part working set, {format_bytes(need[worst])}")
+    return MemoryBudget(by_vertex, f"{AUTO_VERTEX_FACTOR} x the largest vertex+neighbours working set: "
+                                   f"{largest.describe()}")
+
+
+def format_bytes(n: float) -> str:
+    """``1.2 MiB``, ``5.3 KiB``, ``512 B`` (binary units)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
 
 
 def binned_forward(model: Any, x: torch.Tensor, exchange: Callable[[torch.Tensor, int], torch.Tensor],

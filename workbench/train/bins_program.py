@@ -1,9 +1,12 @@
 """G3 bins inside the full-graph program: planning before the ranks start, the binned training loop, and the
 simulated pipeline epochs in the run summary.
 
-``FullGraphProgram`` calls :func:`plan_bins` in ``prepare`` when ``train.bin_limit`` or ``train.memory_budget``
-is set: it checks the memory budget (whole-part training that would not fit is rejected here, before any
-worker starts) and packs every rank's bins. A rank with bins trains with :class:`BinnedFullGraphLoop`
+``FullGraphProgram`` uses this module in ``prepare`` when ``train.bin_limit`` or ``train.memory_budget`` is set:
+:func:`check_bins_before_partition` (once the graph is loaded, before the partitioner runs) refuses bins on an
+exchange other than plain ``halo`` and a given budget too small for the largest vertex with its neighbours,
+naming the smallest that works; :func:`size_budget` (once the parts are known) sizes ``memory_budget=auto``
+from the graph; :func:`plan_bins` rejects whole-part training that would not fit the budget (before any worker
+starts) and packs every rank's bins. A rank with bins trains with :class:`BinnedFullGraphLoop`
 (per-layer P2P halo exchange of the ``halo`` exchange, then the layer bin by bin). The summary gains
 ``g3``: bins per layer, the measured per-bin costs' totals and, per pipeline variant, the simulated epoch
 time and idle fraction (:mod:`workbench.train.bins_pipeline`).
@@ -19,12 +22,15 @@ import numpy as np
 import torch
 
 from workbench._validation import ParamError, param_error
-from workbench.train.bins import BinSchedule, bin_byte_cap, binned_forward, build_schedule, check_memory, priority_order
+from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_memory_budget, bin_byte_cap,
+                                  binned_forward, build_schedule, check_bin_budget, check_memory, largest_vertex_bin,
+                                  priority_order)
 from workbench.train.bins_pipeline import BinCosts, simulate_all
 from workbench.train.full_graph import FullGraphLoop, masked_loss
 from workbench.train.loop import StepOutput
 
-__all__ = ["plan_bins", "BinnedFullGraphLoop", "BinPlan", "bins_summary"]
+__all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "BinnedFullGraphLoop", "BinPlan",
+           "bins_summary"]
 
 
 @dataclasses.dataclass(eq=False)
@@ -46,24 +52,73 @@ class BinPlan:
     num_params: int = 0
 
 
-def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list[int], widths_out: list[int],
-              train: Any, exchange: str = "halo", staleness: str = "none") -> Optional[BinPlan]:
-    """Check the memory budget and pack every rank's bins (``None`` when training whole parts).
-
-    Raises:
-        ParamError: whole-part training does not fit ``memory_budget``; a vertex does not fit half of it;
-            bins with an exchange other than plain ``halo``.
-    """
+def _check_exchange(train: Any, exchange: str, staleness: str) -> None:
     if exchange != "halo" or staleness != "none":
         name, value = ("bin_limit", train.bin_limit) if train.bin_limit is not None else ("memory_budget",
                                                                                            train.memory_budget)
         raise ParamError([param_error(f"train.{name}", "RunConfig", "None unless exchange=halo without staleness "
                                       "(G3 bins run on the exact per-layer P2P halo exchange)", value)])
+
+
+def check_bins_before_partition(graph: Any, train: Any, widths_in: list[int], widths_out: list[int],
+                                exchange: str = "halo", staleness: str = "none") -> VertexBin:
+    """What can be refused before the partitioner runs; returns the graph's largest one-vertex bin.
+
+    Raises:
+        ParamError: bins with an exchange other than plain ``halo``; with bins, a given ``memory_budget``
+            whose half cannot hold the largest vertex with its in-neighbours (the message names the
+            smallest budget that works).
+    """
+    _check_exchange(train, exchange, staleness)
+    src, dst = graph.edges()
+    largest = largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
+    if train.bin_limit is not None:
+        check_bin_budget(train.memory_budget, largest)
+    return largest
+
+
+def size_budget(graph: Any, shards: list, widths_in: list[int], widths_out: list[int], train: Any,
+                largest: Optional[VertexBin] = None) -> Optional[MemoryBudget]:
+    """The budget of the run: ``train.memory_budget`` as given, sized from the graph and the parts when it is
+    ``auto`` (:func:`~workbench.train.bins.auto_memory_budget`), ``None`` when unlimited."""
+    if train.memory_budget is None:
+        return None
+    if train.memory_budget != "auto":
+        return MemoryBudget(int(train.memory_budget))
+    if largest is None:
+        src, dst = graph.edges()
+        largest = largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
     sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
-    check_memory(sizes, widths_in, widths_out, memory_budget=train.memory_budget, bin_limit=train.bin_limit)
+    return auto_memory_budget(sizes, widths_in, widths_out, largest)
+
+
+def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list[int], widths_out: list[int],
+              train: Any, exchange: str = "halo", staleness: str = "none", *,
+              largest: Optional[VertexBin] = None, budget: Optional[MemoryBudget] = None) -> Optional[BinPlan]:
+    """Check the memory budget and pack every rank's bins (``None`` when training whole parts).
+
+    ``train.memory_budget`` may be ``auto``: sized by :func:`size_budget`, unless ``budget`` is that size
+    already (the program sizes it first to report it). ``largest``: the graph's largest one-vertex bin, when
+    :func:`check_bins_before_partition` found it.
+
+    Raises:
+        ParamError: whole-part training does not fit ``memory_budget``; a vertex does not fit half of it (the
+            message names the smallest budget that works); bins with an exchange other than plain ``halo``.
+    """
+    _check_exchange(train, exchange, staleness)
+    if largest is None:
+        src, dst = graph.edges()
+        largest = largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
+    if budget is None:
+        budget = size_budget(graph, shards, widths_in, widths_out, train, largest)
+    memory_budget = None if budget is None else budget.num_bytes
+    sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
+    check_memory(sizes, widths_in, widths_out, memory_budget=memory_budget, bin_limit=train.bin_limit,
+                 auto=budget.reason if budget is not None else None)
     if train.bin_limit is None:
         return None
-    cap = bin_byte_cap(train.memory_budget)
+    check_bin_budget(memory_budget, largest)
+    cap = bin_byte_cap(memory_budget)
     schedules = []
     for shard in shards:
         plan = shard.plan
@@ -79,10 +134,8 @@ def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list
             s = build_schedule(n, plan.num_halo, shard.agg_rows, shard.agg_cols, shard.agg_weights, order,
                                widths_in=widths_in, widths_out=widths_out, bin_limit=train.bin_limit or None,
                                byte_cap=cap, send_count=send_count.numpy())
-        except ValueError as exc:
-            raise ParamError([param_error("memory_budget", "TrainLoopConfig", f"large enough that half of it holds "
-                                          f"one vertex and its neighbours (part {plan.rank}: {exc})",
-                                          train.memory_budget)]) from None
+        except ValueError as exc:   # check_bin_budget above makes this unreachable
+            raise AssertionError(f"part {plan.rank}: {exc} after check_bin_budget passed") from exc
         s.num_boundary = int((remote_in | (send_count > 0)).sum())
         schedules.append(s)
     return BinPlan(schedules=schedules, deps=_dependencies(graph, node_part, shards, schedules),
@@ -186,12 +239,15 @@ def bin_costs(plan: BinPlan, rank_results: list[dict]) -> tuple[list[list[BinCos
     return layers, ratio
 
 
-def bins_summary(plan: BinPlan, rank_results: list[dict], train: Any, num_params: int) -> dict:
-    """The ``g3`` block of the run summary: bins and the simulated epoch of every pipeline variant."""
+def bins_summary(plan: BinPlan, rank_results: list[dict], train: Any, num_params: int,
+                 budget_auto: Optional[str] = None) -> dict:
+    """The ``g3`` block of the run summary: bins and the simulated epoch of every pipeline variant.
+    ``memory_budget`` is in bytes; ``memory_budget_auto`` says how ``auto`` sized it (None: given)."""
     layers, ratio = bin_costs(plan, rank_results)
     sim = simulate_all(layers, ratio, 4 * num_params)
     return {
-        "bin_limit": train.bin_limit, "memory_budget": train.memory_budget, "pipeline": train.pipeline,
+        "bin_limit": train.bin_limit, "memory_budget": train.memory_budget, "memory_budget_auto": budget_auto,
+        "pipeline": train.pipeline,
         "bins_per_layer": [[lb.num_bins for lb in s.layers] for s in plan.schedules],
         "max_bin_bytes": max(int(lb.footprint.max()) for s in plan.schedules for lb in s.layers),
         "backward_ratio": ratio,

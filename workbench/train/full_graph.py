@@ -245,6 +245,9 @@ class FullGraphProgram(Program):
         self.layout_info: Optional[ExchangeLayout] = None
         self._widths: list[int] = []
         self._backward_widths: list[int] = []
+        self._largest_bin = None        # G3: the graph's largest one-vertex bin, found before partitioning
+        self.bin_train = config.train   # G3: the train settings with memory_budget in bytes (auto sized)
+        self.budget_auto: Optional[str] = None
 
     def world_size_for(self, requested: Optional[int]) -> int:
         if self.config.num_parts is not None:
@@ -259,36 +262,62 @@ class FullGraphProgram(Program):
 
     def _load_and_partition(self, world_size: int, emit: Optional[Callable[[Event], None]] = None
                             ) -> tuple[Graph, torch.Tensor, Any]:
-        """``(graph, node_part, partition result or None)``, validated before any rank starts.
+        """``(graph, node_part, partition result or None)``, validated before any rank starts (what the
+        graph alone decides, such as a G3 budget too small for its largest vertex, before the partitioner runs).
 
         ``emit`` receives :class:`Progress` events of the steps (stages ``graph`` and ``partition``)."""
         return load_and_partition(self.config, world_size, graph=self._graph, node_part=self._node_part,
-                                  owner=type(self).__name__, emit=emit)
+                                  owner=type(self).__name__, emit=emit,
+                                  check=self._check_bins if self._binned() else None)
+
+    def _layer_widths(self, graph: Graph) -> tuple[list[int], list[int]]:
+        """``(exchange widths, backward widths)`` per layer of the model on ``graph``."""
+        stage = MODELS.build(self.config.method("model"), self.config.model)
+        dims = (graph.num_features, graph.num_classes, self._pinned(self.exchange()))
+        return stage.exchange_widths(*dims), stage.backward_widths(*dims)
+
+    def _check_bins(self, graph: Graph) -> None:
+        from workbench.train.bins_program import check_bins_before_partition
+
+        cfg, widths = self.config, self._layer_widths(graph)[0]
+        self._largest_bin = check_bins_before_partition(graph, cfg.train, widths, widths[1:] + [graph.num_classes],
+                                                        cfg.method("exchange"), getattr(cfg.exchange, "staleness",
+                                                                                        "none"))
 
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
         graph, node_part, result = self._load_and_partition(world_size, emit)
         self.split_sizes = split_sizes(graph)
-        exchange, stage = self.exchange(), MODELS.build(cfg.method("model"), cfg.model)
-        dims = (graph.num_features, graph.num_classes, self._pinned(exchange))
-        widths, backward = stage.exchange_widths(*dims), stage.backward_widths(*dims)
-        layout = exchange.layout(graph, node_part, world_size, cfg.method("model"), widths, backward_widths=backward)
+        widths, backward = self._layer_widths(graph)
+        layout = self.exchange().layout(graph, node_part, world_size, cfg.method("model"), widths,
+                                        backward_widths=backward)
         self.predicted = layout.predicted
         self.layout_info = dataclasses.replace(layout, shards=[])
         self._widths, self._backward_widths = widths, backward
         self.bin_plan = None
         if self._binned():   # G3 bins (checked before ranks start)
-            from workbench.train.bins_program import plan_bins
-
-            self.bin_plan = plan_bins(graph, node_part, layout.shards, widths, widths[1:] + [graph.num_classes],
-                                      cfg.train, cfg.method("exchange"), getattr(cfg.exchange, "staleness", "none"))
-            for shard, schedule in zip(layout.shards, self.bin_plan.schedules if self.bin_plan else []):
-                shard.bins = schedule
+            self._plan_bins(graph, node_part, layout.shards, widths)
         event = _partition_event(graph, node_part, world_size, cfg.method("partition"), result, layout.halo_sizes,
                                  graph.num_features)
         self.partition_metrics = {k: v for k, v in event.metrics.items() if not isinstance(v, list)}
         emit(event)
         return layout.shards
+
+    def _plan_bins(self, graph: Graph, node_part: torch.Tensor, shards: list, widths: list[int]) -> None:
+        """Size the budget (``auto``: from the graph and the parts, said in ``notes``), pack every rank's bins."""
+        from workbench.train.bins_program import plan_bins, size_budget
+
+        cfg, widths_out = self.config, widths[1:] + [graph.num_classes]
+        largest = self._largest_bin
+        budget = size_budget(graph, shards, widths, widths_out, cfg.train, largest)
+        if budget is not None and budget.reason and budget.note() not in self.notes:
+            self.notes.append(budget.note())
+        self.budget_auto = budget.reason if budget is not None else None
+        self.bin_train = cfg.train if budget is None else dataclasses.replace(cfg.train, memory_budget=budget.num_bytes)
+        self.bin_plan = plan_bins(graph, node_part, shards, widths, widths_out, cfg.train, cfg.method("exchange"),
+                                  getattr(cfg.exchange, "staleness", "none"), largest=largest, budget=budget)
+        for shard, schedule in zip(shards, self.bin_plan.schedules if self.bin_plan else []):
+            shard.bins = schedule
 
     def _binned(self) -> bool:
         return self.config.train.bin_limit is not None or self.config.train.memory_budget is not None
@@ -349,7 +378,7 @@ class FullGraphProgram(Program):
             from workbench.train.bins_program import bins_summary
 
             num_params = sum(int(torch.as_tensor(v).numel()) for v in r0.get("params", {}).values())
-            summary["g3"] = bins_summary(self.bin_plan, rank_results, cfg.train, num_params)
+            summary["g3"] = bins_summary(self.bin_plan, rank_results, self.bin_train, num_params, self.budget_auto)
         info = self.layout_info
         if info is not None and skipped:
             flags = [[[not s for s in layer] for layer in epoch] for epoch in skipped]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Union
 
 import torch
 from torch import nn
@@ -352,9 +352,10 @@ class TrainLoopConfig(Config):
     pipeline: str = "multi-level"
     """G3 pipeline variant of the headline simulated epoch time: ``sequential``, ``inter``, ``intra`` or
     ``multi-level`` (every variant is reported when bins are on)."""
-    memory_budget: Optional[int] = None
+    memory_budget: Optional[Union[int, str]] = None
     """Device memory in bytes (full-graph): a bin holds at most half of it, whole-part training must fit in it;
-    None = unlimited."""
+    ``auto`` = sized from the graph (half the largest part's working set, at least 4 x the largest vertex with
+    its neighbours; the summary says which); None = unlimited."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         def is_int(v):
@@ -376,8 +377,8 @@ class TrainLoopConfig(Config):
         errs.check(self.bin_limit is None or (is_int(self.bin_limit) and self.bin_limit >= 0), "bin_limit",
                    "None or an int in [0, inf]", self.bin_limit)
         errs.check(self.pipeline in PIPELINES, "pipeline", f"one of {list(PIPELINES)}", self.pipeline)
-        errs.check(self.memory_budget is None or (is_int(self.memory_budget) and self.memory_budget >= 1),
-                   "memory_budget", "None or an int in [1, inf] (bytes)", self.memory_budget)
+        errs.check(self.memory_budget in (None, "auto") or (is_int(self.memory_budget) and self.memory_budget >= 1),
+                   "memory_budget", "None, 'auto' or an int in [1, inf] (bytes)", self.memory_budget)
         errs.check(not (self.bin_limit == 0 and self.memory_budget is None), "bin_limit",
                    "a vertex count > 0, or 0 together with memory_budget (bins sized to half the budget)", self.bin_limit)
 

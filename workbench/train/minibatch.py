@@ -24,7 +24,9 @@ Decisions (digest 000 §2.11 leaves them open):
   one key, so a vertex's evaluation sample does not depend on how vertices were batched. Training
   accuracy is counted on the epoch's seed batches as they were trained.
 * **Fan-out order** is DGL's: ``fanouts[i]`` belongs to block ``i`` counted from the input layer, so the
-  last entry applies at the seeds.
+  last entry applies at the seeds. One fan-out per model layer: as in DGL's examples, setting
+  ``sample.fanouts`` alone sets ``model.num_layers`` to their number (the run summary's ``notes`` says so);
+  setting both to different counts is refused (:class:`~workbench.compose.RunConfig`).
 * **Models on blocks.** GraphSAGE-mean averages the sampled in-neighbours (DGL ``SAGEConv('mean')``);
   GCN averages the sampled in-neighbours and the vertex itself, ``D̄_b^{-1}(A_b + I)`` (DGL
   ``SAGEConv('gcn')``). Both depend only on a vertex's own sample, never on which other seeds share its
@@ -184,9 +186,8 @@ class MiniBatchProgram(Program):
 
         cfg = self.config
         k = cfg.sample.trainers or world_size
+        cfg.validate()   # one fan-out per layer, among others (a config's sections may have been edited in place)
         errs = ErrorCollector(type(cfg).__name__)
-        errs.check(len(cfg.sample.fanouts) == cfg.model.num_layers, "sample.fanouts",
-                   f"one fan-out per model layer (model.num_layers={cfg.model.num_layers})", cfg.sample.fanouts)
         errs.check(k == world_size or world_size == 1, "sample.trainers",
                    f"None, the number of ranks ({world_size}), or any count on one rank", cfg.sample.trainers)
         errs.raise_if_any()
