@@ -3,22 +3,30 @@
 How a run goes:
 
 1. the client connects to a cluster: an embedded ``LocalCluster`` (one single-threaded worker
-   process per rank, on 127.0.0.1, dashboard on a free port) unless a scheduler address or a
-   ``Client`` is given; it waits (bounded) for enough workers and takes the first ``world_size`` in
-   address order, rank 0 first;
-2. an idempotent :class:`TorchWorkerPlugin` sets a seed, ``GLOO_SOCKET_IFNAME=lo`` for loopback
-   workers and the CUDA device where there is one; each rank's worker gets ``cores // ranks on its
-   host`` torch intra-op threads (:func:`~workbench.runtime.runners.threads_per_rank`; the nanny's
-   ``OMP_NUM_THREADS=1`` would leave one core per host busy), or ``num_threads`` when given;
-3. rank 0's worker is asked for a free port; every rank joins ``tcp://<rank-0 host>:<port>`` with an
-   explicit rank, world size and timeout (NCCL on ``cuda:0`` when every rank has its own GPU,
-   otherwise gloo on CPU); the program and each payload are scattered to their workers;
+   process per rank; scheduler, nannies, workers and the Dask dashboard all listen on 127.0.0.1 only,
+   the dashboard on a free port) unless a scheduler address or a ``Client`` is given; it waits
+   (bounded) for enough workers and takes the first ``world_size`` in address order, rank 0 first;
+2. an idempotent :class:`TorchWorkerPlugin` sets a seed, ``GLOO_SOCKET_IFNAME=lo`` and
+   ``NCCL_SOCKET_IFNAME=lo`` for loopback workers and the CUDA device where there is one; each rank's
+   worker gets ``cores // ranks on its host`` torch intra-op threads
+   (:func:`~workbench.runtime.runners.threads_per_rank`; the nanny's ``OMP_NUM_THREADS=1`` would leave
+   one core per host busy), or ``num_threads`` when given;
+3. rank 0's worker is asked for a free port; every rank joins the rendezvous store at
+   ``tcp://<rank-0 host>:<port>`` with an explicit rank, world size and timeout (NCCL on ``cuda:0``
+   when every rank has its own GPU, otherwise gloo on CPU), rank 0 serving it on a socket bound to its
+   worker's address only (torch's own ``tcp://`` rendezvous listens on every interface); the program
+   and each payload are scattered to their workers;
 4. ranks send events with ``Worker.log_event(topic, event.to_dict())``; the client subscribes to the
    topic and hands each event to the run log and the listeners as it arrives;
 5. the client polls the futures and the worker list: a rank that raised gives
    :class:`RankFailed`, a worker that left gives :class:`WorkerLost`, a rendezvous that expired gives
    :class:`RendezvousTimeout`; the surviving ranks fail fast (gloo reports the closed connection),
    stragglers are cancelled, and the process group is destroyed in ``finally`` on every rank.
+
+A stop (``RunHandle.stop``) asked while the cluster starts ends the run before any rank starts; once
+they run, the ranks agree on it at their next epoch. :func:`abort_runs` (a server shutting down) ends
+the runs at once: their ranks are cancelled and reported as stopped, an embedded cluster is closed
+with its worker processes.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from workbench.runtime.errors import RendezvousTimeout, RunError, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
 from workbench.runtime.runners import RankOutcome, RunEnv, rank_failed, root_cause, threads_per_rank
 
-__all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster"]
+__all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster", "abort_runs"]
 
 _POLL_S = 0.2
 _GRACE_S = 3.0          # after a failure, how long the other ranks get to report theirs
@@ -71,18 +79,42 @@ class TorchWorkerPlugin(WorkerPlugin):
             torch.set_num_threads(self.num_threads)
         torch.manual_seed(self.seed)
         host = urlparse(worker.address).hostname or ""
-        if host in ("127.0.0.1", "localhost", "::1"):
+        if host in ("127.0.0.1", "localhost", "::1"):  # the process group's sockets stay on loopback too
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
         if torch.cuda.is_available():
             torch.cuda.set_device(0)  # dask-cuda gives each worker its own GPU as cuda:0
 
 
+class _IgnoreInterrupt(WorkerPlugin):
+    """Embedded workers leave Ctrl-C to their client process, which stops the run and closes them.
+
+    A terminal sends SIGINT to its whole process group, the worker processes included: interrupted, a
+    worker's event loop dies under its rank and the run fails (a lost worker) instead of stopping.
+    """
+
+    idempotent = True
+    name = "workbench-ignore-sigint"
+
+    def setup(self, worker) -> None:
+        import signal
+
+        if threading.current_thread() is threading.main_thread():   # the worker process's event loop
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def start_local_cluster(num_workers: int):
-    """An embedded ``LocalCluster``: ``num_workers`` single-threaded processes on 127.0.0.1."""
+    """An embedded ``LocalCluster``: ``num_workers`` single-threaded processes, every port on 127.0.0.1.
+
+    ``host`` puts the scheduler, the nannies and the workers (and the workers' HTTP endpoints, which
+    follow their address) on loopback; the scheduler's dashboard needs its own host: Dask binds
+    ``":0"`` to every interface. The workers ignore SIGINT (:class:`_IgnoreInterrupt`).
+    """
     from distributed import LocalCluster
 
-    return LocalCluster(n_workers=num_workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                        host="127.0.0.1", silence_logs=logging.CRITICAL)
+    return LocalCluster(n_workers=num_workers, threads_per_worker=1, processes=True,
+                        dashboard_address="127.0.0.1:0", worker_dashboard_address=None, host="127.0.0.1",
+                        silence_logs=logging.CRITICAL, plugins={_IgnoreInterrupt()})
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -156,13 +188,54 @@ def _is_timeout(exc: BaseException) -> bool:
     return "timeout" in text or "timed out" in text
 
 
+def _rendezvous_store(init_method: str, rank: int, world_size: int, timeout_s: float):
+    """The rendezvous ``TCPStore`` at ``init_method`` (``tcp://HOST:PORT``), served by rank 0.
+
+    Rank 0 binds the store's socket to ``HOST`` itself and hands it to torch (``master_listen_fd``):
+    torch's ``tcp://`` rendezvous would listen on every interface of the host (``::``), beyond the
+    loopback an embedded cluster keeps to. The other ranks connect (and retry) until ``timeout_s``;
+    rank 0 waits that long for all of them.
+    """
+    import datetime
+
+    import torch.distributed as dist
+
+    url = urlparse(init_method)
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if rank != 0:
+        return dist.TCPStore(url.hostname, url.port, world_size, is_master=False, timeout=timeout)
+    family, kind, proto, _, address = socket.getaddrinfo(url.hostname, url.port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(max(128, world_size))
+    except BaseException:
+        sock.close()
+        raise
+    # the store owns the descriptor from here on (it closes it when destroyed)
+    return dist.TCPStore(url.hostname, url.port, world_size, is_master=True, timeout=timeout,
+                         master_listen_fd=sock.detach())
+
+
 def join_process_group(backend: str, init_method: str, rank: int, world_size: int, timeout_s: float,
                        device, worker: Optional[str] = None) -> None:
-    """Join the rendezvous; raise :class:`RendezvousTimeout` or :class:`RankFailed` on failure."""
-    from workbench.communicate.torchdist import init_process_group
+    """Join the rendezvous; raise :class:`RendezvousTimeout` or :class:`RankFailed` on failure.
+
+    Every setting is explicit, as in :func:`workbench.communicate.torchdist.init_process_group`; the
+    store is made here so that rank 0 serves it on its worker's address only (:func:`_rendezvous_store`).
+    """
+    import datetime
+
+    import torch
+    import torch.distributed as dist
 
     try:
-        init_process_group(backend, init_method, rank, world_size, timeout_s=timeout_s, device=device)
+        store = _rendezvous_store(init_method, rank, world_size, timeout_s)
+        if backend == "nccl" and device is not None:
+            torch.cuda.set_device(device)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))
     except Exception as exc:  # noqa: BLE001
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         if _is_timeout(exc):
@@ -301,10 +374,48 @@ class _Inbox:
             time.sleep(quiet_s)
 
 
+# The abort switch of every Dask run going in this process, by run id (see :func:`abort_runs`).
+_ABORTS: dict[str, threading.Event] = {}
+_ABORTS_LOCK = threading.Lock()
+
+
+def abort_runs() -> list[str]:
+    """End every Dask run of this process now, without waiting for its ranks; returns their run ids.
+
+    For a process that shuts down (``workbench serve`` on SIGTERM, after its runs were asked to stop):
+    each run's watcher cancels its ranks and reports them as stopped (the run ends ``stopped``), and an
+    embedded cluster is closed with its worker processes. On a shared cluster the ranks were sent the
+    stop and end at their next epoch. A run still starting its cluster ends as soon as the cluster is up.
+    """
+    with _ABORTS_LOCK:
+        for flag in _ABORTS.values():
+            flag.set()
+        return list(_ABORTS)
+
+
+def _stopped(env: RunEnv, abort: threading.Event, addrs: Sequence[str] = ()) -> Optional[list[RankOutcome]]:
+    """Every rank as stopped when a stop or an abort came before the ranks were submitted, else ``None``."""
+    if not (env.stop_flag.is_set() or abort.is_set()):
+        return None
+    return [RankOutcome(r, "stopped", None, addrs[r] if r < len(addrs) else None) for r in range(env.world_size)]
+
+
 def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, scheduler=None,
              num_threads: Optional[int] = None) -> list[RankOutcome]:
     """Run the ranks on Dask workers (see the module docstring). Raises a typed :class:`RunError`, or
     ``ParamError`` when ``scheduler`` is an address that does not answer (see :func:`_connect`)."""
+    abort = threading.Event()
+    with _ABORTS_LOCK:
+        _ABORTS[env.run_id] = abort
+    try:
+        return _run_dask(program, payloads, env, abort, scheduler, num_threads)
+    finally:
+        with _ABORTS_LOCK:
+            _ABORTS.pop(env.run_id, None)
+
+
+def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: threading.Event, scheduler,
+              num_threads: Optional[int]) -> list[RankOutcome]:
     world_size = env.world_size
     client, own_cluster, own_client = _connect(scheduler, world_size, min(_CONNECT_S, env.timeout_s))
     topic = f"workbench-{env.run_id}"
@@ -313,6 +424,8 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
     futures: list = []
     try:
         env.set_info("dashboard_link", client.dashboard_link)
+        if (stopped := _stopped(env, abort)) is not None:   # stopped while the cluster started
+            return stopped
         _wait_for_recycling(client)
         addrs = _claim_workers(client, world_size, env.timeout_s)
         client.register_plugin(TorchWorkerPlugin(num_threads=num_threads))
@@ -322,6 +435,8 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
             for addr in addrs:
                 n = threads_per_rank(on_host[infos[addr]["host"]], infos[addr].get("cores"))
                 client.run(_set_threads, n, workers=[addr])
+        if (stopped := _stopped(env, abort, addrs)) is not None:
+            return stopped
         backend, device = _pick_backend([infos[a] for a in addrs], env.device)
         env.set_info("process_group", f"{backend} on {device}")
         port = client.run(_free_port, workers=[addrs[0]])[addrs[0]]
@@ -335,7 +450,7 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
                 env.timeout_s, stop_name, workers=[addr], allow_other_workers=False, pure=False,
                 key=f"{env.run_id}-rank{r}"))
         try:
-            outcomes = _watch(client, futures, addrs, env, inbox, stop_name)
+            outcomes = _watch(client, futures, addrs, env, inbox, stop_name, abort)
         except RunError:
             if own_cluster is None:  # restart the workers after the error is reported, not before
                 for f in futures:
@@ -410,18 +525,26 @@ def _worker_addresses(client) -> set[str]:
     return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
-def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_name: str) -> list[RankOutcome]:
-    """Poll futures and workers until every rank finished, or a failure is known (then raise it)."""
+def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_name: str,
+           abort: Optional[threading.Event] = None) -> list[RankOutcome]:
+    """Poll futures and workers until every rank finished, or a failure is known (then raise it).
+
+    ``abort`` set: the ranks are told to stop, cancelled and reported as stopped at once."""
     stop_sent = False
     errors: list[RunError] = []
     first_error_at: Optional[float] = None
     submitted = time.monotonic()
     while True:
-        if env.stop_flag.is_set() and not stop_sent:
+        aborted = abort is not None and abort.is_set()
+        if (env.stop_flag.is_set() or aborted) and not stop_sent:
             from distributed import Event
 
             Event(stop_name, client=client).set()
             stop_sent = True
+        if aborted:
+            for f in futures:
+                f.cancel()
+            return [RankOutcome(r, "stopped", None, addrs[r]) for r in range(len(futures))]
         if first_error_at is None and time.monotonic() - submitted > env.timeout_s:
             with inbox.lock:
                 waiting = [r for r in range(len(futures)) if r not in inbox.started and not futures[r].done()]
