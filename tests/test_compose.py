@@ -92,7 +92,10 @@ def test_fanouts_alone_set_the_layer_count():
     assert distdgl.recipe(fanouts=(4, 4)).num_layers == distdgl.gcn(fanouts=(4, 4)).num_layers == 2
     assert bytegnn.recipe(fanouts=(3, 3, 3)).num_layers == 3
     built = RunConfig.compose(graph="karate", sample="neighbor", fanouts=(5, 5, 5))
-    assert built.model.num_layers == 3 and built.notes() == ["model.num_layers=3 (from sample.fanouts)"]
+    assert built.model.num_layers == 3 and built.notes() == ["model.num_layers=3 (from sample.fanouts)",
+                                                             "exchange.method=none (from sample.method)"]
+    assert built.with_strings(built.to_strings()).notes() == built.notes()
+    assert built.replace(exchange="halo").notes() == ["model.num_layers=3 (from sample.fanouts)"]
     assert distdgl.recipe().notes() == [] and distdgl.recipe(fanouts=(1, 2, 3)).notes() == []   # nothing changed
     assert distdgl.recipe(fanouts=(5, 5), num_layers=2).num_layers == 2                       # both, agreeing
 

@@ -26,8 +26,8 @@ A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(b
 
 Unknown names and bad values are all reported at once, with the valid names. Methods are looked up in
 the registries when the config is validated, so a stage registered later (a new sampler) is accepted
-without an edit here. ``build()`` returns the program: full-graph training when ``sample`` is None, the
-mini-batch program otherwise.
+without an edit here. ``build()`` checks that every stage's needs are met (:mod:`workbench.composition`)
+and returns the program: full-graph training when ``sample`` is None, the mini-batch program otherwise.
 
 Example:
     >>> cfg = RunConfig.compose(graph="karate", partition="random", epochs=3)
@@ -228,7 +228,7 @@ class RunConfig(Config):
 
     def _get(self, dotted: str) -> Any:
         section, _, field = dotted.partition(".")
-        return getattr(getattr(self, section), field)
+        return self.method(section) if field == "method" else getattr(getattr(self, section), field)
 
     # -- names ---------------------------------------------------------------------------------------------
     @classmethod
@@ -333,6 +333,7 @@ class RunConfig(Config):
         for section, changes in fields.items():
             new[section] = self._set_fields(errs, section, new[section], changes, strings)
         derived = self._layers_from_fanouts(errs, new, methods, fields)
+        self._exchange_follows_sample(new, methods, fields, chosen, derived)
         if strings:
             top = self._coerce_top(errs, top)
         errs.raise_if_any()
@@ -368,6 +369,37 @@ class RunConfig(Config):
                 return derived
             derived["model.num_layers"] = "sample.fanouts"
         return derived
+
+    def _exchange_follows_sample(self, new: dict, methods: dict, fields: dict, chosen: dict, derived: dict) -> None:
+        """When these settings switch the sample method and give no exchange, an exchange that the new
+        program cannot use becomes that program's ``default_exchange`` (full-graph training ``halo``,
+        edge sampling ``prefetch``, mini-batch training none), noted in ``derived``. An exchange given in
+        the same settings is never replaced: :func:`~workbench.composition.check_composition` judges it."""
+        ex = new["exchange"]
+        if "exchange" in methods and self.method("exchange") != (
+                NONE if ex is None else chosen.get("exchange") or registry("exchange").name_of(ex)):
+            derived.pop("exchange.method", None)   # the user's exchange replaces the derived one
+        if "sample" not in methods or "exchange" in methods or "exchange" in fields:
+            return
+        from workbench.composition import program_for
+
+        sample = None if new["sample"] is None else (chosen.get("sample") or registry("sample").name_of(new["sample"]))
+        try:
+            program = program_for(sample, scheduled=new.get("schedule") is not None)
+        except ParamError:
+            return
+        current = new["exchange"]
+        name = None if current is None else (chosen.get("exchange") or registry("exchange").name_of(current))
+        cls = registry("exchange").get(name) if name else None
+        if (cls is not None and set(cls.requires) <= set(program.provides)) or (
+                current is None and program.default_exchange is None):
+            return
+        target = program.default_exchange
+        new["exchange"] = registry("exchange").config_class(target)() if target else None
+        chosen.pop("exchange", None)
+        if target:
+            chosen["exchange"] = target
+        derived["exchange.method"] = "sample.method"
 
     @staticmethod
     def _is_method_alias(section: str, field: str) -> bool:
@@ -465,26 +497,17 @@ class RunConfig(Config):
 
     # -- build ---------------------------------------------------------------------------------------------
     def build(self, *, graph: Any = None, node_part: Any = None):
-        """The program: :class:`~workbench.train.full_graph.FullGraphProgram` when ``sample`` is None, else
-        the mini-batch program (``workbench.train.minibatch.MiniBatchProgram``)."""
-        if self.sample is None:
-            from workbench.train.full_graph import FullGraphProgram
+        """The program this config trains with (:func:`workbench.composition.program_class`: full-graph,
+        mini-batch, mini-batch with a schedule, or the program an edge sampler names), after
+        :func:`~workbench.composition.check_composition` found every stage's needs met.
 
-            return FullGraphProgram(self, graph=graph, node_part=node_part)
-        program = getattr(registry("sample").get(self.method("sample")), "program", None)
-        if program:   # a sample method that trains with its own program ("module:Class"), e.g. edge samplers
-            module, cls = program.split(":")
-            return getattr(importlib.import_module(module), cls)(self, graph=graph, node_part=node_part)
-        try:
-            from workbench.train.minibatch import MiniBatchProgram
-        except ModuleNotFoundError as exc:
-            raise ParamError([param_error("sample", type(self).__name__,
-                                          "none (no mini-batch program is installed)", self.method("sample"))]) from exc
-        if getattr(self, "schedule", None) is not None:
-            from workbench.schedule.program import ScheduledProgram
+        Raises:
+            ParamError: a stage needs what neither the program nor another stage provides (before anything
+                is loaded or any worker starts).
+        """
+        from workbench.composition import check_composition
 
-            return ScheduledProgram(self, graph=graph, node_part=node_part)
-        return MiniBatchProgram(self, graph=graph, node_part=node_part)
+        return check_composition(self)(self, graph=graph, node_part=node_part)
 
 
 def _settable(new: dict) -> list[str]:

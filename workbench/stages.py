@@ -61,6 +61,12 @@ class Stage:
     """The stage kind (``sample``, ``cache``, ...): the registry it belongs to."""
     name: ClassVar[str] = ""
     """The method's registry name (``--set KIND.method=NAME``)."""
+    requires: ClassVar[frozenset[str]] = frozenset()
+    """What this method needs from the run: capabilities that the trainer or another stage provides
+    (``workbench.compose.CAPABILITIES``). :meth:`RunConfig.check_composition
+    <workbench.compose.RunConfig.check_composition>` refuses a run that lacks one, before any worker starts."""
+    provides: ClassVar[frozenset[str]] = frozenset()
+    """Capabilities this method gives the rest of the run (an edge sampler's inclusion probabilities)."""
 
     @dataclasses.dataclass(kw_only=True)
     class Config(BaseConfig):

@@ -97,6 +97,7 @@ class Cache(Stage):
     """
 
     kind = "cache"
+    requires = frozenset({"feature source"})
     dynamic: ClassVar[bool] = False
     """True when the content changes during training (admission on miss, eviction)."""
 
@@ -164,6 +165,7 @@ class NoCache(Cache):
     """No cache: every remote row is fetched (capacity 0 whatever ``ratio`` says)."""
 
     name = "none"
+    requires = frozenset()
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Cache.Config):
@@ -228,6 +230,7 @@ class InclusionCache(Cache):
     """
 
     name = "inclusion"
+    requires = frozenset({"feature source", "inclusion probabilities"})
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Cache.Config):

@@ -76,6 +76,9 @@ def register(subparsers) -> None:
                               description="Every registered method of every stage kind (partition, sample, cache, "
                                           "exchange, model) and the training loop's options, as --set names.")
     s.add_argument("kind", nargs="?", help="only this stage kind")
+    s.add_argument("--matrix", action="store_true",
+                   help="which cache, exchange and schedule methods compose with each sample method (composes / "
+                        "refused: what is missing), from the stages' declared needs")
     s.set_defaults(func=stages_command)
 
     q = subparsers.add_parser("runs", help="list saved runs")
@@ -196,6 +199,11 @@ def _fmt_bytes(n: float) -> str:
 def stages_command(args: argparse.Namespace) -> int:
     from workbench.compose import STAGE_SECTIONS, describe_stages
 
+    if getattr(args, "matrix", False):
+        from workbench.composition import composition_matrix, format_matrix
+
+        print(format_matrix(composition_matrix()))
+        return 0
     text = describe_stages()
     kind = getattr(args, "kind", None)
     if kind:

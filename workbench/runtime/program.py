@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import torch
 
@@ -73,6 +73,12 @@ class Program(abc.ABC):
 
     #: name shown in run lists (e.g. the recipe name)
     name: str = "program"
+    #: what this program's training offers the stages (``workbench.compose.CAPABILITIES``)
+    provides: ClassVar[frozenset[str]] = frozenset()
+    #: how the program trains, in the words of the composition errors ("mini-batch training (...)")
+    trainer: ClassVar[str] = "this program"
+    #: the exchange a config gets when its sample method switches to this program and it gives none
+    default_exchange: ClassVar[Optional[str]] = None
 
     def __init__(self, config: Any):
         self.config = config

@@ -177,6 +177,7 @@ class EdgeSampler(Stage):
     """Base of the full-graph edge samplers: ``probabilities``, ``draw``, ``inclusion`` (module docstring)."""
 
     kind = "sample"
+    provides = frozenset({"inclusion probabilities"})
     program: ClassVar[str] = "workbench.train.prefetch:PrefetchProgram"
     """The program that trains with this sample method (``module:Class``; read by ``RunConfig.build``)."""
     needs_estimates: ClassVar[bool] = False

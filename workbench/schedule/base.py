@@ -48,6 +48,7 @@ class Scheduler(Stage):
     """Base of the scheduling methods: the S-Worker's settings and a coarse policy."""
 
     kind = "schedule"
+    requires = frozenset({"sampling tasks"})
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):

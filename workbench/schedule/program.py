@@ -40,7 +40,13 @@ __all__ = ["ScheduledProgram", "ScheduledLoop", "schedule_summary"]
 
 
 class ScheduledProgram(MiniBatchProgram):
-    """The mini-batch program with a pipelined sampler (module docstring)."""
+    """The mini-batch program with a pipelined sampler (module docstring).
+
+    Its sampling workers hold the whole graph and hand the trainer finished batches, input rows included:
+    no feature source to wrap with a cache (yet), so it provides only ``sampling tasks``."""
+
+    provides = frozenset({"sampling tasks"})
+    trainer = "mini-batch training with a schedule (sampling workers hold the whole graph)"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config, graph=graph, node_part=node_part)

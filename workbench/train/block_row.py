@@ -191,6 +191,7 @@ class BlockRowBroadcast(Exchange):
     """
 
     name = "block_row"
+    requires = frozenset({"embedding exchange", "whole-part layers"})
     forward_kind = "bcast_fwd"
     backward_kind = "bcast_bwd"
 

@@ -63,6 +63,7 @@ class Exchange(Stage):
     """Base of an exchange method (see the module docstring)."""
 
     kind = "exchange"
+    requires = frozenset({"embedding exchange"})
     forward_kind: ClassVar[str] = ""
     """Traffic kind of the forward pieces (embedding rows)."""
     backward_kind: ClassVar[str] = ""

@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.composition import stages_summary
 from workbench.events import Event, PartitionComputed, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
@@ -192,6 +193,7 @@ class OwnerComputeHalo(Exchange):
     """
 
     name = "halo"
+    requires = frozenset({"embedding exchange", "whole-part layers"})
     forward_kind = "halo_fwd"
     backward_kind = "halo_bwd"
 
@@ -233,6 +235,9 @@ class FullGraphProgram(Program):
     """
 
     name = "full_graph"
+    provides = frozenset({"embedding exchange", "whole-part layers"})
+    trainer = "full-graph training (sample.method=none)"
+    default_exchange = "halo"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config)
@@ -350,8 +355,7 @@ class FullGraphProgram(Program):
         cfg = self.config
         predicted = self.predicted or rank_results[0].get("predicted", {})
         summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
-                                  extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
-                                         "exchange": cfg.method("exchange"), "split_sizes": getattr(self, "split_sizes", None)})
+                                  extra={**stages_summary(cfg), "exchange": cfg.method("exchange"), "split_sizes": getattr(self, "split_sizes", None)})
         baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
         moved = sum(summary["bytes_by_epoch"])
         # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)

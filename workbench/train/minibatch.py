@@ -55,6 +55,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.composition import stages_summary
 from workbench.events import Event, SampleStats
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
@@ -164,6 +165,8 @@ class MiniBatchProgram(Program):
     """Mini-batch training with a sampler, a feature cache and a model (see the module docstring)."""
 
     name = "minibatch"
+    provides = frozenset({"feature source", "sampling tasks"})
+    trainer = "mini-batch training on sampled blocks"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config)
@@ -232,8 +235,7 @@ class MiniBatchProgram(Program):
     def summarize(self, rank_results: list[dict]) -> dict:
         cfg = self.config
         summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
-                                         "sample": cfg.method("sample"), "cache": cfg.method("cache"),
+                                  extra={**stages_summary(cfg), "sample": cfg.method("sample"), "cache": cfg.method("cache"),
                                          "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size, "split_sizes": getattr(self, "split_sizes", None)})
         epochs = summary["epochs"]
 

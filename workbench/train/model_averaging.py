@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import Config, ErrorCollector
+from workbench.composition import stages_summary
 from workbench.events import Event, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
@@ -304,8 +305,7 @@ class ModelAveragingProgram(Program):
         cfg = self.config
         r0 = min(rank_results, key=lambda r: r.get("rank", 0))
         summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={"model": cfg.method("model"), "partition": cfg.method("partition"),
-                                         "sync_interval": cfg.sync_interval, "halo_hops": cfg.halo_hops,
+                                  extra={**stages_summary(cfg), "sync_interval": cfg.sync_interval, "halo_hops": cfg.halo_hops,
                                          "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
         summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
                                            "num_params")})

@@ -61,6 +61,7 @@ from typing import Any, Optional
 import torch
 
 from workbench._validation import ErrorCollector, ParamError, _is_int, param_error
+from workbench.composition import stages_summary
 from workbench.events import PipelineCost, SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.full_graph import FullGraphLoop, FullGraphProgram, build_shards
@@ -425,6 +426,9 @@ class PrefetchProgram(FullGraphProgram):
     """
 
     name = "psc_gcn"
+    provides = frozenset({"embedding exchange", "feature source"})
+    trainer = "full-graph training on sampled edges"
+    default_exchange = "prefetch"
 
     def __init__(self, config, *, graph=None, node_part=None):
         super().__init__(config, graph=graph, node_part=node_part)
@@ -470,8 +474,7 @@ class PrefetchProgram(FullGraphProgram):
 
     def summarize(self, rank_results):
         summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={"model": self.config.method("model"), "partition": self.config.method("partition"),
-                                         "exchange": "prefetch", "sample": self.config.method("sample"),
+                                  extra={**stages_summary(self.config), "exchange": "prefetch", "sample": self.config.method("sample"),
                                          "cache": self.config.method("cache")})
         summary.update(prefetch_figures(rank_results, self._widths, self.config))
         return summary

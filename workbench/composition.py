@@ -1,0 +1,222 @@
+"""What stages need from a run, declared as data, and the one check that refuses a run lacking it.
+
+Every stage method declares ``requires`` (capabilities it needs) and ``provides`` (capabilities it gives);
+every training program declares what its training ``provides``. :func:`check_composition` takes the
+program a config trains with (:func:`program_class`), collects what it and the chosen stages provide,
+and refuses every stage whose needs are not met, all at once and with the one message template, before
+anything is loaded or any worker starts. A setting that would crash on a rank or be silently ignored
+(a cache that the batches never go through, staleness on an exchange that a mini-batch trainer never
+calls) is refused here instead.
+
+The capabilities (:data:`CAPABILITIES`):
+
+============================  =========================================================  =====================
+capability                    what it is                                                 provided by
+============================  =========================================================  =====================
+``embedding exchange``        the trainer moves layer embeddings between parts           full-graph training,
+                                                                                         edge-sampled training
+``whole-part layers``         every layer is computed on whole parts, every edge         full-graph training
+``feature source``            batches read remote input rows through a feature source   mini-batch training,
+                              (what a cache wraps)                                       edge-sampled training
+``inclusion probabilities``   each remote vertex's chance to be an input of a batch      edge samplers (psc, ...)
+``sampling tasks``            a sampler whose batches worker processes can produce       mini-batch training
+============================  =========================================================  =====================
+
+Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`` also ``whole-part layers``;
+``prefetch`` runs in both programs: without a sampler it is PipeGCN); every cache a ``feature source`` (``inclusion``
+also ``inclusion probabilities``); every schedule ``sampling tasks``. A new method declares its own.
+
+Example:
+    >>> from workbench.compose import RunConfig
+    >>> cfg = RunConfig.compose(graph="karate", sample="neighbor", exchange="none", cache="inclusion")
+    >>> check_composition(cfg)
+    Traceback (most recent call last):
+    ...
+    workbench._validation.ParamError: The 'cache.method' parameter of RunConfig must be none or a method that mini-batch training on sampled blocks can use: 'inclusion' needs inclusion probabilities (each remote vertex's chance to be an input of a batch), provided by sample.method=bns|nodewise|psc|uniform_edge. Got 'inclusion' instead.
+    >>> program_class(cfg.replace(cache="degree")).__name__
+    'MiniBatchProgram'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from workbench._validation import ErrorCollector, ParamError, param_error
+from workbench.stages import registry
+
+__all__ = ["CAPABILITIES", "PROGRAMS", "program_class", "program_for", "unmet_needs", "check_composition",
+           "composition_matrix", "format_matrix", "stage_classes", "stage_label", "stages_summary"]
+
+CAPABILITIES: dict[str, str] = {
+    "embedding exchange": "a trainer that moves layer embeddings between parts",
+    "whole-part layers": "a trainer that computes every layer on whole parts, every edge",
+    "feature source": "batches that read their remote input rows through a feature source (what a cache wraps)",
+    "inclusion probabilities": "inclusion probabilities (each remote vertex's chance to be an input of a batch)",
+    "sampling tasks": "a sampler whose batches worker processes can produce",
+}
+"""Capability -> what it is (the words of the refusals)."""
+
+PROGRAMS: dict[str, str] = {
+    "full_graph": "workbench.train.full_graph:FullGraphProgram",
+    "minibatch": "workbench.train.minibatch:MiniBatchProgram",
+    "scheduled": "workbench.schedule.program:ScheduledProgram",
+    "edge_sampled": "workbench.train.prefetch:PrefetchProgram",
+}
+"""The training programs a config can pick (``module:Class``, imported when needed)."""
+
+
+def _load(spec: str) -> type:
+    module, cls = spec.split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def program_class(cfg: Any) -> type:
+    """The program ``cfg`` trains with: full-graph training when ``sample`` is none; the program a sample
+    method names (edge samplers: edge-sampled training); mini-batch training with a schedule when
+    ``schedule`` is set; mini-batch training otherwise."""
+    return program_for(None if cfg.sample is None else cfg.method("sample"),
+                       scheduled=getattr(cfg, "schedule", None) is not None, owner=type(cfg).__name__)
+
+
+def program_for(sample: Any, *, scheduled: bool = False, owner: str = "RunConfig") -> type:
+    """The program of a sample method (``None``: full-graph training), with or without a schedule."""
+    if sample is None:
+        return _load(PROGRAMS["full_graph"])
+    own = getattr(registry("sample").get(sample), "program", None)
+    if own:
+        return _load(own)
+    try:
+        return _load(PROGRAMS["scheduled" if scheduled else "minibatch"])
+    except ModuleNotFoundError as exc:
+        raise ParamError([param_error("sample", owner, "none (no mini-batch program is installed)", sample)]) from exc
+
+
+def stage_classes(cfg: Any) -> dict[str, type]:
+    """Section -> the registered class of the method chosen there (empty sections left out)."""
+    from workbench.compose import STAGE_SECTIONS
+
+    out = {}
+    for section, kind in STAGE_SECTIONS.items():
+        if getattr(cfg, section, None) is not None:
+            cls = registry(kind).get(cfg.method(section))
+            if cls is not None:
+                out[section] = cls
+    return out
+
+
+def _providers(capability: str) -> str:
+    """Where a capability comes from, in ``--set`` words (stage methods, then trainers)."""
+    from workbench.compose import STAGE_SECTIONS
+
+    found = []
+    for section, kind in STAGE_SECTIONS.items():
+        names = sorted(n for n, cls in registry(kind).items() if capability in getattr(cls, "provides", ()))
+        if names:
+            found.append(f"{section}.method={'|'.join(names)}")
+    for spec in PROGRAMS.values():
+        try:
+            program = _load(spec)
+        except ModuleNotFoundError:
+            continue
+        if capability in program.provides:
+            found.append(program.trainer)
+    return ", ".join(found) or "no registered method"
+
+
+def unmet_needs(cfg: Any) -> tuple[type, list[tuple[str, str, list[str]]]]:
+    """``(program class, [(section, method, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised)."""
+    program = program_class(cfg)
+    stages = stage_classes(cfg)
+    provided = set(program.provides).union(*(getattr(cls, "provides", ()) for cls in stages.values()))
+    unmet = [(section, cfg.method(section), sorted(set(getattr(cls, "requires", ())) - provided))
+             for section, cls in stages.items()]
+    return program, [u for u in unmet if u[2]]
+
+
+def check_composition(cfg: Any) -> type:
+    """Refuse ``cfg`` when a chosen stage needs what neither its program nor the other stages provide.
+
+    Returns:
+        The program class ``cfg`` trains with.
+
+    Raises:
+        ParamError: one message per stage whose needs are unmet, naming ``SECTION.method``, what the method
+            needs and which settings provide it.
+    """
+    program, unmet = unmet_needs(cfg)
+    errs = ErrorCollector(type(cfg).__name__)
+    if program.default_exchange is not None and getattr(cfg, "exchange", None) is None:
+        usable = sorted(n for n, cls in registry("exchange").items() if set(cls.requires) <= set(program.provides))
+        errs.add(param_error("exchange.method", type(cfg).__name__, f"one of {usable}: {program.trainer} moves "
+                             "embeddings through an exchange", "none"))
+    for section, method, lacking in unmet:
+        needed = section == "exchange" and program.default_exchange is not None   # it trains through one
+        optional = section in ("sample", "cache", "exchange", "schedule") and not needed
+        needs = "; and ".join(f"{CAPABILITIES.get(need, need)}, provided by {_providers(need)}" for need in lacking)
+        errs.add(param_error(f"{section}.method", type(cfg).__name__,
+                             f"{'none or ' if optional else ''}a method that {program.trainer} can use: {method!r} "
+                             f"needs {needs}", method))
+    errs.raise_if_any()
+    return program
+
+
+def composition_matrix() -> list[dict]:
+    """Every method of the optional stage kinds (cache, exchange, schedule) under every sample method (and
+    none), on the recipes' defaults otherwise: one row per cell with ``status`` ``composes`` or ``refused``
+    and, when refused, ``why`` (what the method lacks). ``workbench stages --matrix`` prints it.
+
+    Example:
+        >>> rows = composition_matrix()
+        >>> [r["status"] for r in rows if (r["sample"], r["section"], r["method"]) == ("neighbor", "cache", "inclusion")]
+        ['refused']
+    """
+    from workbench.compose import RunConfig, load_stage_modules
+
+    load_stage_modules()
+    rows = []
+    for sample in RunConfig.method_choices("sample"):
+        base = RunConfig.compose(sample=None if sample == "none" else sample)   # the exchange follows the sample
+        for section in ("cache", "exchange", "schedule"):
+            for method in RunConfig.method_choices(section):
+                row = {"sample": sample, "section": section, "method": method, "status": "composes", "why": ""}
+                unmet = []
+                try:
+                    cfg = base.replace(**{section: None if method == "none" else method})
+                    unmet = unmet_needs(cfg)[1]
+                    check_composition(cfg)
+                except ParamError as exc:   # by the config itself (a cache with sample=none) or by the check
+                    why = "; ".join(f"{s}.method={m} needs {', '.join(lack)}" for s, m, lack in unmet) if unmet \
+                        else str(exc).split(" must be ", 1)[-1].split(". Got ")[0]
+                    row.update(status="refused", why=why)
+                rows.append(row)
+    return rows
+
+
+def format_matrix(rows: list[dict]) -> str:
+    """The matrix as text: one line per cell, grouped by sample method."""
+    width = max(len(f"{r['section']}.method={r['method']}") for r in rows)
+    lines, last = [], None
+    for r in rows:
+        if r["sample"] != last:
+            lines.append(f"sample.method={r['sample']}")
+            last = r["sample"]
+        cell = f"{r['section']}.method={r['method']}"
+        lines.append(f"  {cell:<{width}}  {r['status']}" + (f": {r['why']}" if r["why"] else ""))
+    return "\n".join(lines)
+
+
+def stage_label(cfg: Any, section: str) -> str:
+    """The method of ``section`` as it runs: ``metis+g3`` for a partition refined by ``g3``."""
+    name = cfg.method(section)
+    refine = getattr(getattr(cfg, section, None), "refine", None)
+    return f"{name}+{refine}" if refine and refine != name else name
+
+
+def stages_summary(cfg: Any) -> dict:
+    """What a run summary says of its stages: ``partition`` (refine included) and ``model`` labels, and
+    ``stages``, every section with its method and options as the run used them."""
+    stages = {k: v for k, v in cfg.to_dict().items() if not k.startswith("_")}
+    if not isinstance(stages.get("graph"), (str, type(None))):   # a Graph object given in a notebook
+        stages["graph"] = getattr(cfg.graph, "name", "") or type(cfg.graph).__name__
+    return {"partition": stage_label(cfg, "partition"), "model": cfg.method("model"), "stages": stages}
