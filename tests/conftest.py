@@ -4,6 +4,8 @@
 - ``small_sbm``: a 200-vertex, 4-block SBM (undirected, 16 features, 4 classes, masks), seed 0.
 - ``random_graph(n, m, seed, directed=False)``: a factory for a cleaned random graph with about ``m``
   undirected edges (no self-loops, no duplicates), 8 features, 3 classes and masks.
+- ``edges_to_part_zero``: the name of a vertex-cut partitioner registered for the test that puts every edge
+  in part 0 (its owners leave every other part empty), removed afterwards.
 
 Graphs are shared across tests: treat them as read-only (use ``g.with_data(...)`` to change node data).
 """
@@ -51,3 +53,27 @@ def make_random_graph(n: int, m: int, seed: int = 0, *, directed: bool = False) 
 def random_graph():
     """Factory fixture: ``random_graph(n, m, seed=0, directed=False) -> Graph``."""
     return make_random_graph
+
+
+@pytest.fixture()
+def edges_to_part_zero():
+    import dataclasses
+
+    from workbench.partition import PARTITIONERS, Partitioner, register_partitioner
+
+    @register_partitioner
+    class EdgesToPartZero(Partitioner):
+        name = "test-edges-to-zero"
+        kind = "vertex-cut"
+
+        @dataclasses.dataclass(kw_only=True)
+        class Config(Partitioner.Config):
+            pass
+
+        def _partition(self, graph, num_parts):
+            return torch.zeros(graph.num_edges, dtype=torch.int64)
+
+    try:
+        yield EdgesToPartZero.name
+    finally:
+        PARTITIONERS.pop(EdgesToPartZero.name, None)

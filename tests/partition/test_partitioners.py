@@ -58,7 +58,7 @@ def test_conformance(method, karate):
             assert re.search(r"'num_parts' parameter .* parts all own vertices .* Got 34 instead", str(err))
 
 
-def test_an_empty_part_is_refused_for_every_edge_cut_method(karate):
+def test_an_empty_part_is_refused_for_every_edge_cut_method(karate, edges_to_part_zero):
     """The check sits in Partitioner.partition, so a new method is covered without writing it; vertex-cut
     results are returned as they are (a streaming heuristic may leave a part edgeless) and refused by runs."""
     @register_partitioner
@@ -72,28 +72,15 @@ def test_an_empty_part_is_refused_for_every_edge_cut_method(karate):
         def _partition(self, graph, num_parts):
             return (torch.arange(graph.num_nodes) % max(num_parts - 1, 1))  # part num_parts - 1 stays empty
 
-    @register_partitioner
-    class EdgesToPartZero(Partitioner):
-        name = "test-edges-to-zero"
-        kind = "vertex-cut"
-
-        @dataclasses.dataclass(kw_only=True)
-        class Config(Partitioner.Config):
-            pass
-
-        def _partition(self, graph, num_parts):
-            return torch.zeros(graph.num_edges, dtype=torch.int64)
-
     try:
         with pytest.raises(ParamError, match=r"^The 'num_parts' parameter of Lopsided must be a count whose parts all "
                                              r"own vertices \(part sizes \[17, 17, 0\]: 1 empty; use fewer parts\)\. "
                                              r"Got 3 instead\.$"):
             partition(karate, 3, method="test-lopsided")
         assert partition(karate, 1, method="test-lopsided").part_sizes().tolist() == [34]
-        assert partition(karate, 2, method="test-edges-to-zero").part_sizes().tolist() == [34, 0]
+        assert partition(karate, 2, method=edges_to_part_zero).part_sizes().tolist() == [34, 0]
     finally:
         PARTITIONERS.pop("test-lopsided")
-        PARTITIONERS.pop("test-edges-to-zero")
 
 
 def test_unknown_method_lists_valid_ones(karate):

@@ -151,14 +151,10 @@ def test_distdgl_on_a_graph_with_a_one_vertex_split_trains_every_rank():
     assert sorted({e.rank for e in samples}) == [0, 1] and min(out["remote_feature_rows"]) > 0
 
 
-def test_a_partition_with_an_empty_part_never_reaches_a_rank():
+def test_a_partition_with_an_empty_part_never_reaches_a_rank(edges_to_part_zero):
     """Every way a partition reaches a run is checked before any rank starts: a given assignment, and a
     vertex-cut result (returned by Partitioner.partition as it is) whose owners leave a part empty."""
-    import dataclasses
-
     import torch
-
-    from workbench.partition import PARTITIONERS, Partitioner, register_partitioner
 
     graph = "products-like:num_nodes=400,seed=0"
     given = torch.zeros(400, dtype=torch.int64)
@@ -169,22 +165,7 @@ def test_a_partition_with_an_empty_part_never_reaches_a_rank():
         launch(_config(graph=graph).build(node_part=given), runner="local", workers=3, out=None,
                listeners=[events.append]).wait()
 
-    @register_partitioner
-    class EdgesToPartZero(Partitioner):
-        name = "test-edges-to-zero"
-        kind = "vertex-cut"
-
-        @dataclasses.dataclass(kw_only=True)
-        class Config(Partitioner.Config):
-            pass
-
-        def _partition(self, graph, num_parts):
-            return torch.zeros(graph.num_edges, dtype=torch.int64)
-
-    try:
-        with pytest.raises(ParamError, match=r"part sizes \[400, 0\]: 1 empty"):
-            launch(_config(graph=graph).replace(partition="test-edges-to-zero"), runner="local", workers=2,
-                   out=None, listeners=[events.append]).wait()
-    finally:
-        PARTITIONERS.pop("test-edges-to-zero")
+    with pytest.raises(ParamError, match=r"part sizes \[400, 0\]: 1 empty"):
+        launch(_config(graph=graph).replace(partition=edges_to_part_zero), runner="local", workers=2,
+               out=None, listeners=[events.append]).wait()
     assert not [e for e in events if isinstance(e, SampleStats)]   # no rank ever sampled

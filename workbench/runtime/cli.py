@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from workbench._format import format_bytes
 from workbench._validation import parse_settings
 from workbench.events import EpochEnd, Event, Progress, RunFinished, iter_run_log
 from workbench.runtime.errors import RunError
@@ -127,7 +128,7 @@ class _EpochPrinter:
         of = f"/{self.total}" if self.total else ""
         accs = "".join(f"  {name} {v:.3f}" for name, v in (("train", first.train_acc), ("val", first.val_acc),
                                                              ("test", first.test_acc)) if v is not None)
-        _write(f"epoch {event.epoch + 1}{of}  loss {first.loss:.4f}{accs}  sent {_fmt_bytes(sent)}  "
+        _write(f"epoch {event.epoch + 1}{of}  loss {first.loss:.4f}{accs}  sent {format_bytes(sent)}  "
                f"{wall * 1000:.1f} ms", self.stream)
 
 
@@ -186,14 +187,6 @@ class ProgressBars:
         for bar in self.bars.values():
             bar.close()
         self.bars.clear()
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def stages_command(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ import numba
 import numpy as np
 import torch
 
+from workbench._format import format_bytes
 from workbench._validation import ParamError, param_error
 from workbench.train.models import SpMM, sparse_aggregator
 
@@ -453,13 +454,6 @@ def auto_memory_budget(sizes: list[tuple[int, int]], widths_in: list[int], width
                                    f"{largest.describe()}")
 
 
-def format_bytes(n: float) -> str:
-    """``1.2 MiB``, ``5.3 KiB``, ``512 B`` (binary units)."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def binned_forward(model: Any, x: torch.Tensor, exchange: Callable[[torch.Tensor, int], torch.Tensor],
