@@ -18,7 +18,9 @@ capability                    what it is                                        
 ``whole-part layers``         every layer is computed on whole parts, every edge         full-graph training
 ``feature source``            batches read remote input rows through a feature source   mini-batch training,
                               (what a cache wraps)                                       edge-sampled training
-``inclusion probabilities``   each remote vertex's chance to be an input of a batch      edge samplers (psc, ...)
+``inclusion probabilities``   each remote vertex's chance to be an input of a batch      edge samplers (exact),
+                                                                                         mini-batch training
+                                                                                         (pre-sampled: PreSC)
 ``sampling tasks``            a sampler whose batches worker processes can produce       mini-batch training
 ============================  =========================================================  =====================
 
@@ -28,12 +30,12 @@ also ``inclusion probabilities``); every schedule ``sampling tasks``. A new meth
 
 Example:
     >>> from workbench.compose import RunConfig
-    >>> cfg = RunConfig.compose(graph="karate", sample="neighbor", exchange="none", cache="inclusion")
+    >>> cfg = RunConfig.compose(graph="karate", sample="neighbor", schedule="fifo", cache="degree")
     >>> check_composition(cfg)
     Traceback (most recent call last):
     ...
-    workbench._validation.ParamError: The 'cache.method' parameter of RunConfig must be none or a method that mini-batch training on sampled blocks can use: 'inclusion' needs inclusion probabilities (each remote vertex's chance to be an input of a batch), provided by sample.method=bns|nodewise|psc|uniform_edge. Got 'inclusion' instead.
-    >>> program_class(cfg.replace(cache="degree")).__name__
+    workbench._validation.ParamError: The 'cache.method' parameter of RunConfig must be none or a method that mini-batch training with a schedule (sampling workers hold the whole graph) can use: 'degree' needs batches that read their remote input rows through a feature source (what a cache wraps), provided by mini-batch training on sampled blocks, full-graph training on sampled edges. Got 'degree' instead.
+    >>> program_class(cfg.replace(schedule=None)).__name__
     'MiniBatchProgram'
 """
 
@@ -168,8 +170,9 @@ def composition_matrix() -> list[dict]:
 
     Example:
         >>> rows = composition_matrix()
-        >>> [r["status"] for r in rows if (r["sample"], r["section"], r["method"]) == ("neighbor", "cache", "inclusion")]
-        ['refused']
+        >>> {r["sample"]: r["status"] for r in rows if (r["section"], r["method"]) == ("schedule", "fifo")
+        ...  and r["sample"] in ("none", "neighbor", "psc")}
+        {'none': 'refused', 'neighbor': 'composes', 'psc': 'refused'}
     """
     from workbench.compose import RunConfig, load_stage_modules
 

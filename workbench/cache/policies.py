@@ -223,10 +223,14 @@ class RandomCache(Cache):
 class InclusionCache(Cache):
     """PSC-GCN's inclusion-aware cache: the highest inclusion probabilities first (supplied by the caller).
 
-    ``probabilities[v]`` is the chance that vertex ``v`` is an input of this rank's next mini-batch (PSC-GCN:
-    ``1 - prod (1 - p_ij)`` over the rank's inner neighbours ``i``). It is semi-dynamic: call
-    :meth:`CachedFeatureStore.refresh` with new probabilities every R steps; entering rows are fetched as
-    ``cache_refresh``, leaving ones dropped. Ties are broken by vertex id (digest A10).
+    ``probabilities[v]`` is the chance that vertex ``v`` is an input of this rank's next mini-batch. Edge
+    samplers compute it exactly (PSC-GCN: ``1 - prod (1 - p_ij)`` over the rank's inner neighbours ``i``) and
+    it is semi-dynamic: call :meth:`CachedFeatureStore.refresh` with new probabilities every R steps; entering
+    rows are fetched as ``cache_refresh``, leaving ones dropped. Under node-wise neighbour sampling the
+    mini-batch trainer estimates it before training by pre-sampling ``presample_epochs`` epochs (GNNLab's
+    PreSC, the static policy GNNLab finds best; an exact value would sum over every multi-hop path and batch
+    composition): the fraction of the rank's pre-sampled batches in which ``v`` is an input, static after
+    the fill. Ties are broken by vertex id (digest A10).
     """
 
     name = "inclusion"
@@ -234,7 +238,17 @@ class InclusionCache(Cache):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Cache.Config):
-        """Capacity only; the probabilities come with :meth:`Cache.wrap` and :meth:`CachedFeatureStore.refresh`."""
+        """The probabilities come with :meth:`Cache.wrap` and :meth:`CachedFeatureStore.refresh`."""
+
+        presample_epochs: int = 1
+        """Epochs a node-wise sampler pre-samples before training to estimate the probabilities (PreSC; their
+        draws are keyed by epochs -1, -2, ..., apart from training's; traffic kinds ``presample_*``). Edge
+        samplers compute the probabilities exactly and do not pre-sample."""
+
+        def _validate(self, errs: ErrorCollector) -> None:
+            super()._validate(errs)
+            ok = isinstance(self.presample_epochs, int) and not isinstance(self.presample_epochs, bool)
+            errs.check(ok and self.presample_epochs >= 1, "presample_epochs", "an int >= 1", self.presample_epochs)
 
     def scores(self, num_nodes, *, graph=None, degrees=None, probabilities=None):
         if probabilities is None:

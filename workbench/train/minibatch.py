@@ -165,7 +165,7 @@ class MiniBatchProgram(Program):
     """Mini-batch training with a sampler, a feature cache and a model (see the module docstring)."""
 
     name = "minibatch"
-    provides = frozenset({"feature source", "sampling tasks"})
+    provides = frozenset({"feature source", "sampling tasks", "inclusion probabilities"})
     trainer = "mini-batch training on sampled blocks"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
@@ -265,17 +265,32 @@ class MiniBatchLoop(TrainLoop):
         self.source = OwnerRoutedSource(shard.rows, shard.node_part, ctx.comm)
         self.store = FeatureStore(shard.owned_gid, shard.features, shard.node_part, ctx.comm)
         self.cache = None
+        self.batch_size = cfg.sample.batch_size
         if cfg.cache is not None:
             ctx.comm.set_epoch(0)
-            self.cache = registry("cache").build(cfg.method("cache"), cfg.cache).wrap(self.store,
-                                                                                   degrees=shard.degrees)
+            cache = registry("cache").build(cfg.method("cache"), cfg.cache)
+            probabilities = self._presample(int(cfg.cache.presample_epochs)) \
+                if "inclusion probabilities" in cache.requires else None
+            self.cache = cache.wrap(self.store, degrees=shard.degrees, probabilities=probabilities)
         self.features = self.cache if self.cache is not None else self.store
         self.kind = cfg.method("model")
         self.labels = shard.labels.to(ctx.device)
-        self.batch_size = cfg.sample.batch_size
         self.global_sizes: list[int] = []
         self.stats: dict[str, list] = defaultdict(list)
         self.fill_bytes = self.cache.fill_bytes if self.cache is not None else 0
+
+    def _presample(self, epochs: int) -> torch.Tensor:
+        """GNNLab's PreSC: ``(num_nodes,)`` the fraction of this rank's steps of ``epochs`` pre-sampled epochs
+        (keys -1, -2, ...: never a training draw) in which each vertex is an input of the batch. A collective:
+        every rank samples its steps (traffic kinds ``presample_sample_req`` / ``presample_sample_resp``)."""
+        counts = torch.zeros(self.shard.node_part.numel(), dtype=torch.float64)
+        steps = 0
+        with self.ctx.comm.phase("presample_"):
+            for k in range(epochs):
+                for step, seeds in enumerate(self._split_batches(self.shard.train_split, -1 - k)[0]):
+                    counts[self.sampler.sample(seeds, self.source, epoch=-1 - k, step=step).input_gid] += 1.0
+                    steps += 1
+        return counts / max(steps, 1)
 
     # -- batches -------------------------------------------------------------------------------------------
     def _split_batches(self, split, epoch: int) -> tuple[list[torch.Tensor], list[int]]:
