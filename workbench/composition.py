@@ -24,6 +24,9 @@ capability                    what it is                                        
 ``sampling tasks``            a sampler whose batches worker processes can produce       mini-batch training
 ============================  =========================================================  =====================
 
+Fields can declare needs too (``TrainLoopConfig.field_requires``: G3's ``bin_limit``, ``memory_budget`` and
+``pipeline`` need ``whole-part layers``): set away from their default under another trainer they are refused.
+
 Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`` also ``whole-part layers``;
 ``prefetch`` runs in both programs: without a sampler it is PipeGCN); every cache a ``feature source`` (``inclusion``
 also ``inclusion probabilities``); every schedule ``sampling tasks``. A new method declares its own.
@@ -127,12 +130,20 @@ def _providers(capability: str) -> str:
 
 
 def unmet_needs(cfg: Any) -> tuple[type, list[tuple[str, str, list[str]]]]:
-    """``(program class, [(section, method, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised)."""
+    """``(program class, [(setting, value, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised):
+    ``("cache", "inclusion", [...])`` for a stage method, ``("train.bin_limit", 0, [...])`` for a field its
+    config declares in ``field_requires`` and that is set away from its default."""
     program = program_class(cfg)
     stages = stage_classes(cfg)
     provided = set(program.provides).union(*(getattr(cls, "provides", ()) for cls in stages.values()))
     unmet = [(section, cfg.method(section), sorted(set(getattr(cls, "requires", ())) - provided))
              for section, cls in stages.items()]
+    for section in ("train",):
+        sub = getattr(cfg, section, None)
+        needs = getattr(type(sub), "field_requires", {})
+        default = type(sub)() if needs else None
+        unmet += [(f"{section}.{name}", getattr(sub, name), sorted(set(caps) - provided))
+                  for name, caps in needs.items() if getattr(sub, name) != getattr(default, name)]
     return program, [u for u in unmet if u[2]]
 
 
@@ -153,9 +164,15 @@ def check_composition(cfg: Any) -> type:
         errs.add(param_error("exchange.method", type(cfg).__name__, f"one of {usable}: {program.trainer} moves "
                              "embeddings through an exchange", "none"))
     for section, method, lacking in unmet:
+        needs = "; and ".join(f"{CAPABILITIES.get(need, need)}, provided by {_providers(need)}" for need in lacking)
+        if "." in section:   # a field: its default is what this trainer takes
+            sub, _, name = section.partition(".")
+            default = getattr(type(getattr(cfg, sub))(), name)
+            errs.add(param_error(section, type(cfg).__name__, f"{default!r} with {program.trainer}, which ignores "
+                                 f"it: {section} needs {needs}", method))
+            continue
         needed = section == "exchange" and program.default_exchange is not None   # it trains through one
         optional = section in ("sample", "cache", "exchange", "schedule") and not needed
-        needs = "; and ".join(f"{CAPABILITIES.get(need, need)}, provided by {_providers(need)}" for need in lacking)
         errs.add(param_error(f"{section}.method", type(cfg).__name__,
                              f"{'none or ' if optional else ''}a method that {program.trainer} can use: {method!r} "
                              f"needs {needs}", method))

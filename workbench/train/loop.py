@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
-from typing import Any, Iterable, Optional, Union
+from typing import Any, ClassVar, Iterable, Optional, Union
 
 import torch
 from torch import nn
@@ -330,6 +330,11 @@ class LabelData:
 @dataclasses.dataclass(kw_only=True)
 class TrainLoopConfig(Config):
     """Settings of the training loop (the ``train`` section of a run config)."""
+
+    field_requires: ClassVar[dict[str, frozenset[str]]] = {
+        name: frozenset({"whole-part layers"}) for name in ("bin_limit", "pipeline", "memory_budget")}
+    """Fields that only a trainer with these capabilities reads (``workbench.composition``): set away from
+    their default under another trainer, they are refused rather than ignored (G3's bins under sampling)."""
 
     epochs: int = 20
     """Training epochs (full-graph: one forward, backward and update each; mini-batch: one pass over the seeds)."""
