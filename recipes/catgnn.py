@@ -9,6 +9,9 @@ targets, local epochs with no gradient synchronisation, weighted averaging ``sum
 ``model_avg``), optimiser state kept per part, evaluation on the full graph with the best-validation epoch
 reported, round-robin of parts over ranks when there are more parts than ranks.
 
+Composes: ``--set partition.method=NAME`` trains on any registered partitioner's parts (edge-cut, or
+vertex-cut with owners), ``--set model.method=sage`` swaps the model; fields both methods share are kept.
+
 Simplified: full-batch training inside each part (no mini-batch sampler inside the part); the models also
 average after the last epoch; 'same' initialisation by default (``init="independent"`` is the reference code's).
 

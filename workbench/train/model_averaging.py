@@ -112,7 +112,9 @@ class ModelAveragingConfig(Config):
             >>> c.train.epochs, c.partition.seed, c.partition.variant
             (3, 2, 'reference')
         """
-        sections = {"partition": self.partition, "model": self.model, "train": self.train}
+        settings = dict(settings)
+        switched = self._switch_methods(settings)
+        sections = {"partition": switched.partition, "model": switched.model, "train": self.train}
         per: dict = {name: {} for name in sections}
         own: dict = {}
         for key, text in settings.items():
@@ -127,8 +129,31 @@ class ModelAveragingConfig(Config):
                 owner = next((s for s, cfg in sections.items() if key in type(cfg).field_names()), None)
                 (per[owner] if owner and key not in type(self).field_names() else own)[key] = text
         changes = {s: sections[s].with_strings(v).validate() for s, v in per.items() if v}
-        base = super().with_strings(own) if own else self
+        base = super(ModelAveragingConfig, switched).with_strings(own) if own else switched
         return dataclasses.replace(base, **changes) if changes else base
+
+    def _switch_methods(self, settings: dict) -> "ModelAveragingConfig":
+        """Take ``partition.method`` / ``model.method`` (or ``partition`` / ``model``) out of ``settings`` and
+        switch those sections to the named method's Config, keeping the fields both methods have (as
+        :class:`~workbench.compose.RunConfig` does): ``--set partition.method=metis`` gives CATGNN's local
+        training and averaging METIS parts (edge-cut: each part's owned vertices, completed by the halo)."""
+        from workbench._validation import check_choice
+
+        changes = {}
+        for section, reg in (("partition", registry("partition")), ("model", MODELS)):
+            keys = [k for k in (f"{section}.method", section) if k in settings]
+            if not keys:
+                continue
+            name = str(settings.pop(keys[0]))
+            for extra in keys[1:]:
+                settings.pop(extra)
+            check_choice(name, f"{section}.method", type(self).__name__, sorted(reg))
+            current = getattr(self, section)
+            if name != self.method(section):
+                cls = reg.config_class(name)
+                changes[section] = cls(**{f: getattr(current, f) for f in cls.field_names()
+                                          if f in type(current).field_names()})
+        return dataclasses.replace(self, **changes) if changes else self
 
     def build(self) -> "ModelAveragingProgram":
         return ModelAveragingProgram(self)
