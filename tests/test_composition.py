@@ -20,7 +20,7 @@ from workbench.runtime.recipes import _load_module, available_recipes, load_reci
 from workbench.stages import registry
 
 REFUSED = [
-    ("bytegnn", {"cache.method": "degree"}, "cache.method", "feature source"),
+    ("bytegnn", {"cache.method": "inclusion"}, "cache.method", "inclusion probabilities"),
     ("distdgl", {"exchange.method": "halo", "exchange.staleness": "epoch-fixed"}, "exchange.method",
      "layer embeddings"),
     ("psc_gcn", {"schedule.policy": "fifo"}, "schedule.method", "worker processes"),
@@ -39,7 +39,7 @@ def test_cross_paper_settings_that_crashed_or_were_ignored_are_refused(recipe, s
         cfg.build()
 
 
-@pytest.mark.parametrize("recipe,settings,name,words", REFUSED[:2], ids=["bytegnn-degree", "distdgl-halo"])
+@pytest.mark.parametrize("recipe,settings,name,words", REFUSED[:2], ids=["bytegnn-inclusion", "distdgl-halo"])
 def test_cli_refuses_in_one_line_before_anything_starts(tmp_path, capsys, recipe, settings, name, words):
     argv = ["run", recipe, "--graph", "karate", "--runner", "local", "--workers", "2", "--epochs", "1",
             "--out", str(tmp_path / "runs")]
@@ -154,3 +154,20 @@ def test_inclusion_cache_under_neighbour_sampling_presamples_its_probabilities()
     with pytest.raises(ParamError, match="'presample_epochs' parameter"):
         RunConfig.compose(graph="karate", sample="neighbor", cache="inclusion").with_strings(
             {"cache.presample_epochs": "0"})
+
+
+@pytest.mark.parametrize("policy", ["degree", "lru"])
+def test_a_cache_under_a_bytegnn_schedule_counts_as_in_distdgl(policy):
+    """The scheduled batches are the inline trainer's batches, so with the input rows pulled through the
+    feature source the hits, misses and feature bytes equal those of the same run sampling inline (they
+    were sent as a fill and never used: hit rate 0), and the losses are the same."""
+    from workbench.runtime.launch import launch
+
+    cfg = load_recipe("bytegnn")(graph="chunglu:num_nodes=3000,avg_degree=10,seed=0", epochs=2).with_strings(
+        {"schedule.workers": "1", "cache.method": policy, "cache.ratio": "0.1"})
+    scheduled = launch(cfg, runner="local", workers=2).wait()
+    inline = launch(cfg.replace(schedule=None), runner="local", workers=2).wait()
+    assert scheduled["cache_hit_rate"] == inline["cache_hit_rate"] and min(scheduled["cache_hit_rate"]) > 0.05
+    for kind in ("feature_req", "feature", "cache_fill"):
+        assert scheduled["bytes_by_kind"].get(kind) == inline["bytes_by_kind"].get(kind), kind
+    assert scheduled["losses"] == pytest.approx(inline["losses"], rel=1e-5)

@@ -10,7 +10,11 @@ does.
 
 The workers hold the whole graph (one machine's Graph Store with every partition local); the sampled
 vertices another part owns are still counted per epoch (``remote_input_nodes``), but their bytes are not
-sent through the communicator. Per epoch each trainer emits :class:`~workbench.events.ScheduleStats` and
+sent through the communicator. With a cache (``--set cache.method=degree`` on ``bytegnn``) the input rows of
+every batch go through the run's feature source instead, as ByteGNN's FF operator reads the graph store: the
+trainer pulls them from their owners' KVStore behind the cache, so hits, misses and ``feature_req`` /
+``feature`` bytes are counted exactly as in ``distdgl`` (the workers' FF rows, equal to them, are then not
+used). Per epoch each trainer emits :class:`~workbench.events.ScheduleStats` and
 :class:`~workbench.events.ScheduleTrace`.
 
 Example:
@@ -42,11 +46,12 @@ __all__ = ["ScheduledProgram", "ScheduledLoop", "schedule_summary"]
 class ScheduledProgram(MiniBatchProgram):
     """The mini-batch program with a pipelined sampler (module docstring).
 
-    Its sampling workers hold the whole graph and hand the trainer finished batches, input rows included:
-    no feature source to wrap with a cache (yet), so it provides only ``sampling tasks``."""
+    Its sampling workers hold the whole graph and hand the trainer finished batches; with a cache the trainer
+    pulls their input rows through the feature source (module docstring), so it provides one. Inclusion
+    probabilities are not pre-sampled here (the workers sample the batches)."""
 
-    provides = frozenset({"sampling tasks"})
-    trainer = "mini-batch training with a schedule (sampling workers hold the whole graph)"
+    provides = frozenset({"sampling tasks", "feature source"})
+    trainer = "mini-batch training with a schedule"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config, graph=graph, node_part=node_part)
@@ -120,7 +125,14 @@ class ScheduledLoop(MiniBatchLoop):
         if not self._pipelined or features is not self.features:
             return super()._sample_and_pull(seeds, epoch, step, features)
         got = self.pipeline.get(step)
-        return got.minibatch, torch.from_numpy(got.features[0]).to(self.ctx.device)
+        return got.minibatch, self._rows(got.minibatch, got.features[0])
+
+    def _rows(self, minibatch, worker_rows):
+        """The input rows of a batch: through the feature source when the run has a cache (counted as in
+        distdgl), else the rows the workers' FF task gathered."""
+        if self.cache is not None:
+            return self.features.pull(minibatch.input_gid).to(self.ctx.device)
+        return torch.from_numpy(worker_rows).to(self.ctx.device)
 
     def forward(self, batch: tuple):
         if not self.scheduler.config.unsupervised:
@@ -137,7 +149,7 @@ class ScheduledLoop(MiniBatchLoop):
         step, seeds = batch
         got = self.pipeline.get(step)
         dev = self.ctx.device
-        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev), torch.from_numpy(x).to(dev))
+        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev), self._rows(mb, x))
                for mb, x in zip(got.batches, got.features)]
         h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
         logsig = torch.nn.functional.logsigmoid
