@@ -201,15 +201,8 @@ class RunConfig(Config):
         errs.check(fanouts is None or len(fanouts) == layers, "sample.fanouts",
                    f"one fan-out per model layer (model.num_layers={layers}; set sample.fanouts alone and the layer "
                    "count follows it)", fanouts)
-        if self.sample is None:
-            errs.check(self.cache is None, "cache", "none for full-graph training (sample=none): a cache serves "
-                       "the remote features of sampled mini-batches", self.method("cache") if self.cache else NONE)
-            errs.check(getattr(self, "schedule", None) is None, "schedule",
-                       "none for full-graph training (sample=none): a scheduler runs sampling DAGs",
-                       self.method("schedule") if getattr(self, "schedule", None) else NONE)
-            errs.check(self.exchange is not None, "exchange",
-                       f"an exchange method for full-graph training (sample=none): one of "
-                       f"{self.method_choices('exchange')[1:]}", NONE)
+        # which stages a trainer can use (a cache or a schedule in full-graph training, an exchange in
+        # mini-batch training) is checked as declared data when the program is built: workbench.composition
 
     def _fanouts_and_layers(self) -> tuple[Optional[tuple], Optional[int]]:
         """``(sample.fanouts, model.num_layers)`` when a layer-wise sampler feeds the model (the mini-batch
