@@ -32,7 +32,11 @@ __all__ = [
     "Event", "RunStarted", "RunFinished", "Progress", "PartitionComputed", "EpochEnd", "Traffic",
     "Staleness", "CacheStats", "SampleStats", "EventSink", "ListSink", "FanOut", "RunLog", "event_from_dict",
     "read_run_log", "EVENT_TYPES", "ScheduleStats", "ScheduleTrace", "PipelineCost", "PipelineTimeline",
+    "StepTimes", "STEP_PHASES",
 ]
+
+#: the phases of a training step, in the order :class:`StepTimes` and the run summary's ``time_breakdown`` list them
+STEP_PHASES = ("sample", "fetch", "forward", "exchange", "backward", "grad_sync", "optimizer", "evaluate", "other")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -114,6 +118,45 @@ class EpochEnd(Event):
     wall_s: float = 0.0
     bytes_by_kind: dict = dataclasses.field(default_factory=dict)
     messages: int = 0
+
+
+@dataclasses.dataclass(kw_only=True)
+class StepTimes(Event):
+    """One rank's time of one epoch by phase, summed over its steps (seconds; the phases are exclusive: a
+    phase nested in another is not counted twice). Measured by :class:`workbench.train.timing.PhaseTimer`.
+
+    ``seconds`` holds every phase of :data:`STEP_PHASES` (0.0 where the trainer has none):
+
+    * ``sample``: neighbour or edge sampling, with its owner-routed traffic (a scheduled trainer: waiting
+      for the pipeline's next batch);
+    * ``fetch``: pulling input feature rows (local gather, remote KVStore pull, cache lookup);
+    * ``forward`` / ``backward``: local compute of the forward and backward passes (sparse and dense);
+    * ``exchange``: communication inside the forward and backward passes (halo rows, block-row broadcasts,
+      prefetched embeddings and their gradients), taken out of ``forward`` / ``backward`` by the comm clock;
+    * ``grad_sync``: the weight-gradient all-reduce (CATGNN: the model-averaging all-reduce);
+    * ``optimizer``: ``optimizer.step()``;
+    * ``evaluate``: the evaluation pass (its sampling, feature pulls and metrics all-reduce included);
+    * ``other``: ``wall_s`` minus the sum of the others (bookkeeping: the stop check, zeroing gradients,
+      batching seeds), clamped at 0.
+
+    The values add up to ``wall_s`` (the epoch's wall time, as in :class:`EpochEnd`) up to float rounding,
+    and none is negative. ``steps`` is the number of training steps of the epoch, ``program`` the name of
+    the program the rank ran (the run summary's ``program``).
+
+    Example:
+        >>> ev = StepTimes(rank=1, epoch=0, steps=2, seconds={"forward": 0.5, "other": 0.25}, wall_s=0.75)
+        >>> event_from_dict(ev.to_dict()) == ev
+        True
+    """
+
+    type: ClassVar[str] = "step_times"
+    rank: int = 0
+    epoch: int = 0
+    steps: int = 0
+    program: str = ""
+    seconds: dict = dataclasses.field(default_factory=dict)
+    """phase -> seconds, keys from :data:`STEP_PHASES`."""
+    wall_s: float = 0.0
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -307,7 +350,7 @@ class PipelineTimeline(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, RunFinished, Progress, PartitionComputed, EpochEnd, Traffic,
                               Staleness, CacheStats, SampleStats, ScheduleStats, ScheduleTrace, PipelineCost,
-                              PipelineTimeline)
+                              PipelineTimeline, StepTimes)
 }
 
 

@@ -42,6 +42,8 @@ class RankContext:
         device: torch device of this rank (``cpu`` or ``cuda:0``).
         emit: send an event to the client (live stream + run log). Cheap: batch-friendly.
         stop_requested: poll from the client side; use :meth:`check_stop` to agree across ranks.
+        program: name of the program the rank runs (its ``name``; stamped on
+            :class:`~workbench.events.StepTimes`).
     """
 
     rank: int
@@ -51,6 +53,7 @@ class RankContext:
     device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cpu"))
     emit: Callable[[Event], None] = lambda event: None
     stop_requested: Callable[[], bool] = lambda: False
+    program: str = ""
 
     def check_stop(self) -> None:
         """All ranks agree (one tiny all-reduce) whether to stop; raises :class:`StopRequested` on all."""

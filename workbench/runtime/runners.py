@@ -164,7 +164,8 @@ def run_inprocess(program: Program, payloads: Sequence[Any], env: RunEnv) -> lis
     def body(rank: int) -> None:
         comm = group.communicator(rank)
         ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=env.run_id, device=devices[rank],
-                          emit=env.emit, stop_requested=env.stop_flag.is_set)
+                          emit=env.emit, stop_requested=env.stop_flag.is_set,
+                          program=program.name)
         try:
             outcomes[rank] = RankOutcome(rank, "finished", program.run_rank(ctx, payloads[rank]))
         except StopRequested:

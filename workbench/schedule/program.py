@@ -117,15 +117,19 @@ class ScheduledLoop(MiniBatchLoop):
 
     def batches(self, epoch: int):
         out = super().batches(epoch)
-        self.pipeline.start_epoch(epoch, out)
+        with self.timer.phase("sample"):   # launching the epoch's sampling DAGs
+            self.pipeline.start_epoch(epoch, out)
         self._pipelined = True
         return out
 
     def _sample_and_pull(self, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
         if not self._pipelined or features is not self.features:
             return super()._sample_and_pull(seeds, epoch, step, features)
-        got = self.pipeline.get(step)
-        return got.minibatch, self._rows(got.minibatch, got.features[0])
+        with self.timer.phase("sample"):   # waiting for the pipeline's batch
+            got = self.pipeline.get(step)
+        with self.timer.phase("fetch"):
+            x = self._rows(got.minibatch, got.features[0])
+        return got.minibatch, x
 
     def _rows(self, minibatch, worker_rows):
         """The input rows of a batch: through the feature source when the run has a cache (counted as in
@@ -147,10 +151,13 @@ class ScheduledLoop(MiniBatchLoop):
         from workbench.train.minibatch import block_aggregators, block_forward
 
         step, seeds = batch
-        got = self.pipeline.get(step)
+        with self.timer.phase("sample"):   # waiting for the pipeline's batch
+            got = self.pipeline.get(step)
         dev = self.ctx.device
-        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev), self._rows(mb, x))
-               for mb, x in zip(got.batches, got.features)]
+        with self.timer.phase("fetch"):
+            rows = [self._rows(mb, x) for mb, x in zip(got.batches, got.features)]
+        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev), x)
+               for mb, x in zip(got.batches, rows)]
         h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
         logsig = torch.nn.functional.logsigmoid
         total = max(self.global_sizes[step], 1)

@@ -6,6 +6,7 @@
 * :mod:`workbench.train.staleness`: SANCUS/SkipG staleness as a policy of any exchange
   (:mod:`workbench.train.sancus`: the SANCUS composition and its analysis helpers).
 * :mod:`workbench.train.models`: the ``model`` stage (GCN, GraphSAGE-mean); :mod:`workbench.train.halo`: the plan.
+* :mod:`workbench.train.timing`: each rank's time per epoch by step phase (logged as ``StepTimes``).
 
 Example:
     >>> from workbench.train import FullGraphConfig

@@ -32,6 +32,7 @@ from workbench._validation import ErrorCollector
 from workbench.graph import Graph
 from workbench.stages import Stage, registry
 from workbench.train.staleness import GAP_NORMS, SKIP_TARGETS, STALENESS_RULES, StalenessPolicy
+from workbench.train.timing import PhaseTimer
 
 __all__ = ["EXCHANGES", "Exchange", "ExchangeLayout", "RankExchange"]
 
@@ -141,6 +142,9 @@ class RankExchange:
         comm: the communicator the exchange (and the loop) uses: the rank's, or the staleness wrapper.
         policy: the :class:`StalenessPolicy` consulted before every layer.
         kinds: the traffic kinds reported as the exchange's bytes.
+        timer: the loop's :class:`~workbench.train.timing.PhaseTimer` (set by the loop), on which an exchange may
+            open finer phases (the prefetch exchange's edge sampling); its communication inside the forward and
+            backward passes is counted as ``exchange`` without it.
     """
 
     def __init__(self, ctx, policy: StalenessPolicy, kinds: tuple[str, ...]):
@@ -149,6 +153,7 @@ class RankExchange:
         self.comm = policy.wrap(ctx.comm)
         self.kinds = kinds
         self.epoch = 0
+        self.timer = PhaseTimer()
 
     def aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         """``(num_owned, F)`` = ``Â H`` of the owned rows; the policy agrees this layer's flags first."""

@@ -402,6 +402,7 @@ class FullGraphLoop(TrainLoop):
     def __init__(self, ctx, model, config, *, exchange: RankExchange, shard: Any):
         super().__init__(ctx, model, config, comm=exchange.comm, exchange_kinds=exchange.kinds)
         self.exchange = exchange
+        exchange.timer = self.timer
         self.num_train_global = shard.num_train_global
         dev = ctx.device
         self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)

@@ -17,13 +17,14 @@ import torch
 from torch import nn
 
 from workbench._validation import Config, ErrorCollector
-from workbench.events import EpochEnd, Progress, Traffic
+from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.graph import Graph
+from workbench.train.timing import PhaseTimer
 
 __all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer", "allreduce_gradients",
-           "global_metrics", "EpochRecorder", "summarize_ranks", "partition_nodes", "OPTIMIZERS", "LabelData",
-           "masked_loss", "TrainLoopConfig", "TrainLoop", "StepOutput", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
-           "TRAFFIC_WINDOW_EPOCHS"]
+           "global_metrics", "EpochRecorder", "summarize_ranks", "time_breakdown", "partition_nodes", "OPTIMIZERS",
+           "LabelData", "masked_loss", "TrainLoopConfig", "TrainLoop", "StepOutput", "TRAFFIC_DETAILS",
+           "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS"]
 
 OPTIMIZERS = ("adam", "sgd")
 #: G3 pipeline variants (``train.pipeline``; :mod:`workbench.train.bins_pipeline`)
@@ -128,7 +129,12 @@ def global_metrics(comm, world_size: int, loss: torch.Tensor, logits: torch.Tens
 
 
 class EpochRecorder:
-    """Times an epoch, emits ``EpochEnd``, the epoch's ``Traffic`` and ``Progress`` events, keeps the rank's results.
+    """Times an epoch, emits ``EpochEnd``, ``StepTimes``, the epoch's ``Traffic`` and ``Progress`` events, keeps the
+    rank's results.
+
+    The epoch's time by step phase is kept by :attr:`timer` (a :class:`~workbench.train.timing.PhaseTimer` on the
+    rank's comm clock, started and stopped with the epoch: :class:`~workbench.events.StepTimes` ``wall_s`` is
+    :class:`~workbench.events.EpochEnd` ``wall_s``); the loop and the stages open its phases.
 
     Epoch progress (stage ``epochs``, ``done = epoch + 1``) is reported at most every
     :data:`PROGRESS_INTERVAL_S` seconds per rank (always for the first and the last epoch), so fast epochs
@@ -178,20 +184,21 @@ class EpochRecorder:
         self._window_end = 0
         self._last_metrics: dict = {}
         self._progress_at = 0.0
+        self.timer = PhaseTimer(ctx.comm.counter)
         self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
                                        "epoch_wall_s": [], "compute_s": [], "comm_s": [],
                                        "bytes_by_kind": defaultdict(int), "exchange_bytes_by_epoch": [],
-                                       "exchange_kind_bytes_by_epoch": []}
+                                       "exchange_kind_bytes_by_epoch": [], "step_times": []}
 
     def start(self, epoch: int) -> None:
         self.epoch = epoch
         self.ctx.comm.set_epoch(epoch)
-        self._t0 = time.perf_counter()
         self._c0 = self.ctx.comm.counter.comm_seconds
+        self._t0 = self.timer.start()
 
     def end(self, metrics: dict) -> None:
         ctx, res = self.ctx, self.result
-        wall = time.perf_counter() - self._t0
+        phases, wall = self.timer.stop()
         comm_s = ctx.comm.counter.comm_seconds - self._c0
         counter = ctx.comm.counter
         by_kind = counter.bytes_by_kind(self.epoch)
@@ -200,6 +207,8 @@ class EpochRecorder:
                          val_acc=metrics["val_acc"], test_acc=metrics["test_acc"],
                          compute_s=max(wall - comm_s, 0.0), comm_s=comm_s, wall_s=wall,
                          bytes_by_kind=by_kind, messages=messages))
+        ctx.log(StepTimes(rank=ctx.rank, epoch=self.epoch, steps=self.timer.steps, program=ctx.program,
+                          seconds=phases, wall_s=wall))
         self._log_traffic(counter.drain(ctx.run_id))
         now = time.monotonic()
         if self.epoch == 0 or self.epoch + 1 >= self.total or now - self._progress_at >= PROGRESS_INTERVAL_S:
@@ -212,6 +221,7 @@ class EpochRecorder:
         res["epoch_wall_s"].append(wall)
         res["compute_s"].append(max(wall - comm_s, 0.0))
         res["comm_s"].append(comm_s)
+        res["step_times"].append(dict(phases))
         for k, b in by_kind.items():
             res["bytes_by_kind"][k] += b
         res["exchange_kind_bytes_by_epoch"].append({k: by_kind.get(k, 0) for k in self.kinds})
@@ -255,8 +265,33 @@ class EpochRecorder:
         return self.result
 
 
+def time_breakdown(results: list[dict]) -> dict:
+    """The run summary's ``time_breakdown`` from the ranks' results (their per-epoch ``step_times``).
+
+    Returns:
+        ``{"phases": [...], "by_rank": [{phase: [seconds per epoch]} per rank, in rank order],
+        "mean_per_epoch": {phase: mean over ranks and epochs}}`` (the phases of :data:`~workbench.events.STEP_PHASES`).
+
+    Example:
+        >>> r = [{"rank": 0, "step_times": [{"forward": 1.0}, {"forward": 3.0}]}, {"rank": 1, "step_times": [{}]}]
+        >>> tb = time_breakdown(r)
+        >>> tb["by_rank"][0]["forward"], tb["mean_per_epoch"]["forward"], tb["mean_per_epoch"]["sample"]
+        ([1.0, 3.0], 1.3333333333333333, 0.0)
+    """
+    results = sorted(results, key=lambda r: r.get("rank", 0))
+    by_rank = [{p: [float(epoch.get(p, 0.0)) for epoch in r.get("step_times", [])] for p in STEP_PHASES}
+               for r in results]
+    mean = {}
+    for p in STEP_PHASES:
+        values = [x for rank in by_rank for x in rank[p]]
+        mean[p] = sum(values) / len(values) if values else 0.0
+    return {"phases": list(STEP_PHASES), "by_rank": by_rank, "mean_per_epoch": mean}
+
+
 def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: Optional[dict] = None) -> dict:
-    """The JSON-safe run summary from the ranks' results (rank 0 holds the global loss/accuracy)."""
+    """The JSON-safe run summary from the ranks' results (rank 0 holds the global loss/accuracy).
+
+    ``time_breakdown`` holds every rank's time per epoch by step phase (:func:`time_breakdown`)."""
     results = sorted(results, key=lambda r: r.get("rank", 0))
     r0 = results[0]
     bytes_by_kind: dict[str, int] = defaultdict(int)
@@ -287,6 +322,7 @@ def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: O
         "compute_s": [max(r["compute_s"][e] for r in results) for e in range(num_epochs)],
         "comm_s": [max(r["comm_s"][e] for r in results) for e in range(num_epochs)],
         "param_checksums": {k: [float(v.double().sum()), float(v.double().pow(2).sum())] for k, v in params.items()},
+        "time_breakdown": time_breakdown(results),
     }
     if extra:
         summary.update(extra)
@@ -423,11 +459,15 @@ class TrainLoop:
             reduce_gradients()                # one all-reduce of the weight gradients (kind "allreduce")
             optimizer.step()
         metrics = evaluate(epoch, outputs)    # global loss and accuracies (one tiny all-reduce)
-        recorder.end(metrics)                 # EpochEnd + Traffic events, per-epoch results
+        recorder.end(metrics)                 # EpochEnd + StepTimes + Traffic events, per-epoch results
         on_epoch_end(epoch, metrics, outputs) # extra per-epoch events (staleness, cache hit rates, ...)
 
     and returns the rank's result dict (``recorder.finish`` plus :meth:`extra_result`). Every rank must run
     the same number of steps per epoch (collectives inside each step).
+
+    Each part runs in a phase of :attr:`timer` (``forward``; ``backward`` with ``after_backward``; ``grad_sync``;
+    ``optimizer``; ``evaluate``), and a hook may open finer ones inside (``with self.timer.phase("sample"):``);
+    the epoch's account is logged as :class:`~workbench.events.StepTimes` (:mod:`workbench.train.timing`).
 
     Args:
         ctx: the rank's :class:`~workbench.runtime.program.RankContext`.
@@ -466,6 +506,8 @@ class TrainLoop:
                       {"params": [p for p in model.parameters() if id(p) not in first], "weight_decay": 0.0}]
         self.optimizer = make_optimizer(config.optimizer, params, config.lr, config.weight_decay)
         self.recorder = EpochRecorder(ctx, tuple(exchange_kinds), config)
+        self.timer = self.recorder.timer
+        """The rank's :class:`~workbench.train.timing.PhaseTimer`: hooks open finer phases on it."""
         self.epoch = 0
 
     # -- hooks ---------------------------------------------------------------------------------------------
@@ -515,16 +557,23 @@ class TrainLoop:
         if hasattr(self.model, "epoch"):
             self.model.epoch = epoch   # a dropout key
         self.on_epoch_start(epoch)
+        timer = self.timer
         outputs = []
         for batch in self.batches(epoch):
             self.optimizer.zero_grad(set_to_none=False)
-            out = self.forward(batch)
-            out.loss.backward()
-            self.after_backward(batch, out)
-            self.reduce_gradients()
-            self.optimizer.step()
+            with timer.phase("forward"):
+                out = self.forward(batch)
+            with timer.phase("backward"):
+                out.loss.backward()
+                self.after_backward(batch, out)
+            with timer.phase("grad_sync"):
+                self.reduce_gradients()
+            with timer.phase("optimizer"):
+                self.optimizer.step()
+            timer.steps += 1
             outputs.append(out)
-        metrics = self.evaluate(epoch, outputs)
+        with timer.phase("evaluate"):
+            metrics = self.evaluate(epoch, outputs)
         self.recorder.end(metrics)
         self.on_epoch_end(epoch, metrics, outputs)
         return metrics

@@ -313,8 +313,11 @@ class MiniBatchLoop(TrainLoop):
         return list(enumerate(mine))
 
     def _sample_and_pull(self, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
-        mb = self.sampler.sample(seeds, self.source, epoch=epoch, step=step)
-        x = features.pull(mb.input_gid).to(self.ctx.device)
+        """The batch's blocks (timed as ``sample``, owner-routed traffic included) and its input rows (``fetch``)."""
+        with self.timer.phase("sample"):
+            mb = self.sampler.sample(seeds, self.source, epoch=epoch, step=step)
+        with self.timer.phase("fetch"):
+            x = features.pull(mb.input_gid).to(self.ctx.device)
         return mb, x
 
     def forward(self, batch: tuple[int, torch.Tensor]) -> StepOutput:
@@ -338,10 +341,11 @@ class MiniBatchLoop(TrainLoop):
     # -- evaluation ----------------------------------------------------------------------------------------
     @torch.no_grad()
     def _evaluate_sampled(self, split, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits and labels of this rank's vertices of ``split`` (traffic kinds ``eval_*``)."""
+        """Logits and labels of this rank's vertices of ``split`` (traffic kinds ``eval_*``; its sampling and
+        feature pulls are timed as ``evaluate``)."""
         batches, _ = self._split_batches(split, epoch)
         logits, labels = [], []
-        with self.ctx.comm.phase("eval_"):
+        with self.ctx.comm.phase("eval_"), self.timer.phase("evaluate", absorb=True):
             for seeds in batches:  # one key for all evaluation batches: a vertex's sample ignores its batch
                 mb, x = self._sample_and_pull(seeds, epoch, EVAL_STEP, self.store)
                 logits.append(block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device), x))

@@ -403,7 +403,8 @@ class AveragingLoop(TrainLoop):
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
         if (epoch + 1) % self.cfg.sync_interval == 0 or epoch + 1 == self.config.epochs:
-            self.average()
+            with self.timer.phase("grad_sync"):   # the model averaging is CATGNN's synchronisation
+                self.average()
         loss = sum(float(o.loss.detach()) * o.extra["alpha"] for o in outputs)
         vals = [loss, 0.0, 0.0, 0.0]
         if self.full is not None:

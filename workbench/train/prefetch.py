@@ -181,7 +181,8 @@ class PrefetchRank(RankExchange):
 
     def aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         if layer == 0 and self.iteration != self.epoch:
-            self._begin(self.epoch)
+            with self.timer.phase("sample"):   # the iteration's draws, probabilities and row requests
+                self._begin(self.epoch)
         return self._aggregate(h, layer)
 
     # -- iteration ---------------------------------------------------------------------------------------
@@ -306,7 +307,8 @@ class PrefetchRank(RankExchange):
         if layer == 0 and self.cached is not None:
             gids = self.plan.halo_gid[draw["mask"]]
             before = self.cached.misses
-            out[draw["mask"].to(h.device)] = self.cached.pull(gids).to(h.device)
+            with self.timer.phase("fetch"):
+                out[draw["mask"].to(h.device)] = self.cached.pull(gids).to(h.device)
             self.rec["feature_misses"] = self.cached.misses - before
             return out
         me = self.plan.rank
