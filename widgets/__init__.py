@@ -39,6 +39,8 @@ _LAZY["ScheduleView"] = "widgets.schedule"
 __all__.append("ScheduleView")
 _LAZY["PipelineView"] = "widgets.pipeline"
 __all__.append("PipelineView")
+_LAZY["TimingView"] = "widgets.timing"
+__all__.append("TimingView")
 
 
 def __getattr__(name: str):

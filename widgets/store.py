@@ -42,6 +42,7 @@ from workbench.events import (
 )
 from workbench.events import ScheduleStats, ScheduleTrace
 from workbench.events import PipelineTimeline
+from workbench.events import STEP_PHASES, StepTimes
 
 __all__ = ["RunStore", "list_runs"]
 
@@ -68,6 +69,10 @@ COLUMNS: dict[str, list[str]] = {
     "pipeline": ["iteration", "start_s", "iteration_s", "blocked_s", "compute_s", "sync_iteration_s", "tau",
                  "worker_blocked_s"],
     "pipeline_bar": ["iteration", "worker", "kind", "layer", "start", "end", "seconds", "nbytes", "issued"],
+    # where each rank's epoch went (StepTimes): one row per rank and epoch, the seconds of each phase in a
+    # column named after it (STEP_PHASES order; a phase a trainer did not report is 0, an unknown one counts
+    # as "other")
+    "step_times": ["rank", "epoch", "steps", "program", "wall_s", "time", *STEP_PHASES],
 }
 #: iterations whose timeline bars a store keeps (the view follows the latest few)
 PIPELINE_BAR_ITERATIONS = 200
@@ -238,6 +243,8 @@ class RunStore:
             self._add_schedule(ev)
         elif isinstance(ev, PipelineTimeline):
             self._add_pipeline(ev)
+        elif isinstance(ev, StepTimes):
+            self._add_step_times(vars(ev))
         if self.started is None:
             self.started = ev.time
 
@@ -275,6 +282,15 @@ class RunStore:
             self._rows["pipeline_bar"] = [r for r in bars if r["iteration"] >= keep_from]
         self._versions["pipeline"] += 1
         self._versions["pipeline_bar"] += 1
+
+    def _add_step_times(self, d: dict) -> None:
+        row = {"rank": int(d.get("rank", 0)), "epoch": int(d.get("epoch", 0)), "steps": int(d.get("steps") or 0),
+               "program": d.get("program") or "", "wall_s": float(d.get("wall_s") or 0.0), "time": d.get("time")}
+        row.update(dict.fromkeys(STEP_PHASES, 0.0))
+        for phase, sec in (d.get("seconds") or {}).items():
+            row[phase if phase in STEP_PHASES else "other"] += float(sec or 0.0)
+        self._rows["step_times"].append(row)
+        self._versions["step_times"] += 1
 
     def _add_progress(self, ev: Progress) -> None:
         self._rows["progress"].append({"stage": ev.stage, "done": ev.done, "total": ev.total,
@@ -338,7 +354,8 @@ class RunStore:
 
     def _push_dicts(self, dicts: list) -> None:
         """Add the events of a run log (their dict forms) in bulk; odd lines are skipped."""
-        fast = {"epoch": self._add_epoch, "staleness": self._add_staleness, "traffic": self._add_traffic}
+        fast = {"epoch": self._add_epoch, "staleness": self._add_staleness, "traffic": self._add_traffic,
+                "step_times": self._add_step_times}
         with self._lock:
             for d in dicts:
                 if not isinstance(d, dict):
@@ -409,8 +426,8 @@ class RunStore:
 
     def frame(self, kind: str) -> pd.DataFrame:
         """A copy-safe data frame of one event type: ``epoch``, ``epoch_kind``, ``traffic``, ``staleness``,
-        ``cache``, ``progress`` (columns in :data:`COLUMNS`). ``epoch`` adds ``elapsed_s`` (since the run started)
-        and ``cum_bytes`` (bytes sent by this rank so far)."""
+        ``cache``, ``progress``, ``step_times``, ... (columns in :data:`COLUMNS`). ``epoch`` adds ``elapsed_s``
+        (since the run started) and ``cum_bytes`` (bytes sent by this rank so far)."""
         if kind not in COLUMNS:
             raise KeyError(f"unknown frame {kind!r}; choose one of {sorted(COLUMNS)}")
         with self._lock:

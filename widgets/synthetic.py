@@ -4,9 +4,11 @@
 (partition, per-rank epochs, traffic per rank pair and kind, staleness per rank and layer), with
 deterministic numbers and times; with ``cache="degree"`` (or another policy) also the feature pulls of a
 mini-batch run behind that cache (``feature``/``feature_req``/``cache_fill`` traffic and one
-:class:`~workbench.events.CacheStats` per rank and epoch). :class:`SyntheticRun` replays them on a thread with a delay and
-quacks like :class:`workbench.runtime.RunHandle` (``run_id``, ``status``, ``events``,
-``add_listener``, ``wait``, ``stop``, ``log_dir``, ``dashboard_link``, ``error``), writing a real run log.
+:class:`~workbench.events.CacheStats` per rank and epoch); with ``step_times=True`` where each rank's epoch
+went, by phase (one :class:`~workbench.events.StepTimes` per rank and epoch, :func:`fabricate_step_times`).
+:class:`SyntheticRun` replays them on a thread with a delay and quacks like :class:`workbench.runtime.RunHandle`
+(``run_id``, ``status``, ``events``, ``add_listener``, ``wait``, ``stop``, ``log_dir``, ``dashboard_link``,
+``error``), writing a real run log.
 
 Example:
     >>> events = fabricate_run(num_parts=2, epochs=3)
@@ -25,18 +27,20 @@ import numpy as np
 
 from workbench.events import (
     CacheStats, EpochEnd, Event, FanOut, PartitionComputed, Progress, RunFinished, RunLog, RunStarted, Staleness,
-    Traffic,
+    StepTimes, Traffic,
 )
+from workbench.events import STEP_PHASES
 
-__all__ = ["fabricate_run", "fabricate_cache", "fabricate_pipeline", "SyntheticRun"]
+__all__ = ["fabricate_run", "fabricate_cache", "fabricate_step_times", "fabricate_pipeline", "SyntheticRun"]
 
 
 def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, num_nodes: int = 400,
                   run_id: str = "synthetic", recipe: str = "sancus", seed: int = 0, start_time: float = 1.7e9,
                   epoch_s: float = 0.5, fail_at: Optional[int] = None, byte_scale: float = 1.0,
-                  cache: Optional[str] = None, cache_ratio: float = 0.1) -> list[Event]:
+                  cache: Optional[str] = None, cache_ratio: float = 0.1, step_times: bool = False) -> list[Event]:
     """Events of a plausible run (deterministic for a seed). ``fail_at`` ends it failed at that epoch;
-    ``cache`` (a policy name) adds a feature cache of ``cache_ratio`` (:func:`fabricate_cache`)."""
+    ``cache`` (a policy name) adds a feature cache of ``cache_ratio`` (:func:`fabricate_cache`);
+    ``step_times`` the seconds of each phase per rank and epoch (:func:`fabricate_step_times`)."""
     rng = np.random.default_rng(seed)
     t = start_time
     hidden = 16
@@ -96,6 +100,8 @@ def fabricate_run(*, num_parts: int = 2, epochs: int = 5, num_layers: int = 2, n
                                       kind="all_reduce", layer=-1, bytes=grad // max(num_parts - 1, 1), messages=1))
             if cache:
                 ev.extend(fabricate_cache(run_id, t, r, num_parts, epoch, num_nodes, cache, cache_ratio, rng))
+            if step_times:
+                ev.append(fabricate_step_times(run_id, t, r, epoch, epoch_s, rng, cached=bool(cache)))
             sent_b = int(sent[r])
             reduce_b = grad // max(num_parts - 1, 1) * (num_parts - 1)   # what its all_reduce records sum to
             loss = 2.0 * math.exp(-0.35 * epoch) + 0.05 * r + 0.02 * float(rng.random())
@@ -143,6 +149,33 @@ def fabricate_cache(run_id: str, t: float, rank: int, num_parts: int, epoch: int
                           bytes_saved=hits * row, policy=policy, ratio=ratio, refresh_bytes=0, remote_rows=remote,
                           fill_bytes=fill))
     return out
+
+
+#: the share of an epoch each phase takes in :func:`fabricate_step_times` (a mini-batch run whose remote
+#: feature fetches cost about as much as its forward pass; "evaluate" is added every few epochs)
+_PHASE_SHARE = {"sample": 0.09, "fetch": 0.22, "forward": 0.27, "exchange": 0.06, "backward": 0.2, "grad_sync": 0.08,
+                "optimizer": 0.03, "evaluate": 0.0, "other": 0.05}
+
+
+def fabricate_step_times(run_id: str, t: float, rank: int, epoch: int, epoch_s: float, rng: np.random.Generator,
+                         steps: int = 24, cached: bool = False, eval_every: int = 5) -> StepTimes:
+    """One rank's :class:`~workbench.events.StepTimes` of one epoch: about ``epoch_s`` seconds split over the
+    phases; higher ranks fetch more (their parts have more remote neighbours), a cache halves the fetches after
+    the first epoch, and every ``eval_every``-th epoch evaluates.
+
+    Example:
+        >>> ev = fabricate_step_times("r", 0.0, rank=1, epoch=4, epoch_s=0.5, rng=np.random.default_rng(0))
+        >>> sorted(ev.seconds) == sorted(STEP_PHASES), round(sum(ev.seconds.values()), 6) == round(ev.wall_s, 6)
+        (True, True)
+    """
+    share = dict(_PHASE_SHARE)
+    share["fetch"] *= (1 + 0.35 * rank) * (0.5 if cached and epoch > 0 else 1.0) * (1.6 if epoch == 0 else 1.0)
+    if eval_every and epoch % eval_every == eval_every - 1:
+        share["evaluate"] = 0.12
+    noise = 1 + 0.12 * (rng.random(len(STEP_PHASES)) - 0.5)
+    seconds = {p: round(epoch_s * share[p] * float(n), 6) for p, n in zip(STEP_PHASES, noise)}
+    return StepTimes(run_id=run_id, time=t, rank=rank, epoch=epoch, steps=steps, program="minibatch",
+                     seconds=seconds, wall_s=round(sum(seconds.values()), 6))
 
 
 class SyntheticRun:

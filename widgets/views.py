@@ -657,7 +657,8 @@ class ProgressView(StoreView):
 
 class RunView(Viewer):
     """Every view of one run: progress on top, then tabs (curves, partition, staleness, communication, and
-    cache, scheduler or pipeline once the run reports cache, schedule or pipeline timeline events).
+    cache, scheduler, pipeline or time once the run reports cache, schedule, pipeline timeline or step time
+    events).
 
     Renders inline in a notebook (keeps itself live at 4 Hz while the kernel is idle) and in the app.
 
@@ -702,6 +703,8 @@ class RunView(Viewer):
         self.scheduler: Optional[StoreView] = None
         #: the pipeline view (simulated timeline of a prefetch run), added (as a tab) once the run reports one
         self.pipeline: Optional[StoreView] = None
+        #: the time view (seconds per phase per rank and epoch), added (as the Time tab) once the run reports them
+        self.timing: Optional[StoreView] = None
         self._compare_stores = compare_stores
         self.live = live
         self._tabs: Optional[pn.Tabs] = None
@@ -724,9 +727,14 @@ class RunView(Viewer):
             from widgets.pipeline import PipelineView
             return PipelineView(self.store, defer=True)
 
+        def timing():
+            from widgets.timing import TimingView
+            return TimingView(self.store, defer=True)
+
         self._add_view("cache", "Cache", "cache", cache)
         self._add_view("scheduler", "Scheduler", "schedule", scheduler)
         self._add_view("pipeline", "Pipeline", "pipeline", pipeline)
+        self._add_view("timing", "Time", "step_times", timing)
 
     def _add_view(self, attr: str, title: str, kind: str, make: Callable[[], StoreView]) -> None:
         """Set ``self.<attr>`` to ``make()`` and insert its tab (after Communication, before any extra tab)
@@ -784,7 +792,7 @@ class RunView(Viewer):
         Only the first tab is drawn at once: every other tab is an empty column until it is first opened,
         and its view builds its figures then (a saved run of 10^5 events opens in well under 2 s).
         """
-        cache = [(view.title, view) for view in self.views[5:]]   # cache, scheduler, pipeline: arrival order
+        cache = [(view.title, view) for view in self.views[5:]]   # cache, scheduler, pipeline, time: arrival order
         named = [("Training curves", self.curves), ("Partition", self.partition), ("Staleness", self.staleness),
                  ("Communication", self.traffic), *cache, *extra]
         tabs = pn.Tabs(*((name, obj if i == 0 else self._lazy_tab(obj)) for i, (name, obj) in enumerate(named)),
@@ -839,7 +847,8 @@ class RunView(Viewer):
                                     ("partition", "Partition", self.partition),
                                     ("staleness", "Staleness", self.staleness),
                                     ("traffic", "Communication", self.traffic),
-                                    *((("pipeline", "Pipeline", self.pipeline),) if self.pipeline is not None else ())):
+                                    *((("pipeline", "Pipeline", self.pipeline),) if self.pipeline is not None else ()),
+                                    *((("time", "Time", self.timing),) if self.timing is not None else ())):
             head = [pn.pane.Markdown(f"## {heading}", margin=(12, 10, 0, 10))] if heading else []
             sections.append(pn.Column(*head, view._layout, css_classes=[f"wb-report-{name}"],
                                       sizing_mode="stretch_width"))
