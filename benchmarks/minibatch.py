@@ -58,7 +58,17 @@ def run_workbench(graph, args) -> tuple[float, float]:
     env = RunEnv(run_id="bench", world_size=1, emit=sink.emit, stop_flag=threading.Event(), timeout_s=3600,
                  device="cpu")
     summary = program.summarize([o.result for o in run_inprocess(program, payloads, env)])
+    _print_breakdown(summary["time_breakdown"])
     return _median_after_first(summary["epoch_times"]), summary["losses"][-1]
+
+
+def _print_breakdown(breakdown: dict) -> None:
+    """The workbench epoch by step phase (rank 0, median over the epochs after the first)."""
+    rank0 = breakdown["by_rank"][0]
+    median = {p: _median_after_first(rank0[p]) for p in breakdown["phases"] if rank0[p]}
+    total = sum(median.values()) or 1.0
+    print("workbench epoch by phase (rank 0, median after the first epoch): " + ", ".join(
+        f"{p} {s:.3f} s ({100 * s / total:.0f} %)" for p, s in sorted(median.items(), key=lambda kv: -kv[1]) if s))
 
 
 def run_dgl(graph, args) -> tuple[float, float] | None:

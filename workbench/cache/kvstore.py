@@ -149,6 +149,8 @@ class FeatureStore:
         errs.raise_if_any()
         self._sorted_gid, perm = torch.sort(owned)
         self.features = features[perm].contiguous()  # rows in ascending global-id order
+        # owning every id (one rank): a global id is its row, no search
+        self._owns_all = self._sorted_gid.numel() == self.book.num_nodes
         self.width = int(features.shape[1])
         self.row_bytes = self.width * features.element_size()
 
@@ -176,8 +178,8 @@ class FeatureStore:
 
     def local_rows(self, gids: torch.Tensor) -> torch.Tensor:
         """Rows of owned ids (``gids`` must all be owned by this rank)."""
-        pos = torch.searchsorted(self._sorted_gid, gids)
-        return self.features[pos]
+        pos = gids if self._owns_all else torch.searchsorted(self._sorted_gid, gids)
+        return self.features.index_select(0, pos)
 
     def _check_ids(self, gids: Any) -> torch.Tensor:
         gids = torch.as_tensor(gids, dtype=torch.int64).flatten()
@@ -192,12 +194,13 @@ class FeatureStore:
         ``kind``/``req_kind`` override the traffic kinds (a cache's fill and refresh use their own).
         """
         gids = self._check_ids(gids)
+        if self.world_size == 1:   # every row is local and no other rank takes part: no collective to match
+            return self.local_rows(gids)
         out = self.features.new_empty((gids.numel(), self.width))
-        owner = self.owner(gids)
-        local = owner == self.rank
-        if local.any():
-            out[local] = self.local_rows(gids[local])
-        remote_pos = (~local).nonzero().flatten()
+        local = self.owner(gids) == self.rank
+        local_pos, remote_pos = local.nonzero().flatten(), (~local).nonzero().flatten()
+        if local_pos.numel():
+            out.index_copy_(0, local_pos, self.local_rows(gids.index_select(0, local_pos)))
         uniq, inverse = torch.unique(gids[remote_pos], return_inverse=True)  # sorted ids, one request each
         uniq_owner = self.owner(uniq)
         requests = [uniq[uniq_owner == j] for j in range(self.world_size)]
@@ -210,7 +213,8 @@ class FeatureStore:
         for j in range(self.world_size):  # one slot per rank, not per id
             if j != self.rank and requests[j].numel():
                 rows[uniq_owner == j] = received[j].reshape(-1, self.width)
-        out[remote_pos] = rows[inverse]
+        if remote_pos.numel():
+            out.index_copy_(0, remote_pos, rows.index_select(0, inverse))
         return out
 
     def __repr__(self) -> str:
