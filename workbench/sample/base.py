@@ -190,6 +190,20 @@ class _IdTable(threading.local):
 _TABLES = _IdTable()
 
 
+_RELABEL: list = []
+
+
+def _compiled_relabel():
+    """The numba relabelling kernel, or None where numba does not import (the numpy passes then)."""
+    if not _RELABEL:
+        try:
+            from workbench.sample._blocks_numba import relabel_block
+        except ImportError:
+            relabel_block = None
+        _RELABEL.append(relabel_block)
+    return _RELABEL[0]
+
+
 def build_block(dst_gid: torch.Tensor, edges: SampledEdges, num_nodes: int) -> Block:
     """The block of ``edges`` into the (unique) ``dst_gid``: sources are the destinations followed by the other
     sources in order of first appearance (as ``dgl.to_block`` orders them). O(edges), no sort.
@@ -200,6 +214,16 @@ def build_block(dst_gid: torch.Tensor, edges: SampledEdges, num_nodes: int) -> B
     table = _TABLES.get(num_nodes)
     dst = dst_gid.numpy()
     nd = dst.size
+    relabel = _compiled_relabel()
+    if relabel is not None:   # one compiled pass (the numpy passes below cost ~3 ms per 100k-edge block)
+        src_all, loc, edge_dst, ok = relabel(table, np.ascontiguousarray(dst, dtype=np.int64),
+                                             np.ascontiguousarray(edges.src_gid.numpy(), dtype=np.int64),
+                                             np.ascontiguousarray(edges.dst_gid.numpy(), dtype=np.int64))
+        if not ok:
+            raise ParamError(["The 'seeds' parameter of Sampler.sample must be unique global ids. "
+                              "Got repeated ids instead."])
+        return Block(src_gid=torch.from_numpy(src_all), num_dst=nd, edge_src=torch.from_numpy(loc),
+                     edge_dst=torch.from_numpy(edge_dst))
     table[dst] = np.arange(nd)
     if nd and not bool((table[dst] == np.arange(nd)).all()):
         table[dst] = -1

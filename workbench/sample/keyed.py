@@ -137,6 +137,21 @@ def segment_gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, lengths)
 
 
+_COMPILED: list = []
+
+
+def _compiled_sampler():
+    """The numba kernel with this definition (``workbench.sample._blocks_numba.sample_rows``), or None where
+    numba does not import (the numpy passes below then, the same edges)."""
+    if not _COMPILED:
+        try:
+            from workbench.sample._blocks_numba import sample_rows
+        except ImportError:
+            sample_rows = None
+        _COMPILED.append(sample_rows)
+    return _COMPILED[0]
+
+
 def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: bool, key: int) -> SampledEdges:
     """Sample in-neighbours of the vertices ``gid`` exactly as the module docstring defines.
 
@@ -159,6 +174,11 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
     g = np.asarray(gid.numpy() if isinstance(gid, torch.Tensor) else gid, dtype=np.int64)
     indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
     rows = g if csr.row_of_gid is None else csr.row_of_gid.numpy()[g]
+    compiled = _compiled_sampler()
+    if compiled is not None and indptr.dtype == np.int64 and indices.dtype == np.int64:
+        src, dst = compiled(indptr, indices, np.ascontiguousarray(rows, dtype=np.int64),
+                            np.ascontiguousarray(g), int(fanout), bool(replace), np.uint64(key & _MASK))
+        return SampledEdges(torch.from_numpy(src), torch.from_numpy(dst))
     start = indptr[rows]
     deg = indptr[rows + 1] - start
     if fanout < 0 or (not replace and bool((deg <= fanout).all())):

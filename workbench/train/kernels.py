@@ -306,6 +306,9 @@ def csr_pair(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
 
     def one(r: torch.Tensor, c: torch.Tensor, m: int, n: int) -> torch.Tensor:
         crow = torch.zeros(m + 1, dtype=torch.int64, device=r.device)
+        if r.numel() < 2 or bool((r[1:] >= r[:-1]).all()):   # already by row (sampled blocks): no reorder
+            crow[1:] = torch.cumsum(torch.bincount(r, minlength=m), 0)
+            return torch.sparse_csr_tensor(crow, c.contiguous(), weights.contiguous(), (m, n))
         if compiled:   # a counting sort: O(nnz), no comparison sort per block
             from workbench.train._spmm_numba import coo_to_csr
 
