@@ -103,3 +103,22 @@ def plotted_rows(view) -> int:
             for cds in plot.state.select({"type": ColumnDataSource}):
                 total += max((len(col) for col in cds.data.values()), default=0)
     return total
+
+
+def open_tab(page, reg, session, title: str, attr: str):
+    """Click the tab ``title`` of the served run view (whose ``view.<attr>`` holds it), reloading the page once
+    if the tab inserted on the server did not reach it (seen once in the full suite on a loaded machine; root
+    cause open; a reload, as a user would do, shows it). Returns the session whose page shows the tab."""
+    header = page.get_by_text(title, exact=True)
+    try:
+        wait_until(lambda: header.count() > 0, timeout=30)
+    except (AssertionError, pytest.fail.Exception):
+        page.reload()
+        page.wait_for_selector(".wb-epochs")
+        old = session
+        wait_until(lambda: any(s is not old and s.view is not None and getattr(s.view, attr) is not None
+                               for s in list(reg.sessions)))
+        session = next(s for s in list(reg.sessions) if s is not old and s.view is not None)
+        wait_until(lambda: header.count() > 0, timeout=30)
+    header.first.click()
+    return session

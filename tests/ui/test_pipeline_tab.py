@@ -3,9 +3,7 @@ chart and per-iteration lines render with data and follow the run. Screenshot: t
 
 from __future__ import annotations
 
-import pytest
-
-from tests.ui.conftest import ARTIFACTS, plotted_rows, wait_until
+from tests.ui.conftest import ARTIFACTS, open_tab, plotted_rows, wait_until
 from widgets.app import RunRegistry
 from widgets.synthetic import SyntheticRun, fabricate_pipeline, fabricate_run
 from workbench.events import EpochEnd, RunFinished
@@ -40,20 +38,7 @@ def test_pipeline_tab_renders_and_follows_a_live_run(page, served, tmp_path):
         page.wait_for_selector(".wb-epochs")
         session, = reg.sessions
         wait_until(lambda: session.view is not None and session.view.pipeline is not None)
-        header = page.get_by_text("Pipeline", exact=True)
-        try:
-            wait_until(lambda: header.count() > 0, timeout=30)
-        except (AssertionError, pytest.fail.Exception):
-            # seen once in the full suite on a loaded machine: the tab inserted on the server never reached
-            # the page (root cause open); a reload, as a user would do, shows it
-            page.reload()
-            page.wait_for_selector(".wb-epochs")
-            old = session
-            wait_until(lambda: any(s is not old and s.view is not None and s.view.pipeline is not None
-                                   for s in list(reg.sessions)))
-            session = next(s for s in list(reg.sessions) if s is not old and s.view is not None)
-            wait_until(lambda: header.count() > 0, timeout=30)
-        header.first.click()
+        session = open_tab(page, reg, session, "Pipeline", "pipeline")
         view = session.view.pipeline
         wait_until(lambda: page.locator(".wb-pipeline-stats").count() == 1)
         wait_until(lambda: plotted_rows(view) > 0)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
-from tests.ui.conftest import ARTIFACTS, plotted_rows, wait_until
+from tests.ui.conftest import ARTIFACTS, open_tab, plotted_rows, wait_until
 from widgets.app import RunRegistry
 from widgets.synthetic import SyntheticRun, fabricate_run
 from widgets.timing import PHASE_COLORS
@@ -36,24 +34,6 @@ def _painted(page, colors: dict[str, str]) -> dict[str, int]:
     }""", colors)
 
 
-def _open_tab(page, reg, session):
-    """Click the Time tab (reloading once if the tab inserted on the server did not reach the page, as
-    test_pipeline_tab does); returns the session whose page shows it."""
-    header = page.get_by_text("Time", exact=True)
-    try:
-        wait_until(lambda: header.count() > 0, timeout=30)
-    except (AssertionError, pytest.fail.Exception):
-        page.reload()
-        page.wait_for_selector(".wb-epochs")
-        old = session
-        wait_until(lambda: any(s is not old and s.view is not None and s.view.timing is not None
-                               for s in list(reg.sessions)))
-        session = next(s for s in list(reg.sessions) if s is not old and s.view is not None)
-        wait_until(lambda: header.count() > 0, timeout=30)
-    header.first.click()
-    return session
-
-
 def test_time_tab_renders_and_follows_a_live_run(page, served, tmp_path):
     reg = RunRegistry(tmp_path / "runs")
     # held at epoch 8 until the tab is drawn, so the page sees a run that is still going
@@ -67,7 +47,7 @@ def test_time_tab_renders_and_follows_a_live_run(page, served, tmp_path):
         page.wait_for_selector(".wb-epochs")
         session, = reg.sessions
         wait_until(lambda: session.view is not None and session.view.timing is not None)
-        session = _open_tab(page, reg, session)
+        session = open_tab(page, reg, session, "Time", "timing")
         view = session.view.timing
         wait_until(lambda: page.locator(".wb-time-share").count() >= 5)
         wait_until(lambda: plotted_rows(view) > 0)
