@@ -33,11 +33,11 @@ also ``inclusion probabilities``); every schedule ``sampling tasks``. A new meth
 
 Example:
     >>> from workbench.compose import RunConfig
-    >>> cfg = RunConfig.compose(graph="karate", sample="neighbor", schedule="fifo", cache="degree")
+    >>> cfg = RunConfig.compose(graph="karate", sample="neighbor", schedule="fifo", cache="inclusion")
     >>> check_composition(cfg)
     Traceback (most recent call last):
     ...
-    workbench._validation.ParamError: The 'cache.method' parameter of RunConfig must be none or a method that mini-batch training with a schedule (sampling workers hold the whole graph) can use: 'degree' needs batches that read their remote input rows through a feature source (what a cache wraps), provided by mini-batch training on sampled blocks, full-graph training on sampled edges. Got 'degree' instead.
+    workbench._validation.ParamError: The 'cache.method' parameter of RunConfig must be none or a method that mini-batch training with a schedule can use: 'inclusion' needs inclusion probabilities (each remote vertex's chance to be an input of a batch), provided by sample.method=bns|nodewise|psc|uniform_edge, mini-batch training on sampled blocks. Got 'inclusion' instead.
     >>> program_class(cfg.replace(schedule=None)).__name__
     'MiniBatchProgram'
 """
