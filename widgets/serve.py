@@ -262,7 +262,7 @@ def serve(registry: Any, *, port: int = 5006, address: Optional[str] = None, sho
             "token", "serve", f"a token when 'address' is beyond loopback (address={address!r}: anyone who can "
                               "reach it could start runs and read files)", token)])
     host = "127.0.0.1" if address is None else address
-    if host in ("", "0.0.0.0", "::"):
+    if _every_interface(host):
         origins = ["*"]   # any host name of this machine; the token (a SameSite cookie) guards the WebSocket
     else:
         origins = [f"{host}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"] if port else ["*"]
@@ -277,11 +277,15 @@ def serve(registry: Any, *, port: int = 5006, address: Optional[str] = None, sho
     return server
 
 
+def _every_interface(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::")
+
+
 def dashboard_urls(address: Optional[str], port: int, token: Optional[str]) -> list[str]:
     """The URLs to print: the bound address (the host name for every interface, then 127.0.0.1)."""
     query = f"?token={quote(token, safe='')}" if token else ""
     host = "127.0.0.1" if address is None else address
-    if host in ("", "0.0.0.0", "::"):
+    if _every_interface(host):
         return [f"http://{socket.gethostname()}:{port}/{query}", f"http://127.0.0.1:{port}/{query}"]
     if ":" in host:
         host = f"[{host}]"

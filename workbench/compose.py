@@ -53,7 +53,7 @@ import typing
 from typing import Any, Mapping, Optional
 
 from workbench._validation import Config, ErrorCollector, ParamError, _coerce, param_error
-from workbench.stages import REGISTRIES, registry
+from workbench.stages import REGISTRIES, registry, switch_config
 
 __all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "load_stage_modules", "describe_stages",
            "as_text"]
@@ -368,24 +368,24 @@ class RunConfig(Config):
         program cannot use becomes that program's ``default_exchange`` (full-graph training ``halo``,
         edge sampling ``prefetch``, mini-batch training none), noted in ``derived``. An exchange given in
         the same settings is never replaced: :func:`~workbench.composition.check_composition` judges it."""
-        ex = new["exchange"]
-        if "exchange" in methods and self.method("exchange") != (
-                NONE if ex is None else chosen.get("exchange") or registry("exchange").name_of(ex)):
+        def name_of(section: str) -> Optional[str]:   # the method the new settings chose (None: empty)
+            cfg = new[section]
+            return None if cfg is None else chosen.get(section) or registry(STAGE_SECTIONS[section]).name_of(cfg)
+
+        exchange = name_of("exchange")
+        if "exchange" in methods and self.method("exchange") != (exchange or NONE):
             derived.pop("exchange.method", None)   # the user's exchange replaces the derived one
         if "sample" not in methods or "exchange" in methods or "exchange" in fields:
             return
         from workbench.composition import program_for
 
-        sample = None if new["sample"] is None else (chosen.get("sample") or registry("sample").name_of(new["sample"]))
         try:
-            program = program_for(sample, scheduled=new.get("schedule") is not None)
+            program = program_for(name_of("sample"), scheduled=new.get("schedule") is not None)
         except ParamError:
             return
-        current = new["exchange"]
-        name = None if current is None else (chosen.get("exchange") or registry("exchange").name_of(current))
-        cls = registry("exchange").get(name) if name else None
+        cls = registry("exchange").get(exchange) if exchange else None
         if (cls is not None and set(cls.requires) <= set(program.provides)) or (
-                current is None and program.default_exchange is None):
+                exchange is None and program.default_exchange is None):
             return
         target = program.default_exchange
         new["exchange"] = registry("exchange").config_class(target)() if target else None
@@ -416,11 +416,8 @@ class RunConfig(Config):
             return None, None
         if current is not None and current_name == name:
             return current, name
-        new_cls = registry(STAGE_SECTIONS[section]).config_class(name)
-        kept = {f: getattr(current, f) for f in new_cls.field_names()
-                if current is not None and f in type(current).field_names()}
         try:
-            return new_cls(**kept), name
+            return switch_config(current, registry(STAGE_SECTIONS[section]).config_class(name)), name
         except ParamError as exc:
             errs.errors.extend(exc.errors)
             return current, current_name

@@ -138,12 +138,11 @@ def unmet_needs(cfg: Any) -> tuple[type, list[tuple[str, str, list[str]]]]:
     provided = set(program.provides).union(*(getattr(cls, "provides", ()) for cls in stages.values()))
     unmet = [(section, cfg.method(section), sorted(set(getattr(cls, "requires", ())) - provided))
              for section, cls in stages.items()]
-    for section in ("train",):
-        sub = getattr(cfg, section, None)
-        needs = getattr(type(sub), "field_requires", {})
-        default = type(sub)() if needs else None
-        unmet += [(f"{section}.{name}", getattr(sub, name), sorted(set(caps) - provided))
-                  for name, caps in needs.items() if getattr(sub, name) != getattr(default, name)]
+    train = getattr(cfg, "train", None)
+    needs = getattr(type(train), "field_requires", {})
+    default = type(train)() if needs else None
+    unmet += [(f"train.{name}", getattr(train, name), sorted(set(caps) - provided))
+              for name, caps in needs.items() if getattr(train, name) != getattr(default, name)]
     return program, [u for u in unmet if u[2]]
 
 

@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Optional
 from workbench._validation import Config as BaseConfig
 from workbench._validation import ParamError, check_choice
 
-__all__ = ["Stage", "Registry", "registry", "REGISTRIES", "resolve_config"]
+__all__ = ["Stage", "Registry", "registry", "REGISTRIES", "resolve_config", "switch_config"]
 
 
 class Stage:
@@ -92,6 +92,13 @@ def resolve_config(stage: Any, config: Any, options: dict) -> Any:
         raise ParamError([f"The 'config' parameter of {type(stage).__name__} must be a "
                           f"{type(stage).__name__}.Config. Got {type(config).__name__} instead."])
     return config
+
+
+def switch_config(current: Any, cls: type) -> Any:
+    """A ``cls`` config keeping the fields ``current`` (a config of another method, or None) shares with it:
+    what switching a section's method keeps (``--set partition.method=metis`` keeps ``seed``)."""
+    shared = type(current).field_names() if current is not None else ()
+    return cls(**{f: getattr(current, f) for f in cls.field_names() if f in shared})
 
 
 class Registry(dict):

@@ -271,8 +271,9 @@ class MetisPartitioner(Partitioner):
             if not errs.errors and num_parts is not None:
                 t = torch.as_tensor(vw)
                 nnz = (t.reshape(n, -1) > 0).sum(0).tolist()
-                errs.check(not any(0 < k < num_parts for k in nnz), "vertex_weights", f"columns weighing at least num_parts={num_parts} vertices "
-                           "each (a column on fewer vertices cannot reach every part)",
+                errs.check(not any(0 < k < num_parts for k in nnz), "vertex_weights",
+                           f"columns weighing at least num_parts={num_parts} vertices each (a column on fewer "
+                           "vertices cannot reach every part)",
                            f"positive entries per column {nnz}")
         if c.edge_weights is not None:
             _check_int_tensor(errs, "edge_weights", c.edge_weights, [(e,)], 1)

@@ -60,6 +60,11 @@ def _check_exchange(train: Any, exchange: str, staleness: str) -> None:
                                       "(G3 bins run on the exact per-layer P2P halo exchange)", value)])
 
 
+def _largest_bin(graph: Any, widths_in: list[int], widths_out: list[int]) -> VertexBin:
+    src, dst = graph.edges()
+    return largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
+
+
 def check_bins_before_partition(graph: Any, train: Any, widths_in: list[int], widths_out: list[int],
                                 exchange: str = "halo", staleness: str = "none") -> VertexBin:
     """What can be refused before the partitioner runs; returns the graph's largest one-vertex bin.
@@ -70,8 +75,7 @@ def check_bins_before_partition(graph: Any, train: Any, widths_in: list[int], wi
             smallest budget that works).
     """
     _check_exchange(train, exchange, staleness)
-    src, dst = graph.edges()
-    largest = largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
+    largest = _largest_bin(graph, widths_in, widths_out)
     if train.bin_limit is not None:
         check_bin_budget(train.memory_budget, largest)
     return largest
@@ -85,9 +89,7 @@ def size_budget(graph: Any, shards: list, widths_in: list[int], widths_out: list
         return None
     if train.memory_budget != "auto":
         return MemoryBudget(int(train.memory_budget))
-    if largest is None:
-        src, dst = graph.edges()
-        largest = largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
+    largest = largest or _largest_bin(graph, widths_in, widths_out)
     sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
     return auto_memory_budget(sizes, widths_in, widths_out, largest)
 
@@ -106,9 +108,7 @@ def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list
             message names the smallest budget that works); bins with an exchange other than plain ``halo``.
     """
     _check_exchange(train, exchange, staleness)
-    if largest is None:
-        src, dst = graph.edges()
-        largest = largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
+    largest = largest or _largest_bin(graph, widths_in, widths_out)
     if budget is None:
         budget = size_budget(graph, shards, widths_in, widths_out, train, largest)
     memory_budget = None if budget is None else budget.num_bytes

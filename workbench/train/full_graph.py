@@ -355,7 +355,8 @@ class FullGraphProgram(Program):
         cfg = self.config
         predicted = self.predicted or rank_results[0].get("predicted", {})
         summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
-                                  extra={**stages_summary(cfg), "exchange": cfg.method("exchange"), "split_sizes": getattr(self, "split_sizes", None)})
+                                  extra={**stages_summary(cfg), "exchange": cfg.method("exchange"),
+                                         "split_sizes": getattr(self, "split_sizes", None)})
         baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
         moved = sum(summary["bytes_by_epoch"])
         # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)

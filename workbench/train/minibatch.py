@@ -235,7 +235,8 @@ class MiniBatchProgram(Program):
     def summarize(self, rank_results: list[dict]) -> dict:
         cfg = self.config
         summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={**stages_summary(cfg), "sample": cfg.method("sample"), "cache": cfg.method("cache"),
+                                  extra={**stages_summary(cfg), "sample": cfg.method("sample"),
+                                         "cache": cfg.method("cache"),
                                          "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size, "split_sizes": getattr(self, "split_sizes", None)})
         epochs = summary["epochs"]
 

@@ -34,7 +34,7 @@ from workbench.composition import stages_summary
 from workbench.events import Event, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
-from workbench.stages import registry
+from workbench.stages import registry, switch_config
 from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig, make_optimizer, summarize_ranks
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator
 
@@ -148,11 +148,8 @@ class ModelAveragingConfig(Config):
             for extra in keys[1:]:
                 settings.pop(extra)
             check_choice(name, f"{section}.method", type(self).__name__, sorted(reg))
-            current = getattr(self, section)
             if name != self.method(section):
-                cls = reg.config_class(name)
-                changes[section] = cls(**{f: getattr(current, f) for f in cls.field_names()
-                                          if f in type(current).field_names()})
+                changes[section] = switch_config(getattr(self, section), reg.config_class(name))
         return dataclasses.replace(self, **changes) if changes else self
 
     def build(self) -> "ModelAveragingProgram":
@@ -330,7 +327,8 @@ class ModelAveragingProgram(Program):
         cfg = self.config
         r0 = min(rank_results, key=lambda r: r.get("rank", 0))
         summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={**stages_summary(cfg), "sync_interval": cfg.sync_interval, "halo_hops": cfg.halo_hops,
+                                  extra={**stages_summary(cfg), "sync_interval": cfg.sync_interval,
+                                         "halo_hops": cfg.halo_hops,
                                          "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
         summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
                                            "num_params")})

@@ -476,7 +476,8 @@ class PrefetchProgram(FullGraphProgram):
 
     def summarize(self, rank_results):
         summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={**stages_summary(self.config), "exchange": "prefetch", "sample": self.config.method("sample"),
+                                  extra={**stages_summary(self.config), "exchange": "prefetch",
+                                         "sample": self.config.method("sample"),
                                          "cache": self.config.method("cache")})
         summary.update(prefetch_figures(rank_results, self._widths, self.config))
         return summary
