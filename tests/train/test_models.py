@@ -38,7 +38,7 @@ def test_same_seed_same_weights_and_layers_validated():
     b = GNNModel("sage", in_dim=4, hidden=8, out_dim=2, num_layers=3, seed=7)
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
     assert a.input_widths == [4, 8, 8]
-    with pytest.raises(ValueError, match="'model'"):
+    with pytest.raises(ValueError, match="'kind'"):
         GNNModel("gat", in_dim=4, hidden=8, out_dim=2, num_layers=2)
 
 

@@ -43,7 +43,7 @@ from workbench.graph import Graph
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.loop import LabelData
 from workbench.train.kernels import spmm
-from workbench.train.models import edge_weights, node_scales, sparse_aggregator
+from workbench.train.models import edge_weights, node_scales, sparse_aggregator, with_self_loops
 
 __all__ = ["BlockRowConfig", "BlockRowBroadcast", "BlockShard", "build_block_shards", "predicted_broadcast_bytes",
            "clip_threshold"]
@@ -104,9 +104,7 @@ def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, mo
     new_of[order] = torch.arange(n)
     src, dst = graph.edges()
     in_deg, out_deg = graph.in_degrees(), graph.out_degrees()
-    if model == "gcn":
-        loops = torch.arange(n)
-        src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+    src, dst = with_self_loops(model, src, dst, torch.arange(n))
     w = edge_weights(model, src, dst, in_deg[dst], out_deg[src])
     bs, bd = node_part[src], node_part[dst]
     ls, ld = new_of[src] - offsets[bs], new_of[dst] - offsets[bd]  # ids inside their blocks

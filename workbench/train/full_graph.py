@@ -44,7 +44,7 @@ from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankEx
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.loop import (LabelData, StepOutput, TrainLoop, load_training_graph, masked_loss, partition_nodes,
                                   split_sizes, summarize_ranks)
-from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator
+from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
 from workbench.train.staleness import predicted_bytes_by_epoch
 
 __all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "OwnerComputeHalo", "RankShard", "build_shards",
@@ -151,9 +151,7 @@ def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: s
         g2l[plan.halo_gid] = plan.num_inner + torch.arange(plan.num_halo)
         sel = dst_part == r
         s, d = src[sel], dst[sel]
-        if model == "gcn":  # self-loops of the owned rows
-            s = torch.cat([s, plan.inner_gid])
-            d = torch.cat([d, plan.inner_gid])
+        s, d = with_self_loops(model, s, d, plan.inner_gid)   # GCN: the owned rows' self-loops
         w = edge_weights(model, s, d, in_deg[d], out_deg[s])
         assert bool((g2l[s] >= 0).all()), "every in-neighbour of an owned row is inner or halo"
         local_gid = torch.cat([plan.inner_gid, plan.halo_gid])

@@ -62,7 +62,7 @@ from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
 from workbench.train.loop import StepOutput, TrainLoop, global_metrics, split_sizes, summarize_ranks
 from workbench.train.kernels import csr_pair
-from workbench.train.models import MODELS, GNNModel, SpMM
+from workbench.train.models import MODELS, GNNModel, SpMM, with_self_loops
 
 __all__ = ["MiniBatchProgram", "MiniBatchShard", "MiniBatchLoop", "BlockAggregator", "block_forward", "block_aggregators"]
 
@@ -93,9 +93,7 @@ def block_aggregators(kind: str, blocks: list, device: torch.device) -> list[Blo
     out = []
     for b in blocks:
         src, dst, nd = b.edge_src, b.edge_dst, b.num_dst
-        if kind == "gcn":
-            loop = torch.arange(nd)
-            src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
+        src, dst = with_self_loops(kind, src, dst, torch.arange(nd))
         deg_in = torch.bincount(dst, minlength=nd).to(torch.float32).clamp_min(1.0)
         out.append(BlockAggregator(src.to(device), dst.to(device), (1.0 / deg_in[dst]).unsqueeze(1).to(device), nd))
     return out

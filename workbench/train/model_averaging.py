@@ -36,7 +36,7 @@ from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry, switch_config
 from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig, make_optimizer, summarize_ranks
-from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator
+from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
 
 __all__ = ["ModelAveragingConfig", "ModelAveragingProgram", "PartShard", "part_subgraph", "AveragingLoop"]
 
@@ -203,10 +203,7 @@ def _triplets(model: str, src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
     degrees); ``weights == r[rows] * c[cols]``."""
     in_deg = torch.bincount(dst, minlength=num_nodes)
     out_deg = torch.bincount(src, minlength=num_nodes)
-    s, d = src, dst
-    if model == "gcn":
-        ids = torch.arange(num_nodes)
-        s, d = torch.cat([s, ids]), torch.cat([d, ids])
+    s, d = with_self_loops(model, src, dst, torch.arange(num_nodes))
     return d, s, edge_weights(model, s, d, in_deg[d], out_deg[s]), node_scales(model, in_deg, out_deg)
 
 

@@ -51,12 +51,11 @@ from workbench._validation import ErrorCollector
 from workbench.stages import Stage, registry
 from workbench.train.kernels import csr_pair, spmm, spmm_kernel
 
-__all__ = ["GNNModel", "MODEL_KINDS", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
-           "sparse_aggregator", "node_scales", "dropout_mask", "INITS", "LAYER_ORDERS", "transform_first", "backward_widths"]
+__all__ = ["GNNModel", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
+           "sparse_aggregator", "node_scales", "with_self_loops", "dropout_mask", "INITS", "LAYER_ORDERS", "transform_first", "backward_widths"]
 
 INITS = ("uniform", "glorot")
 
-MODEL_KINDS = ("gcn", "sage")
 LAYER_ORDERS = ("auto", "aggregate-first")
 
 
@@ -94,17 +93,19 @@ class GNNModel(nn.Module):
     def __init__(self, kind: str, *, in_dim: int, hidden: int, out_dim: int, num_layers: int, seed: int = 0,
                  dropout: float = 0.0, init: str = "uniform", order: str = "auto", pinned: frozenset = frozenset()):
         super().__init__()
-        if kind not in MODEL_KINDS:
-            raise ValueError(f"The 'model' parameter of GNNModel must be one of {list(MODEL_KINDS)}. Got {kind!r} instead.")
+        if kind not in MODELS:
+            raise ValueError(f"The 'kind' parameter of GNNModel must be one of {sorted(MODELS)}. Got {kind!r} instead.")
         if order not in LAYER_ORDERS:
             raise ValueError(f"The 'order' parameter of GNNModel must be one of {list(LAYER_ORDERS)}. "
                              f"Got {order!r} instead.")
         self.kind = kind
+        self.self_transform = MODELS.get_class(kind).self_transform
+        """Whether a layer adds ``H W_self`` (GraphSAGE) to the aggregated rows' transform."""
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         self.neigh = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(num_layers))
         # GraphSAGE's self transform; no bias (the neighbour linear carries it)
         self.self_ = nn.ModuleList(nn.Linear(dims[i], dims[i + 1], bias=False) for i in range(num_layers)) \
-            if kind == "sage" else nn.ModuleList()
+            if self.self_transform else nn.ModuleList()
         # a private generator: thread ranks share the global RNG, so seeding it would race
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
@@ -126,7 +127,7 @@ class GNNModel(nn.Module):
 
     def first_layer_parameters(self) -> list[nn.Parameter]:
         """The first layer's weight matrices (Kipf & Welling put L2 regularisation on these only)."""
-        return [self.neigh[0].weight] + ([self.self_[0].weight] if self.kind == "sage" else [])
+        return [self.neigh[0].weight] + ([self.self_[0].weight] if self.self_transform else [])
 
     def drop(self, h: torch.Tensor, layer: int, node_ids: Optional[torch.Tensor]) -> torch.Tensor:
         """``h`` with dropout applied (identity in eval mode or with ``dropout == 0``); ``node_ids`` are the
@@ -163,7 +164,7 @@ class GNNModel(nn.Module):
         """Pre-activation ``Z`` of layer ``index`` (aggregate-first) from the aggregated rows and the vertex's
         own rows."""
         z = self.neigh[index](agg)
-        if self.kind == "sage":
+        if self.self_transform:
             z = z + self.self_[index](h_self)
         return z
 
@@ -173,7 +174,7 @@ class GNNModel(nn.Module):
             return self.layer(i, aggregate(h, i), h_self)
         lin = self.neigh[i]
         z = aggregate(torch.nn.functional.linear(h, lin.weight), i) + lin.bias   # Â (H W) + b
-        if self.kind == "sage":
+        if self.self_transform:
             z = z + self.self_[i](h_self)
         return z
 
@@ -257,21 +258,20 @@ def backward_widths(exchange_widths: list[int], transform_first: list[bool]) -> 
 
 def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree: torch.Tensor,
                  src_out_degree: torch.Tensor) -> torch.Tensor:
-    """Per-edge weight of ``Â`` for edges ``src -> dst`` given the endpoints' GLOBAL degrees.
+    """Per-edge weight of ``Â`` for edges ``src -> dst`` given the endpoints' GLOBAL degrees: the model
+    ``kind``'s :meth:`ModelStage.edge_weights`.
 
     Args:
-        kind: ``"gcn"`` or ``"sage"``.
-        src, dst: edge endpoints (any id space); self-loops for GCN are passed in as ordinary edges.
+        kind: a registered model (``"gcn"``, ``"sage"``).
+        src, dst: edge endpoints (any id space); self-loops for GCN are passed in as ordinary edges
+            (:func:`with_self_loops`).
         dst_in_degree: in-degree (without self-loop) of each edge's destination, aligned with ``dst``.
         src_out_degree: out-degree (without self-loop) of each edge's source, aligned with ``src``.
 
     Returns:
         ``(num_edges,)`` float32 weights.
     """
-    if kind == "gcn":
-        return (torch.rsqrt(dst_in_degree.to(torch.float32) + 1.0)
-                * torch.rsqrt(src_out_degree.to(torch.float32) + 1.0))
-    return 1.0 / dst_in_degree.to(torch.float32).clamp_min(1.0)
+    return MODELS.get_class(kind).edge_weights(dst_in_degree, src_out_degree)
 
 
 def node_scales(kind: str, row_in_degree: torch.Tensor, col_out_degree: torch.Tensor
@@ -284,10 +284,22 @@ def node_scales(kind: str, row_in_degree: torch.Tensor, col_out_degree: torch.Te
         >>> r.tolist(), [round(x, 4) for x in c.tolist()]
         ([0.5], [1.0, 0.3333])
     """
-    if kind == "gcn":
-        return (torch.rsqrt(row_in_degree.to(torch.float32) + 1.0),
-                torch.rsqrt(col_out_degree.to(torch.float32) + 1.0))
-    return 1.0 / row_in_degree.to(torch.float32).clamp_min(1.0), torch.ones(len(col_out_degree))
+    return MODELS.get_class(kind).node_scales(row_in_degree, col_out_degree)
+
+
+def with_self_loops(kind: str, src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(src, dst)`` with a self-loop on each of ``ids`` appended where the model ``kind``'s ``Â`` has them
+    (:attr:`ModelStage.self_loops`), else unchanged.
+
+    Example:
+        >>> s, d = with_self_loops("gcn", torch.tensor([1]), torch.tensor([0]), torch.arange(2))
+        >>> s.tolist(), d.tolist(), with_self_loops("sage", s, d, torch.arange(2))[0].tolist()
+        ([1, 0, 1], [0, 0, 1], [1, 0, 1])
+    """
+    if not MODELS.get_class(kind).self_loops:
+        return src, dst
+    return torch.cat([src, ids]), torch.cat([dst, ids])
 
 
 class SpMM(torch.autograd.Function):
@@ -342,6 +354,20 @@ class ModelStage(Stage):
     """
 
     kind = "model"
+    self_loops: bool = False
+    """Whether ``Â`` has a self-loop on every vertex (GCN's ``A + I``)."""
+    self_transform: bool = False
+    """Whether a layer adds a transform of the vertex's own row (GraphSAGE's ``H W_self``)."""
+
+    @staticmethod
+    def edge_weights(dst_in_degree: torch.Tensor, src_out_degree: torch.Tensor) -> torch.Tensor:
+        """The weight of each edge of ``Â`` from its endpoints' GLOBAL degrees (without self-loops)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def node_scales(row_in_degree: torch.Tensor, col_out_degree: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(r, c)`` with ``edge_weights == r[dst] * c[src]``: the factors of ``Â``'s rows and columns."""
+        raise NotImplementedError
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):
@@ -402,9 +428,18 @@ class ModelStage(Stage):
 
 @MODELS.register
 class GCN(ModelStage):
-    """GCN (Kipf & Welling): ``Â = D̄^{-1/2}(A + I)D̄^{-1/2}``, one weight per layer."""
+    """GCN (Kipf & Welling): ``Â = D̄_in^{-1/2}(A + I)D̄_out^{-1/2}`` with ``D̄ = D + I``, one weight per layer."""
 
     name = "gcn"
+    self_loops = True
+
+    @staticmethod
+    def edge_weights(dst_in_degree: torch.Tensor, src_out_degree: torch.Tensor) -> torch.Tensor:
+        return torch.rsqrt(dst_in_degree.to(torch.float32) + 1.0) * torch.rsqrt(src_out_degree.to(torch.float32) + 1.0)
+
+    @staticmethod
+    def node_scales(row_in_degree: torch.Tensor, col_out_degree: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.rsqrt(row_in_degree.to(torch.float32) + 1.0), torch.rsqrt(col_out_degree.to(torch.float32) + 1.0)
 
     @dataclasses.dataclass(kw_only=True)
     class Config(ModelStage.Config):
@@ -413,9 +448,18 @@ class GCN(ModelStage):
 
 @MODELS.register
 class GraphSAGE(ModelStage):
-    """GraphSAGE-mean: ``Z = H W_self + mean_N(H) W_neigh``."""
+    """GraphSAGE-mean: ``Z = H W_self + mean_N(H) W_neigh`` (``Â = D_in^{-1} A``; no in-neighbour: 0)."""
 
     name = "sage"
+    self_transform = True
+
+    @staticmethod
+    def edge_weights(dst_in_degree: torch.Tensor, src_out_degree: torch.Tensor) -> torch.Tensor:
+        return 1.0 / dst_in_degree.to(torch.float32).clamp_min(1.0)
+
+    @staticmethod
+    def node_scales(row_in_degree: torch.Tensor, col_out_degree: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return 1.0 / row_in_degree.to(torch.float32).clamp_min(1.0), torch.ones(len(col_out_degree))
 
     @dataclasses.dataclass(kw_only=True)
     class Config(ModelStage.Config):
