@@ -6,9 +6,13 @@ every owned vertex keeps its full 1-hop neighbourhood; ``0``: the ablation where
 part that owns its smaller endpoint id, as CATGNN's reference code does). Normalisation uses the subgraph's own
 degrees, as a standalone DGL partition graph would.
 
-A rank trains its parts' models locally (full batch) with no gradient all-reduce. Every ``sync_interval``
-epochs (and after the last epoch) the models are averaged, ``W = sum_k alpha_k W_k`` with ``alpha_k`` the part's
-share of training vertices (``weighting="train"``, CATGNN §1.5) or ``1 / P``, in ONE all-reduce of the
+A rank trains its parts' models locally with no gradient all-reduce: full batch (the default), or in
+mini-batches sampled inside the part (``sample``: any block sampler, e.g. ``--set sample.method=neighbor``;
+CATGNN's local training, digest 002 §1.4): every epoch a part's owned training vertices are shuffled (keyed by
+the sampler's seed, the epoch and the part) and cut into batches of ``batch_size`` seeds, whose blocks are
+sampled from the part's subgraph only (its halo is the edge of its world), one optimiser step per batch.
+Every ``sync_interval`` epochs (and after the last epoch) the models are averaged, ``W = sum_k alpha_k W_k``
+with ``alpha_k`` the part's share of training vertices (``weighting="train"``, CATGNN §1.5) or ``1 / P``, in ONE all-reduce of the
 flattened parameters (kind ``model_avg``; a ring all-reduce of ``4 * num_params`` bytes). Optimiser state is
 never averaged (each part keeps its Adam moments, as the reference code). More parts than ranks: rank ``r``
 trains parts ``r, r + q, ...`` one after another, each with its own model and optimiser (§1.5's ``p > q``).
@@ -35,7 +39,10 @@ from workbench.events import Event, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry, switch_config
+from workbench.sample.base import Sampler, block_samplers
+from workbench.sample.sources import LocalSource
 from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig, make_optimizer, summarize_ranks
+from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
 
 __all__ = ["ModelAveragingConfig", "ModelAveragingProgram", "PartShard", "part_subgraph", "AveragingLoop"]
@@ -76,6 +83,9 @@ class ModelAveragingConfig(Config):
     """Halo depth K of each part's subgraph: 0 (no full neighbourhood), 1 (CATGNN's default), 2, 3."""
     weighting: str = "train"
     """Averaging weights: 'train' (share of training vertices, CATGNN) or 'uniform'."""
+    sample: Any = None
+    """None: full-batch training inside each part; a block sampler's Config (``--set sample.method=neighbor``):
+    local mini-batch training per part with its fan-outs (one per layer) and batch size."""
     init: str = "same"
     """'same' seed on every part (identical replicas, as a broadcast from rank 0 would give, without its
     traffic) or 'independent' (seed + part id, the reference code's choice)."""
@@ -97,9 +107,31 @@ class ModelAveragingConfig(Config):
         errs.check(MODELS.name_of(self.model) is not None, "model", "a registered model's Config",
                    type(self.model).__name__)
         errs.check(isinstance(self.train, TrainLoopConfig), "train", "a TrainLoopConfig", type(self.train).__name__)
+        self._validate_sample(errs)
+
+    def _validate_sample(self, errs: ErrorCollector) -> None:
+        if self.sample is None:
+            return
+        name = registry("sample").name_of(self.sample)
+        if name not in block_samplers():
+            errs.check(False, "sample", f"None or the Config of a block sampler ({'|'.join(block_samplers())}): "
+                       "each part samples its own blocks", name or type(self.sample).__name__)
+            return
+        default = Sampler.Config()
+        for field, why in (("split", "each part trains its own training vertices"),
+                           ("trainers", "each part is its own trainer")):
+            value = getattr(self.sample, field)
+            errs.check(value == getattr(default, field), f"sample.{field}",
+                       f"{getattr(default, field)!r} under model averaging ({why}; the setting would have no effect)",
+                       value)
+        layers = getattr(self.model, "num_layers", None)
+        errs.check(layers is None or len(self.sample.fanouts) == layers, "sample.fanouts",
+                   f"one fan-out per model layer (model.num_layers = {layers})", self.sample.fanouts)
 
     def method(self, section: str) -> str:
-        """The registered method name of ``partition`` or ``model``."""
+        """The registered method name of ``partition``, ``model`` or ``sample`` (``none``: full batch)."""
+        if section == "sample":
+            return "none" if self.sample is None else registry("sample").name_of(self.sample)
         return (registry("partition") if section == "partition" else MODELS).name_of(getattr(self, section))
 
     def with_strings(self, settings) -> "ModelAveragingConfig":
@@ -114,7 +146,8 @@ class ModelAveragingConfig(Config):
         """
         settings = dict(settings)
         switched = self._switch_methods(settings)
-        sections = {"partition": switched.partition, "model": switched.model, "train": self.train}
+        sections = {"partition": switched.partition, "model": switched.model, "train": self.train,
+                    **({"sample": switched.sample} if switched.sample is not None else {})}
         per: dict = {name: {} for name in sections}
         own: dict = {}
         for key, text in settings.items():
@@ -129,6 +162,9 @@ class ModelAveragingConfig(Config):
                 owner = next((s for s, cfg in sections.items() if key in type(cfg).field_names()), None)
                 (per[owner] if owner and key not in type(self).field_names() else own)[key] = text
         changes = {s: sections[s].with_strings(v).validate() for s, v in per.items() if v}
+        if "sample" in changes and "model" not in changes and "num_layers" not in per["model"] \
+                and len(changes["sample"].fanouts) != switched.model.num_layers:   # fan-outs set the depth
+            changes["model"] = dataclasses.replace(switched.model, num_layers=len(changes["sample"].fanouts))
         base = super(ModelAveragingConfig, switched).with_strings(own) if own else switched
         return dataclasses.replace(base, **changes) if changes else base
 
@@ -140,6 +176,14 @@ class ModelAveragingConfig(Config):
         from workbench._validation import check_choice
 
         changes = {}
+        for key in [k for k in ("sample.method", "sample") if k in settings]:   # none, or a block sampler
+            name = str(settings.pop(key))
+            check_choice(name, "sample.method", type(self).__name__, ["none", *block_samplers()])
+            if name == "none":
+                changes["sample"] = None
+            elif name != self.method("sample"):
+                cls = registry("sample").config_class(name)
+                changes["sample"] = switch_config(self.sample, cls) if self.sample is not None else cls()
         for section, reg in (("partition", registry("partition")), ("model", MODELS)):
             keys = [k for k in (f"{section}.method", section) if k in settings]
             if not keys:
@@ -172,6 +216,7 @@ class PartShard:
         agg_rows, agg_cols, agg_weights: COO of the local ``Â`` (local degrees; GCN self-loops included).
         features, labels: rows of the local vertices.
         train_mask: owned training vertices (halo vertices are never targets).
+        edge_src, edge_dst: the subgraph's edges in local ids (no self-loops).
         alpha: the part's averaging weight.
         agg_scales: ``(r, c)`` with ``agg_weights == r[agg_rows] * c[agg_cols]``
             (:func:`~workbench.train.models.node_scales`): the CPU may then use an unweighted kernel.
@@ -188,6 +233,9 @@ class PartShard:
     train_mask: torch.Tensor
     alpha: float = 1.0
     agg_scales: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+    edge_src: Optional[torch.Tensor] = None
+    """Local ids of the subgraph's edges' sources (no self-loops): what a sampler draws in-neighbours from."""
+    edge_dst: Optional[torch.Tensor] = None
 
     @property
     def num_local(self) -> int:
@@ -241,14 +289,16 @@ def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: i
     gid = torch.cat([torch.nonzero(owned).flatten(), torch.nonzero(inside & ~owned).flatten()])
     g2l = torch.full((n,), -1, dtype=torch.int64)
     g2l[gid] = torch.arange(gid.numel())
-    rows, cols, w, scales = _triplets(model, g2l[src[keep]], g2l[dst[keep]], gid.numel())
+    local_src, local_dst = g2l[src[keep]], g2l[dst[keep]]
+    rows, cols, w, scales = _triplets(model, local_src, local_dst, gid.numel())
     num_owned = int(owned.sum())
     labels = graph.labels[gid]
     train = torch.zeros(gid.numel(), dtype=torch.bool)
     if graph.train_mask is not None:
         train[:num_owned] = graph.train_mask[gid[:num_owned]] & (labels[:num_owned] >= 0)
     return PartShard(part=part, gid=gid, num_owned=num_owned, agg_rows=rows, agg_cols=cols, agg_weights=w,
-                     agg_scales=scales, features=graph.features[gid], labels=labels, train_mask=train)
+                     agg_scales=scales, features=graph.features[gid], labels=labels, train_mask=train,
+                     edge_src=local_src, edge_dst=local_dst)
 
 
 @dataclasses.dataclass(eq=False)
@@ -324,11 +374,15 @@ class ModelAveragingProgram(Program):
         cfg = self.config
         r0 = min(rank_results, key=lambda r: r.get("rank", 0))
         summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={**stages_summary(cfg), "sync_interval": cfg.sync_interval,
+                                  extra={**stages_summary(cfg), "sample": cfg.method("sample"),
+                                         **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
+                                            if cfg.sample is not None else {}),
+                                         "sync_interval": cfg.sync_interval,
                                          "halo_hops": cfg.halo_hops,
                                          "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
         summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
                                            "num_params")})
+        summary["steps"] = [sum(r["steps"][e] for r in rank_results) for e in range(len(r0["steps"]))]
         p = len(rank_results)
         per_sync = sum(2 * (p - 1) * 4 * r0["num_params"] // p for _ in range(p)) if p > 1 else 0
         summary["predicted_model_avg_bytes"] = per_sync * r0["num_syncs"]
@@ -336,7 +390,8 @@ class ModelAveragingProgram(Program):
 
 
 class AveragingLoop(TrainLoop):
-    """Local full-batch training of a rank's parts (no gradient all-reduce) and weighted model averaging."""
+    """Local training of a rank's parts (full batch, or mini-batches sampled inside each part; no gradient
+    all-reduce) and weighted model averaging."""
 
     def __init__(self, ctx, models: list, config: ModelAveragingConfig, payload: _Payload):
         tc = config.train
@@ -358,17 +413,41 @@ class AveragingLoop(TrainLoop):
             a, a_t = sparse_aggregator(f["rows"], f["cols"], f["weights"], (n, n), scales=f["scales"])
             self.full = (a.to(dev), a_t.to(dev), f["features"].to(dev), f["labels"].to(dev),
                          tuple(m.to(dev) for m in f["masks"]))
+        self.sampler = self.sources = None
+        if config.sample is not None:
+            self.sampler = registry("sample").build(config.method("sample"), config.sample)
+            self.sources = [LocalSource(Graph.from_edges(s.edge_src, s.edge_dst, s.num_local)) for s in payload.shards]
+            self.kind = config.method("model")
         self.num_params = sum(p.numel() for p in models[0].parameters())
         self.num_syncs = 0
+        self.steps: list[int] = []
+        """Optimiser steps per epoch, over this rank's parts (one per part in full-batch training)."""
         self.best = (-1, -1.0, None)
 
     def batches(self, epoch: int):
+        self.steps.append(0)
         for k in range(len(self.models)):
             self.model, self.optimizer = self.models[k], self.optimizers[k]
-            yield k
+            if self.sampler is None:
+                self.steps[-1] += 1
+                yield k
+                continue
+            for step, seeds in enumerate(self._part_batches(k, epoch)):
+                self.steps[-1] += 1
+                yield k, step, seeds
 
-    def forward(self, k: int) -> StepOutput:
-        s, a, a_t, x, labels, train = self.parts[k]
+    def _part_batches(self, k: int, epoch: int) -> list[torch.Tensor]:
+        """Part ``k``'s owned training vertices (local ids) shuffled by (sampler seed, epoch, part), in batches."""
+        s = self.parts[k][0]
+        ids = torch.nonzero(s.train_mask).flatten()
+        gen = torch.Generator().manual_seed(((self.cfg.sample.seed * 1_000_003 + epoch) * 1_000_033 + s.part) % (1 << 63))
+        ids = ids[torch.randperm(ids.numel(), generator=gen)]
+        return list(ids.split(self.cfg.sample.batch_size))
+
+    def forward(self, batch) -> StepOutput:
+        if self.sampler is not None:
+            return self._forward_sampled(*batch)
+        s, a, a_t, x, labels, train = self.parts[batch]
         logits = self.model(x, lambda h, layer: SpMM.apply(a, a_t, h))
         if bool(train.any()):
             loss = torch.nn.functional.cross_entropy(logits[train], labels[train], reduction="sum") / int(train.sum())
@@ -376,6 +455,19 @@ class AveragingLoop(TrainLoop):
             loss = logits.sum() * 0.0
         none = torch.zeros_like(train)
         return StepOutput(loss, logits, labels, (train, none, none), extra={"alpha": s.alpha})
+
+    def _forward_sampled(self, k: int, step: int, seeds: torch.Tensor) -> StepOutput:
+        """One mini-batch of part ``k``: blocks sampled from the part's subgraph (key: epoch, part, step)."""
+        s, _, _, x, labels, _ = self.parts[k]
+        with self.timer.phase("sample"):
+            mb = self.sampler.sample(seeds, self.sources[k], epoch=self.epoch, step=(s.part << 24) + step)
+        with self.timer.phase("fetch"):
+            h = x[mb.input_gid.to(x.device)]
+        logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device), h)
+        y = labels[seeds.to(labels.device)]
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)
+        return StepOutput(loss, logits.detach(), y, (yes, ~yes, ~yes), extra={"alpha": s.alpha, "part": k})
 
     def reduce_gradients(self) -> None:
         """No gradient synchronisation: the parts train independently between averages."""
@@ -400,7 +492,11 @@ class AveragingLoop(TrainLoop):
         if (epoch + 1) % self.cfg.sync_interval == 0 or epoch + 1 == self.config.epochs:
             with self.timer.phase("grad_sync"):   # the model averaging is CATGNN's synchronisation
                 self.average()
-        loss = sum(float(o.loss.detach()) * o.extra["alpha"] for o in outputs)
+        per_part: dict = {}   # the epoch's loss: sum over parts of alpha_k x the part's mean step loss
+        for o in outputs:
+            per_part.setdefault(o.extra.get("part", id(o)), []).append(o)
+        loss = sum(sum(float(o.loss.detach()) for o in outs) / len(outs) * outs[0].extra["alpha"]
+                   for outs in per_part.values())
         vals = [loss, 0.0, 0.0, 0.0]
         if self.full is not None:
             a, a_t, x, labels, masks = self.full
@@ -420,4 +516,4 @@ class AveragingLoop(TrainLoop):
 
     def extra_result(self) -> dict:
         return {"best_epoch": self.best[0], "best_val_acc": self.best[1], "test_acc_at_best_val": self.best[2],
-                "num_syncs": self.num_syncs, "num_params": self.num_params}
+                "num_syncs": self.num_syncs, "num_params": self.num_params, "steps": self.steps}
