@@ -81,3 +81,40 @@ def test_dgl_kernel_only_for_large_factored_matrices(monkeypatch):
     assert kernels._uses_dgl(a, h) == bool(kernels._load_dgl())
     with pytest.raises(ValueError, match="'scales' parameter of csr_pair"):
         csr_pair(torch.tensor([0]), torch.tensor([0]), torch.ones(1), (2, 2), scales=(torch.ones(3), torch.ones(2)))
+
+
+@pytest.mark.parametrize("kind", ["sage", "gcn"])
+@pytest.mark.parametrize("grouped", [True, False])
+def test_block_mean_matches_the_dense_mean_forward_and_backward(kind, grouped):
+    """The compiled block aggregation (one scale per destination, transpose built in the backward pass only)
+    equals the dense ``D^-1 (A (+ I))`` product and its gradient, also for edges not grouped by destination
+    (a DGL block) and a destination without sampled in-neighbours."""
+    from workbench.sample import Block
+    from workbench.train.minibatch import block_aggregators
+
+    gen = torch.Generator().manual_seed(0)
+    nd, ns, ne = 7, 19, 40
+    dst = torch.sort(torch.randint(0, nd - 1, (ne,), generator=gen)).values   # destination nd-1: no edge
+    src = torch.randint(0, ns, (ne,), generator=gen)
+    if not grouped:
+        perm = torch.randperm(ne, generator=gen)
+        src, dst = src[perm], dst[perm]
+    block = Block(src_gid=torch.arange(ns), num_dst=nd, edge_src=src, edge_dst=dst)
+    dense = torch.zeros(nd, ns)
+    dense.index_put_((dst, src), torch.ones(ne), accumulate=True)
+    if kind == "gcn":
+        dense[:, :nd] += torch.eye(nd)
+    dense = dense / dense.sum(1, keepdim=True).clamp_min(1.0)
+    h = torch.randn(ns, 5, generator=gen, requires_grad=True)
+    h_ref = h.detach().clone().requires_grad_(True)
+    agg = block_aggregators(kind, [block], torch.device("cpu"))[0]
+    out, ref = agg(h), dense @ h_ref
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
+    g = torch.randn(nd, 5, generator=gen)
+    out.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(h.grad, h_ref.grad, rtol=1e-6, atol=1e-6)
+    with torch.no_grad():   # evaluation builds no transpose
+        fresh = block_aggregators(kind, [block], torch.device("cpu"))[0]
+        fresh(h)
+    assert "_t" not in fresh.__dict__ and "_t" in agg.__dict__

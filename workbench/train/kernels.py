@@ -50,7 +50,7 @@ from typing import Iterator, Optional
 
 import torch
 
-__all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "csr_pair", "SPMM_KERNELS", "DGL_MIN_NNZ", "SpmmCall",
+__all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "csr_pair", "compiled", "call_compiled", "SPMM_KERNELS", "DGL_MIN_NNZ", "SpmmCall",
            "trace_spmm"]
 
 SPMM_KERNELS = ("dgl", "numba", "torch", "triton")
@@ -337,6 +337,25 @@ def attach_scales(a: torch.Tensor, a_t: torch.Tensor, scales: tuple[torch.Tensor
                          f"({a.shape[1]},). Got {tuple(r.shape)} and {tuple(c.shape)} instead.")
     a.__dict__["wb_scales"] = (r, c)
     a_t.__dict__["wb_scales"] = (c, r)
+
+
+def compiled(name: str):
+    """The compiled kernel ``name`` of :mod:`workbench.train._spmm_numba`, or None where numba cannot be used."""
+    if not _load_numba():
+        return None
+    from workbench.train import _spmm_numba
+
+    return getattr(_spmm_numba, name)
+
+
+def call_compiled(fn, *args):
+    """Call a compiled parallel kernel on the calling rank's share of the cores (serialised where numba's
+    threading layer is not thread-safe)."""
+    _follow_torch_threads()
+    if _numba_lock is None:
+        return fn(*args)
+    with _numba_lock:
+        return fn(*args)
 
 
 def set_kernel_threads(num_threads: int) -> None:

@@ -61,8 +61,8 @@ from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
 from workbench.train.loop import StepOutput, TrainLoop, global_metrics, split_sizes, summarize_ranks
-from workbench.train.kernels import csr_pair
-from workbench.train.models import MODELS, GNNModel, SpMM, with_self_loops
+from workbench.train.kernels import call_compiled, compiled, csr_pair
+from workbench.train.models import MODELS, GNNModel, SpMM
 
 __all__ = ["MiniBatchProgram", "MiniBatchShard", "MiniBatchLoop", "BlockAggregator", "block_forward", "block_aggregators"]
 
@@ -79,7 +79,8 @@ def block_aggregators(kind: str, blocks: list, device: torch.device) -> list[Blo
     """One :class:`BlockAggregator` per block: how each sampled layer averages its sources.
 
     ``sage``: ``A_b[d, s] = 1 / deg_b(d)``, the mean over the sampled in-neighbours; ``gcn``: the mean over
-    the sampled in-neighbours and ``d`` itself (``d`` is source row ``d``: destinations come first).
+    the sampled in-neighbours and ``d`` itself (``d`` is source row ``d``: destinations come first). The model
+    says which (:attr:`~workbench.train.models.ModelStage.self_loops`).
 
     Example:
         >>> import torch
@@ -90,32 +91,94 @@ def block_aggregators(kind: str, blocks: list, device: torch.device) -> list[Blo
         >>> agg(torch.tensor([[3.0], [6.0], [9.0]])).tolist(), agg.num_dst
         ([[6.0]], 1)
     """
-    out = []
-    for b in blocks:
-        src, dst, nd = b.edge_src, b.edge_dst, b.num_dst
-        src, dst = with_self_loops(kind, src, dst, torch.arange(nd))
-        deg_in = torch.bincount(dst, minlength=nd).to(torch.float32).clamp_min(1.0)
-        out.append(BlockAggregator(src.to(device), dst.to(device), (1.0 / deg_in[dst]).unsqueeze(1).to(device), nd))
-    return out
+    self_loop = bool(MODELS.get_class(kind).self_loops)
+    return [BlockAggregator.of(b, self_loop, device) for b in blocks]
 
 
 @dataclasses.dataclass(eq=False)
 class BlockAggregator:
-    """``T = A_b H`` for one block through the sparse kernel of every program
-    (:func:`workbench.train.kernels.spmm`; ``A_b`` and its transpose in CSR, built on first use)."""
+    """``T = A_b H`` for one block: each destination's mean over its sampled sources (and itself with
+    ``self_loop``), ``A_b = diag(scale) (B + [I 0])`` with ``B`` the block's unweighted pattern in CSR.
 
-    src: torch.Tensor
-    dst: torch.Tensor
-    weight: torch.Tensor
-    """``(num_edges, 1)`` edge weights."""
+    On the CPU a compiled kernel sums each destination's rows and scales once (no per-edge weight, no
+    transpose until a backward pass needs it: evaluation never builds one); elsewhere (or without numba) the
+    weighted CSR product of every program (:func:`workbench.train.kernels.spmm`)."""
+
+    crow: torch.Tensor
+    """``(num_dst + 1,)`` row pointers of the block's edges grouped by destination."""
+    col: torch.Tensor
+    """``(num_edges,)`` local source of each edge, in ``crow``'s order."""
+    scale: torch.Tensor
+    """``(num_dst,)`` float32: ``1 / (sampled in-degree (+ 1 with self_loop))`` (0 in-neighbours: 1)."""
     num_dst: int
+    self_loop: bool = False
+    device: torch.device = torch.device("cpu")
+
+    @classmethod
+    def of(cls, block: Any, self_loop: bool, device: torch.device) -> "BlockAggregator":
+        """The aggregator of ``block`` (its edges grouped by destination: one compiled pass, or a sort)."""
+        nd = block.num_dst
+        src, dst = block.edge_src, block.edge_dst
+        crow = ok = None
+        pointers = compiled("dst_pointers")
+        if pointers is not None:
+            ptr, ok = pointers(dst.numpy(), nd)
+            crow = torch.from_numpy(ptr)
+        if not ok:   # edges not grouped by destination (a DGL block, or no numba): a stable sort
+            order = torch.argsort(dst, stable=True)
+            src = src[order]
+            crow = torch.zeros(nd + 1, dtype=torch.int64)
+            crow[1:] = torch.cumsum(torch.bincount(dst, minlength=nd), 0)
+        deg = (crow[1:] - crow[:-1]).to(torch.float32) + float(self_loop)
+        return cls(crow, src.contiguous(), 1.0 / deg.clamp_min(1.0), nd, self_loop, torch.device(device))
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        if h.device.type == "cpu" and h.dtype == torch.float32 and compiled("csr_mean_rows") is not None:
+            return _BlockMean.apply(h, self)
         pair = self.__dict__.get("_csr")
         if pair is None or pair[0].shape[1] != h.shape[0]:
-            pair = self.__dict__["_csr"] = csr_pair(self.dst, self.src, self.weight.reshape(-1),
-                                                    (self.num_dst, h.shape[0]))
+            rows = torch.repeat_interleave(torch.arange(self.num_dst), self.crow[1:] - self.crow[:-1])
+            cols, weight = self.col, self.scale[rows]
+            if self.self_loop:
+                loops = torch.arange(self.num_dst)
+                rows, cols, weight = torch.cat([rows, loops]), torch.cat([cols, loops]), torch.cat([weight, self.scale])
+            pair = self.__dict__["_csr"] = tuple(
+                x.to(self.device) for x in csr_pair(rows, cols, weight, (self.num_dst, h.shape[0])))
         return SpMM.apply(pair[0], pair[1], h)
+
+    def transpose(self, num_src: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``B^T``'s CSR pattern (built on the first backward pass, then kept)."""
+        t = self.__dict__.get("_t")
+        if t is None or t[0].shape[0] != num_src + 1:
+            crow_t, col_t = compiled("csr_transpose")(self.crow.numpy(), self.col.numpy(), num_src)
+            t = self.__dict__["_t"] = (torch.from_numpy(crow_t), torch.from_numpy(col_t))
+        return t
+
+
+class _BlockMean(torch.autograd.Function):
+    """``diag(scale) (B + [I 0]) H`` and its backward ``(B + [I 0])^T diag(scale) G`` through compiled kernels."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, agg: BlockAggregator) -> torch.Tensor:
+        ctx.agg, ctx.num_src = agg, h.shape[0]
+        out = torch.empty(agg.num_dst, h.shape[1], dtype=h.dtype)
+        if h.shape[1]:
+            call_compiled(compiled("csr_mean_rows"), agg.crow.numpy(), agg.col.numpy(), h.detach().contiguous().numpy(),
+                          agg.scale.numpy(), agg.self_loop, out.numpy())
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        agg, num_src = ctx.agg, ctx.num_src
+        g = (grad * agg.scale[:, None]).contiguous()
+        out = torch.empty(num_src, g.shape[1], dtype=g.dtype)
+        if g.shape[1]:
+            crow_t, col_t = agg.transpose(num_src)
+            call_compiled(compiled("csr_mean_rows"), crow_t.numpy(), col_t.numpy(), g.numpy(),
+                          torch.ones(num_src).numpy(), False, out.numpy())
+        if agg.self_loop:
+            out[: agg.num_dst] += g
+        return out, None
 
 
 def block_forward(model: GNNModel, aggregators: list[BlockAggregator], x: torch.Tensor) -> torch.Tensor:
