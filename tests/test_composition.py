@@ -14,8 +14,8 @@ import pytest
 
 from workbench._validation import ParamError
 from workbench.cli import main
-from workbench.compose import STAGE_SECTIONS, RunConfig, load_stage_modules
-from workbench.composition import CAPABILITIES, PROGRAMS, _load, check_composition, composition_matrix
+from workbench.compose import STAGE_SECTIONS, RunConfig, composition_matrix, load_stage_modules
+from workbench.composition import CAPABILITIES, PROGRAMS, _load, check_composition
 from workbench.runtime.recipes import _load_module, available_recipes, load_recipe, recipe_variants
 from workbench.stages import registry
 

@@ -43,10 +43,10 @@ def test_core_imports_pyg_only_inside_functions(path):
     assert "torch_geometric" not in _imports(path, top_level_only=True), f"{path.relative_to(ROOT)} imports PyG"
 
 
-def test_graph_and_interop_do_not_import_each_other_at_load_time():
-    for path, other in (("interop.py", "workbench.graph"), ("graph.py", "workbench.interop")):
-        body = ast.parse((ROOT / "workbench" / path).read_text()).body
-        assert not any(isinstance(n, ast.ImportFrom) and n.module == other for n in body), path
+def test_graph_never_imports_interop():
+    """``interop -> graph -> _convert``: ``Graph.to_dgl`` and friends convert through :mod:`workbench._convert`."""
+    assert not _module_imports(ROOT / "workbench" / "graph.py", "workbench.graph", _modules("workbench")) & {
+        "workbench.interop"}
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "recipes").glob("*.py")), ids=lambda p: p.name)
@@ -73,3 +73,103 @@ def test_test_module_names_are_unique():
     """pytest's default import mode needs unique basenames across test folders (they have no __init__)."""
     names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+# ------------------------------------------------------------------------------------------------ import cycles
+
+def _modules(package: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``package`` (a package is its ``__init__``)."""
+    out = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _module_imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
+    """The modules of ``modules`` that ``name`` imports, by every import statement anywhere in it (inside
+    functions and ``if TYPE_CHECKING:`` too). ``from a.b import c`` is module ``a.b.c`` when that is a module,
+    else ``a.b``; relative imports are resolved; a name that is no module counts as its closest enclosing one."""
+    is_package = path.name == "__init__.py"
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_sees_a_cycle_through_a_package_init():
+    graph = {"p": {"p.a"}, "p.a": {"p.b"}, "p.b": {"p"}, "q": {"p"}}
+    assert _cycles(graph) == [["p", "p.a", "p.b"]]
+
+
+@pytest.mark.parametrize("package", ["workbench", "widgets"])
+def test_imports_point_one_way(package):
+    """No import cycle between the modules of ``package``, counting imports inside functions: a module that
+    needs another's piece and is needed by it shares that piece through a module below both."""
+    modules = _modules(package)
+    graph = {name: _module_imports(path, name, modules) for name, path in modules.items()}
+    assert _cycles(graph) == []
+
+
+MAX_LINES = 600
+
+
+@pytest.mark.parametrize("package", ["workbench", "widgets", "recipes"])
+def test_modules_are_at_most_600_lines(package):
+    """A module longer than this holds more than one idea: split it along a seam that means something."""
+    long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / package).rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long

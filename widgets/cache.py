@@ -24,8 +24,9 @@ import holoviews as hv
 import pandas as pd
 import panel as pn
 
+from widgets.base import PLOT_OPTS, RANK_COLORS, StoreView, empty_note, rank_color
+from widgets.live_plots import LivePlot
 from widgets.store import RunStore
-from widgets.views import PLOT_OPTS, RANK_COLORS, LivePlot, StoreView, empty_note, rank_color
 
 __all__ = ["CacheView", "cache_summary", "hit_rate_plot", "POLICY_COLORS"]
 

@@ -19,9 +19,10 @@ import holoviews as hv
 import pandas as pd
 import panel as pn
 
+from widgets.base import PLOT_OPTS, RANK_COLORS, StoreView, empty_note
+from widgets.live_plots import LivePlot
 from widgets.offline import Viewer
 from widgets.store import RunStore
-from widgets.views import PLOT_OPTS, RANK_COLORS, LivePlot, StoreView, empty_note
 
 __all__ = ["CompareView"]
 

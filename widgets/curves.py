@@ -15,7 +15,8 @@ import pandas as pd
 import panel as pn
 import param
 
-from widgets.views import PLOT_OPTS, StoreView, StreamPlot, empty_note, rank_color
+from widgets.base import PLOT_OPTS, StoreView, empty_note, rank_color
+from widgets.live_plots import StreamPlot
 
 __all__ = ["CurvesView"]
 
@@ -26,7 +27,7 @@ ACC_COLUMNS = {"val_acc": "validation accuracy", "train_acc": "train accuracy", 
 class CurvesView(StoreView):
     """Loss and accuracy of every rank, live.
 
-    Each rank's curve is a :class:`~widgets.views.StreamPlot` series: a refresh sends the browser only
+    Each rank's curve is a :class:`~widgets.live_plots.StreamPlot` series: a refresh sends the browser only
     the epochs that arrived since the last one.
     """
 

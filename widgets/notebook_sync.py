@@ -21,7 +21,7 @@ every figure of the ``RunView`` gone and ``reference ... isn't known`` in the br
 :func:`install` (called when :mod:`widgets` is imported) fixes both for every notebook output of the
 process: client patches lose their ``children`` changes and their ``tabs`` changes where no tab can be
 closed, which a page never makes by itself, and client messages are applied holding :data:`LOCK`, the
-lock :class:`widgets.views.Refresher` holds while it redraws; and the refresher redraws a notebook output
+lock :class:`widgets.base.Refresher` holds while it redraws; and the refresher redraws a notebook output
 only once its comm is open (:func:`comms_open`). Served apps (Bokeh server sessions, which
 keep pages in sync by themselves) do not go through this path.
 

@@ -24,7 +24,7 @@ import pandas as pd
 import panel as pn
 
 from workbench.events import PartitionComputed
-from widgets.views import PLOT_OPTS, StoreView, empty_note, rank_color
+from widgets.base import PLOT_OPTS, StoreView, empty_note, rank_color
 
 __all__ = ["PartitionView", "partition_event", "spring_layout", "MAX_DRAW_NODES"]
 

@@ -29,7 +29,8 @@ import pandas as pd
 import panel as pn
 import param
 
-from widgets.views import PLOT_OPTS, LivePlot, StoreView, StreamPlot, empty_note
+from widgets.base import PLOT_OPTS, StoreView, empty_note
+from widgets.live_plots import LivePlot, StreamPlot
 
 __all__ = ["PipelineView", "KIND_STYLE", "bar_frame"]
 

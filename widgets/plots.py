@@ -32,7 +32,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-from widgets.views import PLOT_OPTS, RANK_COLORS
+from widgets.base import PLOT_OPTS, RANK_COLORS
 
 __all__ = ["line_plot", "bar_plot", "paper_mark", "volume_vs_parts", "normalised_vs_parts", "degree_ccdf",
            "split_bars", "training_curves", "METHOD_COLORS"]

@@ -24,8 +24,9 @@ import holoviews as hv
 import pandas as pd
 import panel as pn
 
+from widgets.base import PLOT_OPTS, RANK_COLORS, StoreView, as_store, empty_note
+from widgets.live_plots import LivePlot
 from widgets.store import RunStore
-from widgets.views import PLOT_OPTS, RANK_COLORS, LivePlot, StoreView, as_store, empty_note
 
 __all__ = ["ScheduleView", "schedule_summary", "compare_schedules", "timeline_plot"]
 

@@ -24,7 +24,8 @@ import pandas as pd
 import panel as pn
 import param
 
-from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note
+from widgets.base import PLOT_OPTS, StoreView, empty_note
+from widgets.live_plots import LivePlot
 
 __all__ = ["StalenessView", "STATE_COLORS", "MAX_AGE_POINTS"]
 

@@ -34,7 +34,8 @@ import pandas as pd
 import panel as pn
 import param
 
-from widgets.views import PLOT_OPTS, LivePlot, StoreView, empty_note
+from widgets.base import PLOT_OPTS, StoreView, empty_note
+from widgets.live_plots import LivePlot
 from workbench.events import STEP_PHASES
 
 __all__ = ["TimingView", "PHASE_COLORS", "MAX_BARS", "largest_remainder", "format_seconds"]

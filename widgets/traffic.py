@@ -25,8 +25,9 @@ import pandas as pd
 import panel as pn
 import param
 
+from widgets.base import PLOT_OPTS, StoreView, empty_note, kind_color
+from widgets.live_plots import LivePlot, StreamPlot
 from widgets.store import RunStore, list_runs
-from widgets.views import PLOT_OPTS, LivePlot, StoreView, StreamPlot, empty_note, kind_color
 
 __all__ = ["TrafficView", "network_model", "modelled_per_epoch"]
 

@@ -53,14 +53,12 @@ import typing
 from typing import Any, Mapping, Optional
 
 from workbench._validation import Config, ErrorCollector, ParamError, _coerce, param_error
-from workbench.stages import REGISTRIES, registry, switch_config
+from workbench.composition import check_composition, program_for, unmet_needs
+from workbench.stages import REGISTRIES, STAGE_SECTIONS, registry, switch_config
 
 __all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "load_stage_modules", "describe_stages",
-           "as_text"]
+           "composition_matrix", "format_matrix", "as_text"]
 
-STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", "cache": "cache",
-                                  "exchange": "exchange", "model": "model", "schedule": "schedule"}
-"""Section field -> stage kind (its registry)."""
 OPTIONAL_SECTIONS = ("sample", "cache", "exchange", "schedule")
 """Sections that may be empty (method ``none``)."""
 METHOD_ALIASES = {"cache": "policy", "schedule": "policy"}
@@ -377,8 +375,6 @@ class RunConfig(Config):
             derived.pop("exchange.method", None)   # the user's exchange replaces the derived one
         if "sample" not in methods or "exchange" in methods or "exchange" in fields:
             return
-        from workbench.composition import program_for
-
         try:
             program = program_for(name_of("sample"), scheduled=new.get("schedule") is not None)
         except ParamError:
@@ -495,8 +491,6 @@ class RunConfig(Config):
             ParamError: a stage needs what neither the program nor another stage provides (before anything
                 is loaded or any worker starts).
         """
-        from workbench.composition import check_composition
-
         return check_composition(self)(self, graph=graph, node_part=node_part)
 
 
@@ -538,4 +532,48 @@ def describe_stages(short: bool = False) -> str:
     lines.append("train: " + " ".join(f"train.{f}={as_text(getattr(TrainLoopConfig(), f))}"
                                       for f in TrainLoopConfig.field_names()))
     lines += [f"      {f}: {docs[f]}" for f in TrainLoopConfig.field_names() if docs.get(f)]
+    return "\n".join(lines)
+
+
+def composition_matrix() -> list[dict]:
+    """Every method of the optional stage kinds (cache, exchange, schedule) under every sample method (and
+    none), on the recipes' defaults otherwise: one row per cell with ``status`` ``composes`` or ``refused``
+    and, when refused, ``why`` (what the method lacks). ``workbench stages --matrix`` prints it.
+
+    Example:
+        >>> rows = composition_matrix()
+        >>> {r["sample"]: r["status"] for r in rows if (r["section"], r["method"]) == ("schedule", "fifo")
+        ...  and r["sample"] in ("none", "neighbor", "psc")}
+        {'none': 'refused', 'neighbor': 'composes', 'psc': 'refused'}
+    """
+    load_stage_modules()
+    rows = []
+    for sample in RunConfig.method_choices("sample"):
+        base = RunConfig.compose(sample=None if sample == "none" else sample)   # the exchange follows the sample
+        for section in ("cache", "exchange", "schedule"):
+            for method in RunConfig.method_choices(section):
+                row = {"sample": sample, "section": section, "method": method, "status": "composes", "why": ""}
+                unmet = []
+                try:
+                    cfg = base.replace(**{section: None if method == "none" else method})
+                    unmet = unmet_needs(cfg)[1]
+                    check_composition(cfg)
+                except ParamError as exc:   # by the config itself (a cache with sample=none) or by the check
+                    why = "; ".join(f"{s}.method={m} needs {', '.join(lack)}" for s, m, lack in unmet) if unmet \
+                        else str(exc).split(" must be ", 1)[-1].split(". Got ")[0]
+                    row.update(status="refused", why=why)
+                rows.append(row)
+    return rows
+
+
+def format_matrix(rows: list[dict]) -> str:
+    """The matrix as text: one line per cell, grouped by sample method."""
+    width = max(len(f"{r['section']}.method={r['method']}") for r in rows)
+    lines, last = [], None
+    for r in rows:
+        if r["sample"] != last:
+            lines.append(f"sample.method={r['sample']}")
+            last = r["sample"]
+        cell = f"{r['section']}.method={r['method']}"
+        lines.append(f"  {cell:<{width}}  {r['status']}" + (f": {r['why']}" if r["why"] else ""))
     return "\n".join(lines)

@@ -48,10 +48,10 @@ import importlib
 from typing import Any
 
 from workbench._validation import ErrorCollector, ParamError, param_error
-from workbench.stages import registry
+from workbench.stages import STAGE_SECTIONS, registry
 
 __all__ = ["CAPABILITIES", "PROGRAMS", "program_class", "program_for", "unmet_needs", "check_composition",
-           "composition_matrix", "format_matrix", "stage_classes", "stage_label", "stages_summary"]
+           "stage_classes", "stage_label", "stages_summary"]
 
 CAPABILITIES: dict[str, str] = {
     "embedding exchange": "a trainer that moves layer embeddings between parts",
@@ -99,8 +99,6 @@ def program_for(sample: Any, *, scheduled: bool = False, owner: str = "RunConfig
 
 def stage_classes(cfg: Any) -> dict[str, type]:
     """Section -> the registered class of the method chosen there (empty sections left out)."""
-    from workbench.compose import STAGE_SECTIONS
-
     out = {}
     for section, kind in STAGE_SECTIONS.items():
         if getattr(cfg, section, None) is not None:
@@ -112,8 +110,6 @@ def stage_classes(cfg: Any) -> dict[str, type]:
 
 def _providers(capability: str) -> str:
     """Where a capability comes from, in ``--set`` words (stage methods, then trainers)."""
-    from workbench.compose import STAGE_SECTIONS
-
     found = []
     for section, kind in STAGE_SECTIONS.items():
         names = sorted(n for n, cls in registry(kind).items() if capability in getattr(cls, "provides", ()))
@@ -177,52 +173,6 @@ def check_composition(cfg: Any) -> type:
                              f"needs {needs}", method))
     errs.raise_if_any()
     return program
-
-
-def composition_matrix() -> list[dict]:
-    """Every method of the optional stage kinds (cache, exchange, schedule) under every sample method (and
-    none), on the recipes' defaults otherwise: one row per cell with ``status`` ``composes`` or ``refused``
-    and, when refused, ``why`` (what the method lacks). ``workbench stages --matrix`` prints it.
-
-    Example:
-        >>> rows = composition_matrix()
-        >>> {r["sample"]: r["status"] for r in rows if (r["section"], r["method"]) == ("schedule", "fifo")
-        ...  and r["sample"] in ("none", "neighbor", "psc")}
-        {'none': 'refused', 'neighbor': 'composes', 'psc': 'refused'}
-    """
-    from workbench.compose import RunConfig, load_stage_modules
-
-    load_stage_modules()
-    rows = []
-    for sample in RunConfig.method_choices("sample"):
-        base = RunConfig.compose(sample=None if sample == "none" else sample)   # the exchange follows the sample
-        for section in ("cache", "exchange", "schedule"):
-            for method in RunConfig.method_choices(section):
-                row = {"sample": sample, "section": section, "method": method, "status": "composes", "why": ""}
-                unmet = []
-                try:
-                    cfg = base.replace(**{section: None if method == "none" else method})
-                    unmet = unmet_needs(cfg)[1]
-                    check_composition(cfg)
-                except ParamError as exc:   # by the config itself (a cache with sample=none) or by the check
-                    why = "; ".join(f"{s}.method={m} needs {', '.join(lack)}" for s, m, lack in unmet) if unmet \
-                        else str(exc).split(" must be ", 1)[-1].split(". Got ")[0]
-                    row.update(status="refused", why=why)
-                rows.append(row)
-    return rows
-
-
-def format_matrix(rows: list[dict]) -> str:
-    """The matrix as text: one line per cell, grouped by sample method."""
-    width = max(len(f"{r['section']}.method={r['method']}") for r in rows)
-    lines, last = [], None
-    for r in rows:
-        if r["sample"] != last:
-            lines.append(f"sample.method={r['sample']}")
-            last = r["sample"]
-        cell = f"{r['section']}.method={r['method']}"
-        lines.append(f"  {cell:<{width}}  {r['status']}" + (f": {r['why']}" if r["why"] else ""))
-    return "\n".join(lines)
 
 
 def stage_label(cfg: Any, section: str) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+import workbench._convert as _convert
 from workbench._validation import ErrorCollector
 
 __all__ = ["Graph"]
@@ -180,29 +181,23 @@ class Graph:
 
     def to_dgl(self):
         """A ``dgl.DGLGraph`` with the same edges and node data (``feat``, ``label``, masks)."""
-        from workbench.interop import to_dgl
-
-        return to_dgl(self)
+        return _convert.to_dgl(self)
 
     @classmethod
     def from_dgl(cls, g, *, name: str = "dgl") -> "Graph":
         """From a homogeneous ``dgl.DGLGraph`` (node data ``feat``/``label``/``*_mask`` are carried)."""
-        from workbench.interop import from_dgl
-
-        return from_dgl(g, name=name)
+        src, dst, n, directed, node_data = _convert.dgl_parts(g)
+        return cls.from_edges(src, dst, num_nodes=n, directed=directed, name=name, **node_data)
 
     def to_pyg(self):
         """A ``torch_geometric.data.Data`` (``edge_index``, ``x``, ``y``, masks); see :func:`workbench.interop.to_pyg`."""
-        from workbench.interop import to_pyg
-
-        return to_pyg(self)
+        return _convert.to_pyg(self)
 
     @classmethod
     def from_pyg(cls, data, *, name: str = "pyg") -> "Graph":
         """From a ``torch_geometric.data.Data`` (``edge_index``, ``x``, ``y``, masks are carried)."""
-        from workbench.interop import from_pyg
-
-        return from_pyg(data, name=name)
+        src, dst, n, directed, node_data = _convert.pyg_parts(data)
+        return cls.from_edges(src, dst, num_nodes=n, directed=directed, name=name, **node_data)
 
     # ---------------------------------------------------------------------------------------------- repr
     def summary(self) -> dict[str, Any]:

@@ -48,7 +48,11 @@ from typing import Any, ClassVar, Optional
 from workbench._validation import Config as BaseConfig
 from workbench._validation import ParamError, check_choice
 
-__all__ = ["Stage", "Registry", "registry", "REGISTRIES", "resolve_config", "switch_config"]
+__all__ = ["Stage", "Registry", "registry", "REGISTRIES", "STAGE_SECTIONS", "resolve_config", "switch_config"]
+
+STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", "cache": "cache",
+                                  "exchange": "exchange", "model": "model", "schedule": "schedule"}
+"""Section of a run config (:class:`workbench.compose.RunConfig`) -> stage kind (its registry)."""
 
 
 class Stage:

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from workbench._validation import ParamError, param_error
+from workbench.data.errors import DataFormatError
 from workbench.data.safe_io import MAX_NODES, check_inferred_num_nodes, check_num_nodes
 from workbench.graph import Graph
 
@@ -41,20 +42,6 @@ PathLike = Union[str, os.PathLike]
 _PROGRESS_MIN_BYTES = 64 << 20
 # ',' and tab become spaces, '%' becomes '#' (one comment char for pandas), '\r' (CRLF files) a space.
 _TRANSLATE = bytes.maketrans(b",\t%\r", b"  # ")
-
-
-class DataFormatError(ParamError):
-    """A graph file is malformed. ``path``, ``line`` (1-based, or ``None``), ``field`` and ``value`` say where."""
-
-    def __init__(self, owner: str, path: PathLike, constraint: str, value: Any, *, line: Optional[int] = None,
-                 field: Optional[str] = None, param: str = "path"):
-        self.path, self.line, self.field, self.value = str(path), line, field, value
-        where = f"file {str(path)!r}"
-        if line is not None:
-            where += f", line {line}"
-        if field is not None:
-            where += f", {field}"
-        super().__init__([param_error(param, owner, f"{constraint} ({where})", value)])
 
 
 def progress_bar(progress: Optional[bool], *, total: Optional[float], desc: str, large: bool, unit: str = "it",

@@ -1,7 +1,7 @@
 """Reading arrays from untrusted files: ``.npy``/``.npz`` checked before any allocation, JSON with a size
 check, and Python pickles through an unpickler that can build nothing but plain data.
 
-Every function raises :class:`~workbench.data.readers.DataFormatError` naming the file and what is wrong,
+Every function raises :class:`~workbench.data.errors.DataFormatError` naming the file and what is wrong,
 whatever the bytes are (truncated, random, a crafted pickle, a header claiming 10^12 rows): never a
 bare ``ValueError``/``EOFError``/``UnpicklingError``, and never code run from the file.
 
@@ -24,7 +24,7 @@ Example:
     >>> read_npy(p, "example")
     Traceback (most recent call last):
     ...
-    workbench.data.readers.DataFormatError: The 'path' parameter of example must be a complete .npy file ...
+    workbench.data.errors.DataFormatError: The 'path' parameter of example must be a complete .npy file ...
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from workbench.data.errors import DataFormatError
+
 __all__ = ["MAX_NODES", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes",
            "check_inferred_num_nodes"]
 
@@ -47,9 +49,7 @@ _MAX_JSON_BYTES = 4 << 30
 _DEFLATE_MAX_RATIO = 1100   # deflate cannot expand data more than ~1032x
 
 
-def _err(owner: str, path: Any, constraint: str, value: Any, **kw):
-    from workbench.data.readers import DataFormatError
-
+def _err(owner: str, path: Any, constraint: str, value: Any, **kw) -> DataFormatError:
     return DataFormatError(owner, path, constraint, value, **kw)
 
 

@@ -31,6 +31,7 @@ from workbench._validation import Config, ParamError, param_error, parse_setting
 from workbench.data.builtin import KarateConfig, LesMisConfig
 from workbench.data.cleaning import CleaningReport, clean_graph
 from workbench.data.folders import FilesConfig, is_array_folder, is_saint_folder
+from workbench.data.readers import read_dgl_binary, read_edge_list, read_ogb_node_dataset
 from workbench.data.synthetic import (ChungLuConfig, PapersLikeConfig, ProductsLikeConfig, RedditLikeConfig,
                                       RMATConfig, SBMConfig)
 from workbench.graph import Graph
@@ -175,10 +176,8 @@ def load_graph(spec: GraphSpec, *, clean: bool = True, progress: Optional[bool] 
             g, report = clean_graph(g, source=parsed.config.edges)
             g.cleaning_report = report
     else:
-        from workbench.data import readers
-
         if parsed.kind == "ogb":
-            g = readers.read_ogb_node_dataset(parsed.path, progress=progress)
+            g = read_ogb_node_dataset(parsed.path, progress=progress)
         elif parsed.kind == "planetoid":
             from workbench.data.planetoid import read_planetoid
 
@@ -192,9 +191,9 @@ def load_graph(spec: GraphSpec, *, clean: bool = True, progress: Optional[bool] 
 
             g = read_array_folder(parsed.path, progress=progress)
         elif parsed.kind == "dgl":
-            g = readers.read_dgl_binary(parsed.path)
+            g = read_dgl_binary(parsed.path)
         else:
-            g = readers.read_edge_list(parsed.path, progress=progress)
+            g = read_edge_list(parsed.path, progress=progress)
         if clean:
             g, report = clean_graph(g, source=str(parsed.path))
             g.cleaning_report = report

@@ -118,9 +118,15 @@ def _format_table(result, metrics) -> str:
     return "\n".join(lines)
 
 
-def _khop(text: str) -> tuple[int, ...]:
-    from workbench.sample.cli import _fanouts
+def _fanouts(text: str) -> tuple[int, ...]:
+    """Comma-separated fan-outs (``15,10,5``; ``-1`` = all): ``--khop`` here, ``--fanouts`` of ``workbench sample``."""
+    try:
+        return tuple(int(x) for x in text.replace(";", ",").split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints such as 15,10,5, got {text!r}")
 
+
+def _khop(text: str) -> tuple[int, ...]:
     return _fanouts(text)
 
 

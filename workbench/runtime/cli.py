@@ -190,11 +190,9 @@ class ProgressBars:
 
 
 def stages_command(args: argparse.Namespace) -> int:
-    from workbench.compose import STAGE_SECTIONS, describe_stages
+    from workbench.compose import STAGE_SECTIONS, composition_matrix, describe_stages, format_matrix
 
     if getattr(args, "matrix", False):
-        from workbench.composition import composition_matrix, format_matrix
-
         print(format_matrix(composition_matrix()))
         return 0
     text = describe_stages()

@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from workbench._validation import ErrorCollector, check_choice
+from workbench.partition.cli import _add_common, _build, _fanouts
 
 __all__ = ["register", "cache_policies"]
 
@@ -48,16 +49,8 @@ def cache_policies() -> list[str]:
     return names if "none" in names else ["none", *names]
 
 
-def _fanouts(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.replace(";", ",").split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints such as 15,10,5, got {text!r}")
-
-
 def register(subparsers: Any) -> None:
     """Add the ``sample`` subcommand."""
-    from workbench.partition.cli import _add_common
     from workbench.sample.base import block_samplers
     from workbench.sample.split import SPLIT_MODES
 
@@ -94,7 +87,6 @@ def register(subparsers: Any) -> None:
 def _sample_command(args: argparse.Namespace) -> int:
     import torch
 
-    from workbench.partition.cli import _build
     from workbench.sample.base import SAMPLERS, block_samplers
     from workbench.sample.epoch import sample_epoch
     from workbench.sample.split import split_seeds

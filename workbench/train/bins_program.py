@@ -26,8 +26,8 @@ from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_mem
                                   binned_forward, build_schedule, check_bin_budget, check_memory, largest_vertex_bin,
                                   priority_order)
 from workbench.train.bins_pipeline import BinCosts, simulate_all
-from workbench.train.full_graph import FullGraphLoop, masked_loss
-from workbench.train.loop import StepOutput
+from workbench.train.full_graph_loop import FullGraphLoop
+from workbench.train.loop import StepOutput, masked_loss
 
 __all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "BinnedFullGraphLoop", "BinPlan",
            "bins_summary"]
@@ -177,7 +177,7 @@ def _dependencies(graph: Any, node_part: torch.Tensor, shards: list, schedules: 
 
 
 class BinnedFullGraphLoop(FullGraphLoop):
-    """:class:`~workbench.train.full_graph.FullGraphLoop` computing each layer bin by bin (exact)."""
+    """:class:`~workbench.train.full_graph_loop.FullGraphLoop` computing each layer bin by bin (exact)."""
 
     def __init__(self, ctx, model, config, *, exchange, shard: Any, schedule: BinSchedule):
         super().__init__(ctx, model, config, exchange=exchange, shard=shard)

@@ -42,8 +42,8 @@ from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
-from workbench.train.loop import (LabelData, StepOutput, TrainLoop, load_training_graph, masked_loss, partition_nodes,
-                                  split_sizes, summarize_ranks)
+from workbench.train.full_graph_loop import FullGraphLoop
+from workbench.train.loop import LabelData, load_training_graph, partition_nodes, split_sizes, summarize_ranks
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
 from workbench.train.staleness import predicted_bytes_by_epoch
 
@@ -280,6 +280,7 @@ class FullGraphProgram(Program):
         return stage.exchange_widths(*dims), stage.backward_widths(*dims)
 
     def _check_bins(self, graph: Graph) -> None:
+        # the G3 bins (workbench.train.bins_program) compile numba kernels: only a binned run imports them
         from workbench.train.bins_program import check_bins_before_partition
 
         cfg, widths = self.config, self._layer_widths(graph)[0]
@@ -393,47 +394,6 @@ class FullGraphProgram(Program):
     def widths(self) -> list[int]:
         """Widths of the rows exchanged per layer (the model's ``exchange_widths``; needs ``prepare``)."""
         return list(self._widths)
-
-
-class FullGraphLoop(TrainLoop):
-    """The training loop of a full-graph rank: one step per epoch through the exchange's aggregation."""
-
-    def __init__(self, ctx, model, config, *, exchange: RankExchange, shard: Any):
-        super().__init__(ctx, model, config, comm=exchange.comm, exchange_kinds=exchange.kinds)
-        self.exchange = exchange
-        exchange.timer = self.timer
-        self.num_train_global = shard.num_train_global
-        dev = ctx.device
-        self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
-        self.masks = torch.stack([m.to(dev) for m in shard.data.masks])    # (3, num_owned): train/val/test
-        self.train_rows = self.masks[0].nonzero().squeeze(1)              # found once, not every epoch
-        gid = shard.data.global_nid
-        self.node_ids = gid.to(dev) if gid is not None else None          # dropout masks are keyed by them
-
-    def on_epoch_start(self, epoch: int) -> None:
-        self.exchange.epoch = epoch
-
-    def forward(self, batch: Any) -> StepOutput:
-        logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
-        loss = masked_loss(logits, self.labels, self.train_rows, self.num_train_global)
-        return StepOutput(loss, logits, self.labels, self.masks)
-
-    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
-        if getattr(self.model, "dropout", 0.0) > 0:   # accuracy without dropout: one more forward pass, eval mode
-            self.model.eval()
-            # the halo rows of this pass are evaluation traffic (kinds eval_*), not the training epoch's
-            with torch.no_grad(), self.ctx.comm.phase("eval_"):
-                logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
-            self.model.train()
-            o = outputs[0]
-            outputs = [StepOutput(o.loss, logits, o.labels, o.masks)]
-        return super().evaluate(epoch, outputs)
-
-    def after_backward(self, batch: Any, out: StepOutput) -> None:
-        self.exchange.after_backward(self.model)
-
-    def extra_result(self) -> dict:
-        return self.exchange.result()
 
 
 def _plan_to(plan: HaloExchangePlan, device: torch.device) -> HaloExchangePlan:

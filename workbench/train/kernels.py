@@ -343,7 +343,7 @@ def compiled(name: str):
     """The compiled kernel ``name`` of :mod:`workbench.train._spmm_numba`, or None where numba cannot be used."""
     if not _load_numba():
         return None
-    from workbench.train import _spmm_numba
+    import workbench.train._spmm_numba as _spmm_numba
 
     return getattr(_spmm_numba, name)
 

@@ -16,12 +16,10 @@ Example:
 from __future__ import annotations
 
 from workbench.partition.streaming.base import StreamMetrics, StreamPartition, StreamingPartitioner, stream_partition
-from workbench.partition.streaming.methods import (ClusteringPartitioner, DBHPartitioner, GreedyPartitioner,
-                                                   HashPartitioner, HDRFPartitioner, SpringPartitioner,
-                                                   TwoPSLPartitioner)
+from workbench.partition.streaming.methods import (STREAMING_METHODS, ClusteringPartitioner, DBHPartitioner,
+                                                   GreedyPartitioner, HashPartitioner, HDRFPartitioner,
+                                                   SpringPartitioner, TwoPSLPartitioner)
 from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream
-
-STREAMING_METHODS = ("hash", "dbh", "greedy", "hdrf", "2ps-l", "clustering", "spring")
 
 __all__ = ["STREAMING_METHODS", "StreamMetrics", "StreamPartition", "StreamingPartitioner", "stream_partition",
            "EdgeFileStream", "GraphEdgeStream", "ClusteringPartitioner", "DBHPartitioner", "GreedyPartitioner",

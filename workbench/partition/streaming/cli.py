@@ -15,7 +15,8 @@ def stream_command(args: argparse.Namespace) -> int:
     """Run a streaming partitioner on ``args.graph`` (an edge file, or any graph spec, whose edges are then
     streamed from memory) and print or write its metrics."""
     from workbench.partition.base import PARTITIONERS
-    from workbench.partition.streaming import STREAMING_METHODS, EdgeFileStream, GraphEdgeStream
+    from workbench.partition.streaming.methods import STREAMING_METHODS
+    from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream
 
     method = check_choice(args.method, "--method", "workbench partition --stream", list(STREAMING_METHODS))
     cls = PARTITIONERS[method]

@@ -1,7 +1,8 @@
 """The registered streaming partitioners: hash, DBH, greedy, HDRF, 2PS-L, Hollocou clustering and SPRING.
 
-Each is a few lines of orchestration over the compiled kernels of :mod:`.kernels`; the state lives in a
-:class:`~workbench.partition.streaming.base.StreamRun`. Degrees count both endpoints of every line.
+Each is a few lines of orchestration over the compiled kernels of :mod:`.kernels_vertex_cut` and
+:mod:`.kernels_clustering`; the state lives in a :class:`~workbench.partition.streaming.state.StreamRun`.
+Degrees count both endpoints of every line.
 """
 
 from __future__ import annotations
@@ -13,11 +14,18 @@ import numpy as np
 
 from workbench._validation import ErrorCollector
 from workbench.partition.base import register_partitioner
-from workbench.partition.streaming import kernels as K
-from workbench.partition.streaming.base import StreamingPartitioner, StreamRun
+from workbench.partition.streaming.base import StreamingPartitioner
+from workbench.partition.streaming.kernels import degree_chunk, list_schedule
+from workbench.partition.streaming.kernels_clustering import (hollocou_chunk, spring_merge, twops_cluster_chunk,
+                                                              twops_pre_chunk, twops_rest_chunk)
+from workbench.partition.streaming.kernels_vertex_cut import dbh_chunk, greedy_cases_chunk, hash_chunk, hdrf_chunk
+from workbench.partition.streaming.state import StreamRun
 
-__all__ = ["HashPartitioner", "DBHPartitioner", "GreedyPartitioner", "HDRFPartitioner", "TwoPSLPartitioner",
-           "ClusteringPartitioner", "SpringPartitioner"]
+__all__ = ["STREAMING_METHODS", "HashPartitioner", "DBHPartitioner", "GreedyPartitioner", "HDRFPartitioner",
+           "TwoPSLPartitioner", "ClusteringPartitioner", "SpringPartitioner"]
+
+STREAMING_METHODS = ("hash", "dbh", "greedy", "hdrf", "2ps-l", "clustering", "spring")
+"""The registered streaming partitioners (``workbench partition --stream --method NAME``)."""
 
 
 class _VertexCut(StreamingPartitioner):
@@ -52,7 +60,7 @@ class _VertexCut(StreamingPartitioner):
 def _degree_pass(run: StreamRun) -> np.ndarray:
     run.array("deg", np.int64, 0)
     for src, dst in run.chunks("degrees", count_lines=True):
-        K.degree_chunk(src, dst, run.deg)
+        degree_chunk(src, dst, run.deg)
     return run.deg
 
 
@@ -77,7 +85,7 @@ class HashPartitioner(_VertexCut):
 
     def _stream(self, run):
         self._state(run)
-        return self._one_pass(run, "assign", K.hash_chunk, lambda: (run.num_parts, run.seed))
+        return self._one_pass(run, "assign", hash_chunk, lambda: (run.num_parts, run.seed))
 
 
 @register_partitioner
@@ -111,7 +119,7 @@ class DBHPartitioner(_VertexCut):
         else:
             _degree_pass(run)
         self._state(run)
-        return self._one_pass(run, "assign", K.dbh_chunk, lambda: (run.num_parts, run.seed, run.deg, partial))
+        return self._one_pass(run, "assign", dbh_chunk, lambda: (run.num_parts, run.seed, run.deg, partial))
 
 
 @register_partitioner
@@ -149,7 +157,7 @@ class HDRFPartitioner(_VertexCut):
         self._state(run)
         run.array("pdeg", np.int64, 0)
         c = self.config
-        return self._one_pass(run, "assign", K.hdrf_chunk,
+        return self._one_pass(run, "assign", hdrf_chunk,
                               lambda: (run.num_parts, float(c.lam), float(c.eps), self._greedy, run.pdeg))
 
 
@@ -185,12 +193,12 @@ class GreedyPartitioner(_VertexCut):
         if self.config.rule == "score":
             self._state(run)
             run.array("pdeg", np.int64, 0)
-            return self._one_pass(run, "assign", K.hdrf_chunk,
+            return self._one_pass(run, "assign", hdrf_chunk,
                                   lambda: (run.num_parts, 1.0, 1.0, True, run.pdeg))
         _degree_pass(run)
         self._state(run)
         run.array("seen", np.int64, 0)
-        return self._one_pass(run, "assign", K.greedy_cases_chunk, lambda: (run.num_parts, run.deg, run.seen))
+        return self._one_pass(run, "assign", greedy_cases_chunk, lambda: (run.num_parts, run.deg, run.seen))
 
 
 def _cluster_state(run: StreamRun) -> None:
@@ -243,24 +251,24 @@ class TwoPSLPartitioner(_VertexCut):
         cap = int(c.cap_factor * int(deg.sum()) / P)
         for k in range(c.passes):
             for src, dst in run.chunks(f"cluster{k + 1}"):
-                K.twops_cluster_chunk(src, dst, run.deg, run.cid, run.vol, run.first, run.counters, cap)
+                twops_cluster_chunk(src, dst, run.deg, run.cid, run.vol, run.first, run.counters, cap)
         start = time.perf_counter()
         num_clusters = int(run.counters[0])
         vol = run.vol[:num_clusters]
         order = np.lexsort((np.arange(num_clusters), -vol))
         order = order[vol[order] > 0]
         cpart = np.zeros(num_clusters, np.int64)
-        cpart[order] = K.list_schedule(order, vol.astype(np.int64), P, np.zeros(P, np.int64))
+        cpart[order] = list_schedule(order, vol.astype(np.int64), P, np.zeros(P, np.int64))
         run.array("vpart", np.int64, 0)
         run.vpart[:] = cpart[np.minimum(run.cid, num_clusters - 1)]
         run.phase_s["schedule"] = time.perf_counter() - start
         self._state(run)
         cap_load = 1.05 * run.num_lines / P
-        assignment = self._one_pass(run, "assign_2a", K.twops_pre_chunk, lambda: (run.vpart, cap_load))
+        assignment = self._one_pass(run, "assign_2a", twops_pre_chunk, lambda: (run.vpart, cap_load))
         offset = 0
         for src, dst in run.chunks("assign_2b"):
             out = assignment.read(offset, src.size)
-            K.twops_rest_chunk(src, dst, P, run.deg, run.cid, run.vol, run.vpart, cap_load, c.scoring == "port",
+            twops_rest_chunk(src, dst, P, run.deg, run.cid, run.vol, run.vpart, cap_load, c.scoring == "port",
                                run.rep, run.load, run.last, out)
             assignment.write(offset, out)
             offset += src.size
@@ -300,7 +308,7 @@ class _Owner(StreamingPartitioner):
         run.array("rn", np.int64, -1)
         for k in range(self.config.passes):
             for src, dst in run.chunks(f"cluster{k + 1}"):
-                K.hollocou_chunk(src, dst, run.deg, run.cid, run.vol, run.rn, run.first, run.counters, tau, partial)
+                hollocou_chunk(src, dst, run.deg, run.cid, run.vol, run.rn, run.first, run.counters, tau, partial)
 
     def _schedule(self, run: StreamRun, root: np.ndarray, size: np.ndarray, order_rule: str) -> np.ndarray:
         """Step C: clusters to parts by node count; ``order_rule`` 'lpt' (size descending, ties to the cluster
@@ -322,7 +330,7 @@ class _Owner(StreamingPartitioner):
             order = clusters[np.lexsort((clusters, -size[clusters]))]
         part_load = np.zeros(run.num_parts, np.int64)
         cpart = np.zeros(root.size, np.int64)
-        cpart[order] = K.list_schedule(order, size, run.num_parts, part_load)
+        cpart[order] = list_schedule(order, size, run.num_parts, part_load)
         owner = np.full(n, -1, np.int64)
         owner[seen] = cpart[root[cid[seen]]]
         return owner
@@ -406,7 +414,7 @@ class SpringPartitioner(_Owner):
         start = time.perf_counter()
         n = run.num_nodes
         cap = self.config.beta * n / run.num_parts
-        root, size = K.spring_merge(run.deg[:n], run.cid[:n], run.rn[:n], int(run.counters[0]), cap, paper)
+        root, size = spring_merge(run.deg[:n], run.cid[:n], run.rn[:n], int(run.counters[0]), cap, paper)
         run.phase_s["merge"] = time.perf_counter() - start
         start = time.perf_counter()
         owner = self._schedule(run, root, size, "lpt-id" if paper else "first")

@@ -94,7 +94,7 @@ class EdgeFileStream:
     def _text_chunks(self):
         """Blocks of whole lines (``line_blocks``' cuts: read ``chunk_edges * 16`` bytes after the carried partial
         line, cut after the last newline; at the end the carried rest) read into one reused byte buffer."""
-        from workbench.partition.streaming import kernels as K
+        import workbench.partition.streaming.kernels as K
 
         block_bytes = self.chunk_edges * BYTES_PER_LINE_GUESS
         state = _TextState(self.path, self.num_nodes)
@@ -160,7 +160,7 @@ class _TextState:
     def parse(self, buf: np.ndarray, n: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
         """The edges of the block ``buf[:n]`` (views of the reused buffers, or fresh arrays from the full parser),
         or ``None`` for a block without edges."""
-        from workbench.partition.streaming import kernels as K
+        import workbench.partition.streaming.kernels as K
 
         st = self.full
         if st.num_cols in (None, 2):

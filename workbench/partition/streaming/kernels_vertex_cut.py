@@ -1,0 +1,124 @@
+"""Compiled per-chunk kernels of the vertex-cut streaming partitioners: hash, DBH, HDRF and greedy (numba,
+``cache=True``). Each assigns every line of a chunk to one part (``out``) and updates the replica bitsets
+``rep``, the lines per part ``load`` and the last part per vertex ``last``; state names as in
+:mod:`workbench.partition.streaming.kernels`. Ties go to the lowest part index unless a docstring says otherwise.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from workbench.partition.streaming.kernels import _has, _place, mix64
+
+__all__ = ["hash_chunk", "dbh_chunk", "hdrf_chunk", "greedy_cases_chunk"]
+
+
+@numba.njit(cache=True)
+def hash_chunk(src, dst, num_parts, seed, rep, load, last, out):
+    """Random hashing: part = mix64(seed, min(u, v), max(u, v)) mod P (orientation-free)."""
+    s = mix64(np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15))
+    for i in range(src.shape[0]):
+        u, v = src[i], dst[i]
+        lo, hi = min(u, v), max(u, v)
+        p = np.int64(mix64(mix64(np.uint64(lo) ^ s) + np.uint64(hi)) % np.uint64(num_parts))
+        _place(u, v, p, rep, load, last)
+        out[i] = p
+
+
+@numba.njit(cache=True)
+def dbh_chunk(src, dst, num_parts, seed, deg, partial, rep, load, last, out):
+    """DBH: hash the lower-degree endpoint (ties: ``dst``, as the reference code). ``partial``: degrees seen
+    so far, counted before the decision; otherwise ``deg`` holds full degrees from a degree pass."""
+    s = mix64(np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15))
+    for i in range(src.shape[0]):
+        u, v = src[i], dst[i]
+        if partial:
+            deg[u] += 1
+            deg[v] += 1
+        x = u if deg[u] < deg[v] else v
+        p = np.int64(mix64(np.uint64(x) ^ s) % np.uint64(num_parts))
+        _place(u, v, p, rep, load, last)
+        out[i] = p
+
+
+@numba.njit(cache=True, inline="always")
+def _min_max(load):
+    lo, hi = load[0], load[0]
+    for p in range(1, load.shape[0]):
+        lo = min(lo, load[p])
+        hi = max(hi, load[p])
+    return lo, hi
+
+
+@numba.njit(cache=True)
+def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, rep, load, last, out):
+    """HDRF (``greedy=False``) or the greedy score form (``greedy=True``): argmax over parts of
+    ``C_REP + lam * (maxsize - load[p]) / (eps + maxsize - minsize)``, first index on ties.
+
+    HDRF's ``C_REP = g(u, p) + g(v, p)`` with ``g(x, p) = 1 + (1 - theta(x))`` when ``p`` holds ``x``,
+    ``theta(u) = pdeg[u] / (pdeg[u] + pdeg[v])`` over partial degrees incremented before scoring.
+    Greedy's ``C_REP = [p holds u] + [p holds v]``.
+    """
+    for i in range(src.shape[0]):
+        u, v = src[i], dst[i]
+        pdeg[u] += 1
+        pdeg[v] += 1
+        du, dv = float(pdeg[u]), float(pdeg[v])
+        if greedy:
+            gu, gv = 1.0, 1.0
+        else:
+            gu = 1.0 + (1.0 - du / (du + dv))
+            gv = 1.0 + (1.0 - dv / (du + dv))
+        lo, hi = _min_max(load)
+        denom = eps + float(hi - lo)
+        best, best_s = 0, -1.0
+        for p in range(num_parts):
+            s = lam * float(hi - load[p]) / denom
+            if _has(rep, u, p):
+                s += gu
+            if _has(rep, v, p):
+                s += gv
+            if s > best_s:
+                best, best_s = p, s
+        _place(u, v, best, rep, load, last)
+        out[i] = best
+
+
+@numba.njit(cache=True, inline="always")
+def _least_loaded_in(rep, x, y, load, num_parts, both):
+    """Least-loaded part holding ``x`` (and ``y`` when ``both``); -1 if none."""
+    best = -1
+    for p in range(num_parts):
+        if _has(rep, x, p) and (not both or _has(rep, y, p)):
+            if best < 0 or load[p] < load[best]:
+                best = p
+    return best
+
+
+@numba.njit(cache=True)
+def greedy_cases_chunk(src, dst, num_parts, deg, seen, rep, load, last, out):
+    """PowerGraph's greedy case rules: (1) a common part of ``A(u) ∩ A(v)``; (2) both seen but disjoint: a
+    part of the endpoint with more unassigned edges (``deg - seen``); (3) one seen: one of its parts;
+    (4) neither: any part. Always the least-loaded candidate (lowest index on ties)."""
+    for i in range(src.shape[0]):
+        u, v = src[i], dst[i]
+        p = _least_loaded_in(rep, u, v, load, num_parts, True)
+        if p < 0:
+            su, sv = seen[u] > 0, seen[v] > 0
+            if su and sv:
+                x = u if deg[u] - seen[u] >= deg[v] - seen[v] else v
+                p = _least_loaded_in(rep, x, x, load, num_parts, False)
+            elif su:
+                p = _least_loaded_in(rep, u, u, load, num_parts, False)
+            elif sv:
+                p = _least_loaded_in(rep, v, v, load, num_parts, False)
+            else:
+                p = 0
+                for q in range(1, num_parts):
+                    if load[q] < load[p]:
+                        p = q
+        seen[u] += 1
+        seen[v] += 1
+        _place(u, v, p, rep, load, last)
+        out[i] = p

@@ -1,0 +1,58 @@
+"""The training loop of a full-graph rank: one step per epoch, every layer through the exchange's aggregation.
+
+:class:`~workbench.train.full_graph.FullGraphProgram` runs it on every rank (and G3's
+:class:`~workbench.train.bins_program.BinnedFullGraphLoop` extends it to compute each layer bin by bin); it sits
+below both, so the program and the bins import it and not each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from workbench.train.exchange import RankExchange
+from workbench.train.loop import StepOutput, TrainLoop, masked_loss
+
+__all__ = ["FullGraphLoop"]
+
+
+class FullGraphLoop(TrainLoop):
+    """The training loop of a full-graph rank: one step per epoch through the exchange's aggregation."""
+
+    def __init__(self, ctx, model, config, *, exchange: RankExchange, shard: Any):
+        super().__init__(ctx, model, config, comm=exchange.comm, exchange_kinds=exchange.kinds)
+        self.exchange = exchange
+        exchange.timer = self.timer
+        self.num_train_global = shard.num_train_global
+        dev = ctx.device
+        self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
+        self.masks = torch.stack([m.to(dev) for m in shard.data.masks])    # (3, num_owned): train/val/test
+        self.train_rows = self.masks[0].nonzero().squeeze(1)              # found once, not every epoch
+        gid = shard.data.global_nid
+        self.node_ids = gid.to(dev) if gid is not None else None          # dropout masks are keyed by them
+
+    def on_epoch_start(self, epoch: int) -> None:
+        self.exchange.epoch = epoch
+
+    def forward(self, batch: Any) -> StepOutput:
+        logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
+        loss = masked_loss(logits, self.labels, self.train_rows, self.num_train_global)
+        return StepOutput(loss, logits, self.labels, self.masks)
+
+    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
+        if getattr(self.model, "dropout", 0.0) > 0:   # accuracy without dropout: one more forward pass, eval mode
+            self.model.eval()
+            # the halo rows of this pass are evaluation traffic (kinds eval_*), not the training epoch's
+            with torch.no_grad(), self.ctx.comm.phase("eval_"):
+                logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
+            self.model.train()
+            o = outputs[0]
+            outputs = [StepOutput(o.loss, logits, o.labels, o.masks)]
+        return super().evaluate(epoch, outputs)
+
+    def after_backward(self, batch: Any, out: StepOutput) -> None:
+        self.exchange.after_backward(self.model)
+
+    def extra_result(self) -> dict:
+        return self.exchange.result()
