@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import pickle
-import socket
+import functools
 
 import pytest
-import torch.multiprocessing as mp
-from cache_harness import WIDTH, exercise_cache, gloo_rank_main, run_ranks
 
 from workbench.cache import ID_BYTES
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from workbench.testing import exercise_cache, run_gloo_ranks, run_ranks
+from workbench.testing.cache_harness import WIDTH
 
 
 @pytest.mark.timeout(120)
-def test_gloo_degree_cache_matches_in_process(tmp_path):
+def test_gloo_degree_cache_matches_in_process():
     world_size, method, ratio = 2, "degree", 0.3
-    mp.spawn(gloo_rank_main, args=(world_size, _free_port(), str(tmp_path), method, ratio), nprocs=world_size,
-             join=True)
-    gloo = []
-    for r in range(world_size):
-        with open(tmp_path / f"{r}.pkl", "rb") as f:
-            gloo.append(pickle.load(f))
+    gloo = run_gloo_ranks(world_size, functools.partial(exercise_cache, method=method, ratio=ratio))
     local = run_ranks(world_size, lambda comm: exercise_cache(comm, method, ratio))
     for a, b in zip(gloo, local):
         assert a["rows_ok"] and a["cached"] == b["cached"] and a["bytes"] == b["bytes"]

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cache_harness import run_ranks
 
 import workbench as wb
 from workbench._validation import ParamError
 from workbench.cache import CACHES, FeatureStore, hit_rate_curve
+from workbench.testing import run_ranks
 
 
 def input_stream(graph, node_part, rank, batch_size=256, seed=0):

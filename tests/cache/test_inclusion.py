@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cache_harness import NUM_NODES, WIDTH, make_store, node_part_for, run_ranks, table
 
 from workbench._validation import ParamError
 from workbench.cache import CACHES, ID_BYTES
+from workbench.testing import run_ranks
+from workbench.testing.cache_harness import NUM_NODES, WIDTH, make_store, node_part_for, table
 
 
 def test_refresh_fetches_only_entering_rows_as_cache_refresh():

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cache_harness import NUM_NODES, WIDTH, make_store, node_part_for, requests, run_ranks, table
 
 from workbench._validation import ParamError
 from workbench.cache import ID_BYTES, FeatureStore, RangeBook
 from workbench.partition.base import Relabeling
+from workbench.testing import run_ranks
+from workbench.testing.cache_harness import NUM_NODES, WIDTH, make_store, node_part_for, requests, table
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])

@@ -6,9 +6,9 @@ import time
 import pytest
 import torch
 
-from comm_conformance import check, exercise
 from workbench._validation import ParamError
 from workbench.communicate.inprocess import CommunicationAborted, CommunicationTimeout, InProcessGroup
+from workbench.testing import check_communicator_results, exercise_communicator
 
 
 def run_ranks(group: InProcessGroup, body):
@@ -32,9 +32,9 @@ def run_ranks(group: InProcessGroup, body):
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_every_verb_values_and_bytes(world_size):
-    results, errors = run_ranks(InProcessGroup(world_size), exercise)
+    results, errors = run_ranks(InProcessGroup(world_size), exercise_communicator)
     assert errors == [None] * world_size
-    check(results)
+    check_communicator_results(results)
 
 
 def test_all_reduce_is_deterministic_and_bit_identical():

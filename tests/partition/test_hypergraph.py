@@ -17,8 +17,7 @@ from workbench.partition.hypergraph import HypergraphPartitioner, StochasticHype
 from workbench.partition.volume import (column_nets, comm_rows, connectivity, expected_batch_volume,
                                         hoeffding_num_nets, induced_batch_volume, km1, sample_induced_batches,
                                         send_metrics)
-
-from tests.partition.conftest import random_graph
+from workbench.testing import multigraph
 
 
 def toy_graph() -> Graph:
@@ -67,7 +66,7 @@ def test_toy_example_matches_the_digest():
 @pytest.mark.parametrize("directed", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_volume_equals_km1_brute_force(directed, seed):
-    g = random_graph(25, 50, directed=directed, seed=seed)
+    g = multigraph(25, 50, directed=directed, seed=seed)
     num_parts = 4
     part = np.random.default_rng(seed).integers(0, num_parts, g.num_nodes)
     bf = brute_force(g, part, num_parts)
@@ -127,7 +126,7 @@ def test_expected_batch_volume_matches_enumeration():
     """Exact oracle: enumerate every s-subset of a small graph."""
     from itertools import combinations
 
-    g = random_graph(8, 14, directed=True, seed=4)
+    g = multigraph(8, 14, directed=True, seed=4)
     h, part = column_nets(g), np.array([0, 1, 2, 0, 1, 2, 0, 1])
     for s in (1, 2, 3, 5, 8):
         subsets = list(combinations(range(8), s))

@@ -50,16 +50,14 @@ def test_realised_staleness_is_tau_after_warm_up(tau, tmp_path):
 
 def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
     """Digest §6 given the sampled sets, per iteration and rank, against what the transport counted."""
+    from workbench.testing import run_program
     from workbench.train.prefetch import PrefetchProgram
-
-    sys_path_helpers()
-    from train_helpers import run_inprocess
 
     cfg = psc_gcn.recipe(**SMALL).with_strings({"sample.epsilon": "0.3", "sample.refresh": "2", "exchange.tau": "1",
                                                 "cache.ratio": "0.3", "model.num_layers": "3"})
     program = cfg.build()
     assert isinstance(program, PrefetchProgram)
-    summary, results, events = run_inprocess(program, 3)
+    summary, results, events = run_program(program, 3)
     D, hidden = 8, [8, 8]
     for t in range(5):   # the transport counts at the sender, the records at the receiver: compare sums over ranks
         got = {k: sum(r["exchange_kind_bytes_by_epoch"][t][k] for r in results) for k in results[0]["exchange_kind_bytes_by_epoch"][t]}
@@ -89,15 +87,6 @@ def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
     assert sum(r["exchange_kind_bytes_by_epoch"][0]["cache_fill"] for r in results) == sum(
         {e.rank: e.fill_bytes for e in stats}.values())
     assert len([e for e in events if isinstance(e, SampleStats)]) == 3 * 5
-
-
-def sys_path_helpers():
-    import sys
-    from pathlib import Path
-
-    here = str(Path(__file__).resolve().parents[1] / "train")
-    if here not in sys.path:
-        sys.path.insert(0, here)
 
 
 def test_recipe_json_has_the_psc_figures(tmp_path):

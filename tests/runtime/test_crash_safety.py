@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from rt_programs import TinyConfig
 
 from workbench.cli import main
 from workbench.events import EpochEnd, RunFinished, iter_run_log
 from workbench.runtime import WorkerLost, launch
+from workbench.testing.tiny_program import TinyConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from rt_programs import TinyConfig, expected_bytes_per_epoch
 
 from workbench.events import EpochEnd, RunFinished, Traffic, read_run_log
 from workbench.runtime import RankFailed, RendezvousTimeout, WorkerLost, launch
 from workbench.runtime.dask_runner import _wait_for_recycling, _worker_addresses
+from workbench.testing.tiny_program import TinyConfig, expected_bytes_per_epoch
 
 
 def _settled_workers(client) -> set[str]:

@@ -10,11 +10,11 @@ from urllib.parse import urlparse
 
 import psutil
 import pytest
-from rt_programs import TinyConfig
 
 from workbench.events import EpochEnd, RunFinished
 from workbench.runtime import launch
 from workbench.runtime.dask_runner import abort_runs
+from workbench.testing.tiny_program import TinyConfig
 
 pytestmark = pytest.mark.slow
 

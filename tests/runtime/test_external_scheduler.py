@@ -73,7 +73,7 @@ def scheduler_address(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("external-cluster")
     env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), str(HERE), os.environ.get("PYTHONPATH")) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     procs: list = []
 
     def spawn(name: str, args: list) -> subprocess.Popen:

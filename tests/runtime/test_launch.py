@@ -6,11 +6,11 @@ import pickle
 import time
 
 import pytest
-from rt_programs import TinyConfig, TinyProgram, expected_bytes_per_epoch
 
 from workbench._validation import ParamError
 from workbench.events import EpochEnd, RunFinished, RunStarted, Traffic, read_run_log
 from workbench.runtime import RankFailed, RendezvousTimeout, WorkerLost, launch
+from workbench.testing.tiny_program import TinyConfig, TinyProgram, expected_bytes_per_epoch
 
 
 @pytest.mark.parametrize("runner,world_size", [("single", 1), ("local", 2), ("local", 3)])
@@ -83,7 +83,7 @@ def test_failing_rank_raises_typed_error_quickly_and_log_keeps_everything(tmp_pa
     assert time.monotonic() - t0 < 10
     err = info.value
     assert (err.rank, err.worker, err.step, err.in_communication) == (1, None, 2, False)
-    assert "told to fail" in err.remote_traceback and "rt_programs.py" in err.remote_traceback
+    assert "told to fail" in err.remote_traceback and "tiny_program.py" in err.remote_traceback
     assert handle.status == "failed" and handle.error is err
     _, events = read_run_log(handle.log_dir)
     assert {(e.rank, e.epoch) for e in events if isinstance(e, EpochEnd)} >= {(r, 1) for r in range(3)}

@@ -13,7 +13,7 @@ from workbench.runtime.recipes import available_recipes, load_recipe
 
 RECIPE = textwrap.dedent('''
     """A test recipe file."""
-    from rt_programs import TinyConfig
+    from workbench.testing.tiny_program import TinyConfig
 
     def recipe(**overrides):
         return TinyConfig(**{"epochs": 2, **overrides})

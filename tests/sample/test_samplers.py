@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sample_helpers import build_sampler, check_minibatch, edge_set, same_minibatch
 
 from workbench._validation import ParamError
 from workbench.sample import SAMPLERS, LocalSource, MiniBatch, NeighborSampler
 from workbench.sample.base import block_samplers
 from workbench.sample.keyed import CSRRows, sample_rows_keyed, stream_key
+from workbench.testing import build_sampler, check_minibatch, edge_set, same_minibatch
 
 METHODS = block_samplers()   # edge samplers (full-graph): tests/sample/test_psc.py
 FANOUTS = [(3, 2), (-1, 4), (2, -1, 1), (-1,)]

@@ -7,12 +7,12 @@ import socket
 
 import pytest
 import torch
-from sample_helpers import build_sampler, check_minibatch, same_minibatch
 
 from workbench.partition import partition
 from workbench.sample import SAMPLERS, LocalSource, OwnerRoutedSource, split_seeds
 from workbench.sample.base import block_samplers
 from workbench.sample.epoch import run_thread_ranks, sample_epoch
+from workbench.testing import build_sampler, check_minibatch, same_minibatch
 
 EXACT = [m for m in block_samplers() if SAMPLERS[m].exact_routing]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from train_helpers import assert_same_training as _assert_same_training, rel_error as _rel, run_inprocess, tiny_graph
 
 from workbench._validation import ParamError
 from workbench.events import EpochEnd, PartitionComputed, Traffic
+from workbench.testing import assert_same_training as _assert_same_training, rel_error as _rel, run_program, tiny_graph
 from workbench.train.full_graph import FullGraphConfig
 from workbench.train.halo import comm_rows_from_parts, predicted_halo_bytes
 
@@ -18,8 +18,8 @@ from workbench.train.halo import comm_rows_from_parts, predicted_halo_bytes
 def test_matches_single_process_gcn(method, world_size):
     g = tiny_graph()
     cfg = FullGraphConfig(graph="tiny", partition=method, epochs=4, seed=3)
-    single = run_inprocess(cfg.build(graph=g), 1)
-    multi = run_inprocess(cfg.build(graph=g), world_size)
+    single = run_program(cfg.build(graph=g), 1)
+    multi = run_program(cfg.build(graph=g), world_size)
     _assert_same_training(single, multi)
     # bytes counted at the transport == comm volume x widths x 4, forward and backward, exactly
     summary = multi[0]
@@ -34,8 +34,8 @@ def test_directed_graph_and_deeper_models(model, num_layers, order):
     part = torch.randint(0, 3, (g.num_nodes,), generator=torch.Generator().manual_seed(0))
     cfg = FullGraphConfig(graph="tiny", model=model, num_layers=num_layers, hidden=8, epochs=3, optimizer="sgd",
                           lr=0.5, order=order)
-    single = run_inprocess(cfg.build(graph=g), 1)
-    multi = run_inprocess(cfg.build(graph=g, node_part=part), 3)
+    single = run_program(cfg.build(graph=g), 1)
+    multi = run_program(cfg.build(graph=g, node_part=part), 3)
     _assert_same_training(single, multi)
     rows = int(comm_rows_from_parts(g, part, 3).sum())
     # the exchanged width per layer: the input's, or the output's where a layer transforms first
@@ -53,15 +53,15 @@ def test_dgl_kernel_trains_as_the_compiled_one(model, monkeypatch):
     g = tiny_graph(directed=True, seed=4)
     cfg = FullGraphConfig(graph="tiny", model=model, epochs=3, seed=1)
     monkeypatch.setenv("WORKBENCH_SPMM", "numba")
-    reference = run_inprocess(cfg.build(graph=g), 1)
+    reference = run_program(cfg.build(graph=g), 1)
     monkeypatch.setenv("WORKBENCH_SPMM", "dgl")
-    _assert_same_training(reference, run_inprocess(cfg.build(graph=g), 1))
-    _assert_same_training(reference, run_inprocess(cfg.build(graph=g), 2))
+    _assert_same_training(reference, run_program(cfg.build(graph=g), 1))
+    _assert_same_training(reference, run_program(cfg.build(graph=g), 2))
 
 
 def test_summary_and_events():
     g = tiny_graph()
-    summary, _, events = run_inprocess(FullGraphConfig(graph="tiny", partition="random", epochs=3).build(graph=g), 2)
+    summary, _, events = run_program(FullGraphConfig(graph="tiny", partition="random", epochs=3).build(graph=g), 2)
     for key in ("losses", "accuracy", "bytes_by_kind", "bytes_per_epoch", "predicted_bytes_per_epoch", "epoch_times"):
         assert key in summary
     assert len(summary["losses"]) == 3 and set(summary["accuracy"]) == {"train", "val", "test"}
@@ -78,7 +78,7 @@ def test_summary_and_events():
 
 def test_training_learns_on_sbm(small_sbm):
     cfg = FullGraphConfig(graph="sbm", partition="metis", epochs=30, hidden=16, lr=0.05)
-    summary, _, _ = run_inprocess(cfg.build(graph=small_sbm), 2)
+    summary, _, _ = run_program(cfg.build(graph=small_sbm), 2)
     assert summary["losses"][-1] < summary["losses"][0]
     assert summary["accuracy"]["train"] > 0.5
 
@@ -108,5 +108,5 @@ def test_world_size_from_config_or_runner():
 
 
 def test_karate_spec_end_to_end():
-    summary, _, _ = run_inprocess(FullGraphConfig(graph="karate", epochs=2, partition="random").build(), 2)
+    summary, _, _ = run_program(FullGraphConfig(graph="karate", epochs=2, partition="random").build(), 2)
     assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"]

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from train_helpers import assert_same_training as _assert_same_training, rel_error as _rel, run_inprocess, tiny_graph
 
 from workbench._validation import ParamError
 from workbench.events import Progress
+from workbench.testing import assert_same_training as _assert_same_training, rel_error as _rel, run_program, tiny_graph
 from workbench.train.bins import binned_forward, build_schedule, largest_vertex_bin, priority_order, working_set_bytes
 from workbench.train.bins_pipeline import VARIANTS, simulate_all
 from workbench.train.full_graph import FullGraphConfig, build_shards
@@ -46,10 +46,10 @@ def test_binned_training_matches_single_process(model, num_layers, bin_limit, wo
     g = tiny_graph(seed=3)
     cfg = FullGraphConfig(graph="tiny", partition="random", model=model, num_layers=num_layers, hidden=8, epochs=3,
                           seed=2)
-    single = run_inprocess(cfg.build(graph=g), 1)
+    single = run_program(cfg.build(graph=g), 1)
     # the variant only changes the simulated account, never the numbers
     binned = cfg.with_strings({"train.bin_limit": str(bin_limit), "train.pipeline": pipeline})
-    multi = run_inprocess(binned.build(graph=g), world_size)
+    multi = run_program(binned.build(graph=g), world_size)
     _assert_same_training(single, multi)
     summary = multi[0]
     assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"]   # P2P halo bytes unchanged
@@ -72,9 +72,9 @@ def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():
                                          rf"working set of part \d \(\d+ bytes\).* Got {budget} instead"):
         whole.build(graph=g).prepare(2, lambda e: None)              # prepare runs before any rank starts
     binned = whole.with_strings({"train.bin_limit": "0"})
-    summary, results, _ = run_inprocess(binned.build(graph=g), 2)
+    summary, results, _ = run_program(binned.build(graph=g), 2)
     assert summary["g3"]["max_bin_bytes"] <= budget / 2 and len(summary["losses"]) == 2
-    _assert_same_training(run_inprocess(cfg.build(graph=g), 1), (summary, results, None))
+    _assert_same_training(run_program(cfg.build(graph=g), 1), (summary, results, None))
 
 
 def test_bin_settings_are_validated():
@@ -174,14 +174,14 @@ def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
                                          r"set|4 x the largest vertex\+neighbours).* Got 'auto' instead"):
         cfg.build(graph=g).prepare(2, lambda e: None)
     program = cfg.with_strings({"train.bin_limit": "0"}).build(graph=g)
-    summary, results, _ = run_inprocess(program, 2)
+    summary, results, _ = run_program(program, 2)
     budget = summary["g3"]["memory_budget"]
     largest = program._largest_bin
     parts = max(working_set_bytes(s.plan.num_inner, s.plan.num_halo, program.widths(), program.widths()[1:]
                                   + [g.num_classes]) for s in program.prepare(2, lambda e: None))
     assert budget == max(-(-parts // 2), 4 * largest.num_bytes) and summary["g3"]["max_bin_bytes"] <= budget / 2
     assert program.notes == [f"memory_budget=auto -> {budget / 1024:.1f} KiB ({summary['g3']['memory_budget_auto']})"]
-    _assert_same_training(run_inprocess(cfg.replace(memory_budget=None).build(graph=g), 1), (summary, results, None))
+    _assert_same_training(run_program(cfg.replace(memory_budget=None).build(graph=g), 1), (summary, results, None))
     with pytest.raises(ParamError, match=r"'memory_budget' parameter of TrainLoopConfig must be None, 'auto' or an "
                                          r"int in \[1, inf\] \(bytes\). Got 'lots' instead"):
         cfg.with_strings({"train.memory_budget": "lots"})

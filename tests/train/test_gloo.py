@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 import torch.multiprocessing as mp
-from train_helpers import run_inprocess, tiny_graph
 
+from workbench.testing import run_program, tiny_graph
 from workbench.train.full_graph import FullGraphConfig
 from workbench.train.sancus import SancusConfig
 
@@ -72,7 +72,7 @@ def _run_gloo(program, world_size, tmp_path):
 def test_gloo_matches_inprocess(make, tmp_path):
     g = tiny_graph(directed=True)
     config = make()
-    expected, _, _ = run_inprocess(config.build(graph=g), 2)
+    expected, _, _ = run_program(config.build(graph=g), 2)
     got = _run_gloo(config.build(graph=g), 2, tmp_path)
     assert got["losses"] == pytest.approx(expected["losses"], rel=1e-5)
     assert got["bytes_by_kind"] == expected["bytes_by_kind"]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from train_helpers import tiny_graph
 from workbench.communicate.inprocess import InProcessGroup
+from workbench.testing import tiny_graph
 from workbench.train.halo import (build_halo_plans, comm_rows_from_parts, local_index, predicted_halo_bytes)
 
 

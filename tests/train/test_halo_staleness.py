@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from train_helpers import run_inprocess, tiny_graph
 
 from workbench.events import Staleness
+from workbench.testing import run_program, tiny_graph
 from workbench.train.full_graph import FullGraphConfig
 from workbench.train.halo import comm_rows_from_parts
 from workbench.train.models import MODELS
@@ -21,7 +21,7 @@ def graph():
 def _run(graph, world_size, epochs=6, **exchange):
     part = torch.arange(graph.num_nodes) % world_size
     cfg = FullGraphConfig(graph="tiny", epochs=epochs, hidden=8, num_layers=3, **exchange)
-    return run_inprocess(cfg.build(graph=graph, node_part=part), world_size), part
+    return run_program(cfg.build(graph=graph, node_part=part), world_size), part
 
 
 def _counted_by_epoch(results, kinds=("halo_fwd", "halo_bwd")):

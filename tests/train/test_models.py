@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from train_helpers import tiny_graph
 
+from workbench.testing import tiny_graph
 from workbench.train.models import GNNModel, SpMM, edge_weights, sparse_aggregator
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from train_helpers import run_inprocess, tiny_graph
 
 from workbench._validation import ParamError
 from workbench.events import Staleness
+from workbench.testing import run_program, tiny_graph
 from workbench.train.block_row import clip_threshold
 from workbench.train.sancus import SancusConfig, variation_gap
 
@@ -24,7 +24,7 @@ def setup():
 def _run(setup, **kw):
     g, part = setup
     cfg = SancusConfig(graph="tiny", epochs=kw.pop("epochs", 6), hidden=8, **kw)
-    return run_inprocess(cfg.build(graph=g, node_part=part), P)
+    return run_program(cfg.build(graph=g, node_part=part), P)
 
 
 def test_none_is_the_cagnet_baseline(setup):
@@ -130,7 +130,7 @@ def test_paper_effect_on_sbm():
     results = {}
     for staleness, eps in [("none", 0), ("epoch-fixed", 1), ("epoch-fixed", 2), ("epoch-fixed", 3),
                            ("variation-gap", 0.05)]:
-        summary, _, _ = run_inprocess(SancusConfig(staleness=staleness, epsilon=eps, **kw).build(graph=g), 4)
+        summary, _, _ = run_program(SancusConfig(staleness=staleness, epsilon=eps, **kw).build(graph=g), 4)
         results[(staleness, eps)] = summary
     red = [results[("epoch-fixed", e)]["comm_reduction"] for e in (1, 2, 3)]
     assert 0 < red[0] < red[1] < red[2] < 1

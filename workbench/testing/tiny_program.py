@@ -1,9 +1,15 @@
-"""A tiny SPMD program for runtime tests: all-reduce and all-to-all per epoch, with failure switches.
+"""A tiny SPMD program for runner tests: an all-reduce and an all-to-all per epoch, with failure switches.
 
-Lives in an importable module (``conftest`` puts this folder on ``sys.path``) so Dask worker processes
-can unpickle it.
+It lives in the package (not in a test folder) so Dask worker processes and spawned ranks can unpickle it.
+:func:`expected_bytes_per_epoch` is what the communicator must count for one epoch.
+
+Example:
+    >>> from workbench.runtime import launch
+    >>> launch(TinyConfig(epochs=2), runner="local", workers=2, out=None).wait(30)["epochs"]
+    2
+    >>> expected_bytes_per_epoch(2)
+    {'allreduce': 32, 'halo_fwd': 48, 'control': 8}
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -16,6 +22,8 @@ import torch
 from workbench._validation import Config, ErrorCollector
 from workbench.events import EpochEnd, Progress
 from workbench.runtime.program import Program, RankContext
+
+__all__ = ["TinyConfig", "TinyProgram", "expected_bytes_per_epoch", "WIDTH"]
 
 WIDTH = 4  # floats per piece
 
@@ -48,6 +56,8 @@ class TinyConfig(Config):
 
 
 class TinyProgram(Program):
+    """Each rank all-reduces a seeded vector and sends ``rank + 1`` rows to every other rank, every epoch."""
+
     name = "tiny"
 
     def prepare(self, world_size, emit):

@@ -1,12 +1,27 @@
-"""A conformance check run over every communicator backend: values and counted bytes of every verb.
+"""Communicator conformance: the values and the counted bytes of every verb, on any backend.
 
-``exercise(comm)`` runs on each rank (thread or process) and returns what it saw; ``expected_bytes``
-is the accounting formula of :mod:`workbench.communicate.base`, computed independently.
+:func:`exercise_communicator` runs on each rank (thread or process) and returns what it saw;
+:func:`check_communicator_results` asserts values and accounting of all ranks' results against
+:func:`expected_bytes` (the formulas of :mod:`workbench.communicate.base`, computed independently);
+:func:`check_communicator` does both on thread ranks of any group class (``group_factory(world_size)`` with
+``communicator(rank)`` and ``abort(exc)``, as :class:`~workbench.communicate.inprocess.InProcessGroup`).
+A process backend runs :func:`exercise_communicator` on its ranks (e.g. through
+:func:`workbench.testing.run_gloo_ranks`) and hands the results to :func:`check_communicator_results`.
+
+Example:
+    >>> from workbench.communicate.inprocess import InProcessGroup
+    >>> check_communicator(InProcessGroup, world_sizes=(1, 3))
+    >>> expected_bytes(2)["all_reduce"]
+    48
 """
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import torch
+
+__all__ = ["exercise_communicator", "expected_bytes", "check_communicator_results", "check_communicator"]
 
 N = 6  # floats per rank-tensor (24 bytes)
 
@@ -15,7 +30,7 @@ def _vec(rank: int, n: int = N, scale: float = 1.0) -> torch.Tensor:
     return torch.arange(n, dtype=torch.float32) * scale + 10.0 * rank
 
 
-def exercise(comm) -> dict:
+def exercise_communicator(comm) -> dict:
     """Every verb once, in epoch 1 (kind = the verb's name). Returns the results as lists."""
     r, p = comm.rank, comm.world_size
     comm.set_epoch(1)
@@ -70,43 +85,40 @@ def expected_bytes(p: int) -> dict:
     return {k: v for k, v in exp.items() if v}
 
 
-def check(results: list[dict]) -> None:
-    """Assert values and accounting of ``exercise`` results from all ranks."""
+def check_communicator_results(results: list[dict]) -> None:
+    """Assert values and accounting of :func:`exercise_communicator` results from all ranks (by rank)."""
     p = len(results)
     total: dict = {}
     for res in results:
         for k, v in res["bytes_by_kind"].items():
             total[k] = total.get(k, 0) + v
     total = {k: v for k, v in total.items() if v}  # an empty all_to_all piece records 0 bytes
-    assert total == expected_bytes(p), (total, expected_bytes(p))
+    assert total == expected_bytes(p), f"bytes counted by kind {total}, the formulas give {expected_bytes(p)}"
     want_sum = sum(_vec(r) for r in range(p)).tolist()
     for r, res in enumerate(results):
-        assert res["broadcast"] == _vec(0).tolist()
-        assert res["all_reduce"] == want_sum
-        assert res["all_gather"] == [_vec(j).tolist() for j in range(p)]
+        assert res["broadcast"] == _vec(0).tolist(), f"broadcast on rank {r}: {res['broadcast']}"
+        assert res["all_reduce"] == want_sum, f"all_reduce on rank {r}: {res['all_reduce']} != {want_sum}"
+        assert res["all_gather"] == [_vec(j).tolist() for j in range(p)], f"all_gather on rank {r}"
         for j, (shape, flat) in enumerate(res["all_to_all"]):
             rows = 0 if (p > 1 and r == (j + 1) % p) else j + r + 1
-            assert shape == [rows, 2]
-            assert flat == [float(10 * j + r)] * (2 * rows)
+            assert shape == [rows, 2], f"all_to_all piece from {j} on rank {r}: shape {shape}, not {[rows, 2]}"
+            assert flat == [float(10 * j + r)] * (2 * rows), f"all_to_all piece from {j} on rank {r}: values"
         if p > 1:
-            assert res["recv"] == _vec((r - 1) % p).tolist()
-            assert res["irecv"] == {j: _vec(j, N + r).tolist() for j in range(p) if j != r}
+            assert res["recv"] == _vec((r - 1) % p).tolist(), f"send/recv on rank {r}"
+            assert res["irecv"] == {j: _vec(j, N + r).tolist() for j in range(p) if j != r}, f"isend/irecv on rank {r}"
     # bit-identical all_reduce across ranks
-    assert len({tuple(res["all_reduce"]) for res in results}) == 1
+    assert len({tuple(res["all_reduce"]) for res in results}) == 1, "all_reduce differs between ranks"
 
 
-def gloo_rank_main(rank: int, world_size: int, port: int, out_dir: str) -> None:
-    """Body of one spawned gloo rank: run :func:`exercise` and pickle the result to ``out_dir/<rank>.pkl``."""
-    import os
-    import pickle
+def check_communicator(group_factory: Callable[[int], Any], world_sizes: tuple[int, ...] = (1, 2, 3, 4)) -> None:
+    """:func:`exercise_communicator` on thread ranks of ``group_factory(world_size)`` for each world size,
+    then :func:`check_communicator_results`; an AssertionError names the group and the world size."""
+    from workbench.testing.ranks import run_ranks
 
-    from workbench.communicate.torchdist import TorchDistCommunicator, init_process_group, shutdown_process_group
-
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank, world_size, timeout_s=60)
-    try:
-        res = exercise(TorchDistCommunicator())
-        with open(os.path.join(out_dir, f"{rank}.pkl"), "wb") as f:
-            pickle.dump(res, f)
-    finally:
-        shutdown_process_group()
+    name = getattr(group_factory, "__name__", repr(group_factory))
+    for p in world_sizes:
+        results = run_ranks(p, exercise_communicator, group=group_factory(p))
+        try:
+            check_communicator_results(results)
+        except AssertionError as exc:
+            raise AssertionError(f"communicator {name} with {p} ranks: {exc}") from exc
