@@ -20,6 +20,7 @@ _CORE_COMMAND_MODULES = (
     "workbench.runtime.cli",
     "workbench.sample.cli",
     "workbench.data.cli",
+    "workbench.testing.netcluster",
 )
 
 

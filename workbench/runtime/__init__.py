@@ -6,9 +6,9 @@ for what a runner runs, and :mod:`workbench.runtime.errors` for the typed failur
 
 from __future__ import annotations
 
-from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, WorkerLost
+from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, SchedulerLost, WorkerLost
 from workbench.runtime.launch import RUNNERS, RunHandle, launch
 from workbench.runtime.program import Program, RankContext, StopRequested
 
 __all__ = ["launch", "RunHandle", "RUNNERS", "Program", "RankContext", "StopRequested", "RunError", "RankFailed",
-           "WorkerLost", "RendezvousTimeout"]
+           "WorkerLost", "RendezvousTimeout", "SchedulerLost"]

@@ -6,8 +6,9 @@ How a run goes:
    process per rank; scheduler, nannies, workers and the Dask dashboard all listen on 127.0.0.1 only,
    the dashboard on a free port) unless a scheduler address or a ``Client`` is given; it waits
    (bounded) for enough workers and takes the first ``world_size`` in address order, rank 0 first;
-2. an idempotent :class:`TorchWorkerPlugin` sets a seed, ``GLOO_SOCKET_IFNAME=lo`` and
-   ``NCCL_SOCKET_IFNAME=lo`` for loopback workers and the CUDA device where there is one; each rank's
+2. an idempotent :class:`TorchWorkerPlugin` sets a seed, ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME``
+   to the interface holding the worker's address (``lo`` for loopback workers; a variable the user set
+   is kept) and the CUDA device where there is one; each rank's
    worker gets ``cores // ranks on its host`` torch intra-op threads
    (:func:`~workbench.runtime.runners.threads_per_rank`; the nanny's ``OMP_NUM_THREADS=1`` would leave
    one core per host busy), or ``num_threads`` when given;
@@ -20,7 +21,8 @@ How a run goes:
    topic and hands each event to the run log and the listeners as it arrives;
 5. the client polls the futures and the worker list: a rank that raised gives
    :class:`RankFailed`, a worker that left gives :class:`WorkerLost`, a rendezvous that expired gives
-   :class:`RendezvousTimeout`; the surviving ranks fail fast (gloo reports the closed connection),
+   :class:`RendezvousTimeout`, a scheduler silent for 30 s (the run's timeout when shorter, at least 10 s;
+   its host cut off) gives :class:`SchedulerLost`; the surviving ranks fail fast (gloo reports the closed connection),
    stragglers are cancelled, and the process group is destroyed in ``finally`` on every rank.
 
 A stop (``RunHandle.stop``) asked while the cluster starts ends the run before any rank starts; once
@@ -31,6 +33,7 @@ with its worker processes.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
@@ -45,16 +48,24 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from workbench._validation import ParamError, param_error
 from workbench.events import event_from_dict
-from workbench.runtime.errors import RendezvousTimeout, RunError, WorkerLost
+from workbench.runtime.errors import RendezvousTimeout, RunError, SchedulerLost, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
 from workbench.runtime.runners import RankOutcome, RunEnv, rank_failed, root_cause, threads_per_rank
 
-__all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster", "abort_runs"]
+__all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster", "abort_runs", "interface_of"]
 
 _POLL_S = 0.2
 _GRACE_S = 3.0          # after a failure, how long the other ranks get to report theirs
 _EVENT_FLUSH_S = 10.0   # after the ranks returned, how long to wait for their last events
 _CONNECT_S = 10.0       # how long to try a scheduler given by address (at most the run's timeout)
+_ASK_S = 5.0            # how long one question to the scheduler may take during a run
+_SCHEDULER_SILENT_S = 30.0   # a scheduler silent this long (at most the run's timeout) fails the run
+
+
+def _silent_limit(timeout_s: float) -> float:
+    """Seconds of scheduler silence that end a run: 30, or the run's timeout when shorter, never under 10
+    (a scheduler answering a busy client slowly is not lost)."""
+    return max(10.0, min(float(timeout_s), _SCHEDULER_SILENT_S))
 
 
 class TorchWorkerPlugin(WorkerPlugin):
@@ -79,11 +90,31 @@ class TorchWorkerPlugin(WorkerPlugin):
             torch.set_num_threads(self.num_threads)
         torch.manual_seed(self.seed)
         host = urlparse(worker.address).hostname or ""
-        if host in ("127.0.0.1", "localhost", "::1"):  # the process group's sockets stay on loopback too
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-            os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+        ifname = "lo" if host in ("127.0.0.1", "localhost", "::1") else interface_of(host)
+        if ifname:   # the process group's sockets use the worker's own interface (loopback stays loopback)
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", ifname)
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", ifname)
         if torch.cuda.is_available():
             torch.cuda.set_device(0)  # dask-cuda gives each worker its own GPU as cuda:0
+
+
+def interface_of(address: str) -> Optional[str]:
+    """The network interface holding ``address`` on this machine (None when none does).
+
+    gloo otherwise picks the interface its host name resolves to, which on a multi-homed host (or a network
+    namespace sharing the host's name) is not the one the Dask worker listens on, and the process group
+    cannot connect.
+
+    Example:
+        >>> interface_of("127.0.0.1")
+        'lo'
+    """
+    import psutil
+
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.address == address for a in addrs):
+            return name
+    return None
 
 
 class _IgnoreInterrupt(WorkerPlugin):
@@ -154,13 +185,16 @@ class _StopPoller:
     blocking read here once slowed a 13 ms epoch by half even with the dashboard on another core.
     """
 
-    def __init__(self, name: str, period_s: float = 0.2):
-        self.name, self.period_s = name, period_s
+    def __init__(self, name: str, period_s: float = 0.2, silent_s: float = _SCHEDULER_SILENT_S):
+        self.name, self.period_s, self.silent_s = name, period_s, silent_s
         self._flag = threading.Event()
         self._done = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._last_answer = time.monotonic()
 
     def __call__(self) -> bool:
+        """Whether the run is to stop: asked by the client, or the scheduler silent for ``silent_s`` seconds
+        (the client has failed the run with ``SchedulerLost`` by then: the rank frees its worker)."""
         if self._thread is None:  # made in the task's thread, where the worker's client is known; bound
             from distributed import Event, get_client  # to it, the Event also answers the polling thread
 
@@ -168,6 +202,8 @@ class _StopPoller:
             self._thread = threading.Thread(target=self._poll, args=(event,), name=f"stop-poller-{self.name}",
                                             daemon=True)
             self._thread.start()
+        if time.monotonic() - self._last_answer > self.silent_s:
+            self._flag.set()
         return self._flag.is_set()
 
     def _poll(self, event) -> None:
@@ -176,6 +212,7 @@ class _StopPoller:
                 if event.is_set():
                     self._flag.set()
                     return
+                self._last_answer = time.monotonic()
             except Exception:  # noqa: BLE001 - a control hiccup must not fail the run; try again
                 pass
 
@@ -269,7 +306,7 @@ def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_
     clean, comm, stop_poller = False, None, None
     try:
         comm = TorchDistCommunicator(device=dev)
-        stop_poller = _StopPoller(stop_name)
+        stop_poller = _StopPoller(stop_name, silent_s=_silent_limit(timeout_s))
         ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=run_id, device=dev, emit=emit,
                           stop_requested=stop_poller, program=program.name)
         try:
@@ -451,8 +488,9 @@ def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: thr
                 key=f"{env.run_id}-rank{r}"))
         try:
             outcomes = _watch(client, futures, addrs, env, inbox, stop_name, abort)
-        except RunError:
-            if own_cluster is None:  # restart the workers after the error is reported, not before
+        except RunError as err:
+            # restart the workers after the error is reported, not before (not through a lost scheduler)
+            if own_cluster is None and not isinstance(err, SchedulerLost):
                 for f in futures:
                     f.cancel()
                 thread = threading.Thread(target=_recycle, args=(client, futures, addrs), daemon=True,
@@ -516,13 +554,38 @@ def _claim_workers(client, world_size: int, timeout_s: float) -> list[str]:
 
 
 def _worker_addresses(client) -> set[str]:
-    """The scheduler's current workers, asked afresh.
+    """The scheduler's current workers, asked afresh (at most :data:`_ASK_S` seconds).
 
     ``client.scheduler_info()`` returns a cache that the client's own periodic refresh overwrites
     with a worker-less summary; read between the two, it says every worker is gone (seen under load
     as a false ``WorkerLost``).
     """
-    return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    return set(client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"])
+
+
+class _SchedulerWatch:
+    """How long the scheduler has not answered: a run whose scheduler stays silent for ``limit_s`` seconds
+    (a network partition, a dead scheduler) fails with :class:`SchedulerLost` instead of hanging."""
+
+    def __init__(self, address: str, limit_s: float):
+        self.address, self.limit_s = address, limit_s
+        self.silent_since: Optional[float] = None
+
+    def ask(self, client, inbox) -> Optional[set[str]]:
+        """The current workers, or None while the scheduler does not answer (raises once it stayed silent)."""
+        try:
+            alive = _worker_addresses(client)
+        except (OSError, TimeoutError, asyncio.TimeoutError) as exc:   # CommClosedError is an OSError
+            now = time.monotonic()
+            self.silent_since = self.silent_since or now
+            if now - self.silent_since >= self.limit_s:
+                steps = list(inbox.last_epoch.values())
+                raise SchedulerLost(scheduler=self.address, step=max(steps) + 1 if steps else None,
+                                    message=f"the scheduler {self.address} did not answer for "
+                                            f"{now - self.silent_since:.0f} s ({type(exc).__name__}: {exc})") from None
+            return None
+        self.silent_since = None
+        return alive
 
 
 def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_name: str,
@@ -531,6 +594,7 @@ def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_n
 
     ``abort`` set: the ranks are told to stop, cancelled and reported as stopped at once."""
     stop_sent = False
+    watch = _SchedulerWatch(getattr(client.scheduler, "address", "?"), _silent_limit(env.timeout_s))
     errors: list[RunError] = []
     first_error_at: Optional[float] = None
     submitted = time.monotonic()
@@ -555,8 +619,10 @@ def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_n
         for r, f in enumerate(futures):
             if f.status == "error" and not any(e.rank == r for e in errors):
                 errors.append(_as_run_error(f.exception(), r, addrs[r]))
-        alive = _worker_addresses(client)
+        alive = watch.ask(client, inbox)
         for r, addr in enumerate(addrs):
+            if alive is None:   # the scheduler did not answer this time: nothing is known of the workers
+                break
             if addr not in alive and not futures[r].done() and not any(e.rank == r for e in errors):
                 last = inbox.last_epoch.get(r)
                 errors.append(WorkerLost(rank=r, worker=addr, step=None if last is None else last + 1,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["RunError", "RankFailed", "WorkerLost", "RendezvousTimeout"]
+__all__ = ["RunError", "RankFailed", "WorkerLost", "RendezvousTimeout", "SchedulerLost"]
 
 
 class RunError(RuntimeError):
@@ -106,3 +106,20 @@ class RendezvousTimeout(RunError):
 
     def _kwargs(self) -> dict:
         return {**super()._kwargs(), "init_method": self.init_method, "timeout_s": self.timeout_s}
+
+
+class SchedulerLost(RunError):
+    """The client lost the Dask scheduler during the run (its host cut off, or the scheduler died).
+
+    Attributes:
+        scheduler: the scheduler's address.
+    """
+
+    what = "lost its scheduler"
+
+    def __init__(self, *, scheduler: str = "", **kwargs):
+        self.scheduler = scheduler
+        super().__init__(**kwargs)
+
+    def _kwargs(self) -> dict:
+        return {**super()._kwargs(), "scheduler": self.scheduler}

@@ -1,0 +1,121 @@
+"""Runs across emulated hosts (network namespaces on a bridge, links shaped with tbf): real Dask workers on
+their own addresses, gloo over the shaped links, and three faults injected mid-run. Needs root."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from workbench.events import EpochEnd, RunFinished, read_run_log
+from workbench.runtime import RankFailed, SchedulerLost, WorkerLost, launch
+from workbench.testing.netcluster import NetCluster, parse_rate, unavailable_reason
+
+REASON = unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+GRAPH = "sbm:num_nodes=3000,num_blocks=4,avg_degree=10,num_features=64,seed=0"
+
+
+def _leftovers(cluster: NetCluster) -> tuple[list, str]:
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return [n for n in names.split() if n.startswith(f"wb{cluster.tag}")], \
+        "".join(line for line in links.splitlines(True) if f"wb{cluster.tag}" in line)
+
+
+def test_a_run_crosses_the_shaped_links_and_nothing_is_left_behind():
+    from recipes import full_graph
+
+    cluster = NetCluster(hosts=2, bandwidth="100mbit")
+    with cluster:
+        assert {h.address for h in cluster.hosts} == {f"{cluster.subnet}.1", f"{cluster.subnet}.2"}
+        s = launch(full_graph.recipe(graph=GRAPH, epochs=4), runner="dask", scheduler=cluster.scheduler_address,
+                   workers=2, out=None, timeout=30).wait(timeout=180)
+        pids = cluster.namespace_pids()
+    # the ranks ran on the emulated hosts, and the bytes counted are the plan's
+    assert s["world_size"] == 2 and s["bytes_per_epoch"] == s["predicted_bytes_per_epoch"] > 0
+    # the links are shaped: each rank sends half the epoch's bytes through its own 100 Mbit/s link, so the
+    # communication cannot take less than that at the link rate (loopback would take a fraction of it)
+    bound = s["bytes_per_epoch"] / 2 * 8 / parse_rate("100mbit")
+    assert sorted(s["comm_s"][1:])[1] >= 0.9 * bound
+    assert len(pids) >= 3    # a scheduler and two workers were running in the namespaces
+    assert _leftovers(cluster) == ([], "")
+    assert not [pid for pid in pids if _running(pid)]
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("fault,error", [("link", RankFailed), ("kill", RankFailed), ("scheduler", SchedulerLost)])
+def test_a_fault_ends_the_run_with_its_typed_error_and_the_repaired_cluster_runs_again(fault, error, tmp_path):
+    """A worker's link taken down, a worker killed, the scheduler's host cut off: each ends the run well within
+    60 s (the timeout is 10 s) with the typed error naming what it can (rank, worker address, step); the run
+    log is readable up to the failure and ends failed; after the repair the next run trains."""
+    from recipes import full_graph
+
+    with NetCluster(hosts=2, bandwidth="1gbit") as cluster:
+        seen = threading.Event()
+        handle = launch(full_graph.recipe(graph=GRAPH, epochs=100_000), runner="dask",
+                        scheduler=cluster.scheduler_address, workers=2, out=str(tmp_path), timeout=10,
+                        listeners=[lambda e: isinstance(e, EpochEnd) and e.epoch >= 2 and seen.set()])
+        assert seen.wait(120), "the run never got to its third epoch"
+        start = time.monotonic()
+        {"link": lambda: cluster.link_down(1), "kill": lambda: cluster.kill_worker(1),
+         "scheduler": lambda: cluster.link_down("scheduler")}[fault]()
+        with pytest.raises((error, WorkerLost)) as info:
+            handle.wait(timeout=90)
+        took = time.monotonic() - start
+        assert took < 60, f"{fault}: the run took {took:.0f} s to end"
+        err = info.value
+        assert err.step is not None and err.step >= 2
+        if isinstance(err, SchedulerLost):
+            assert err.scheduler == cluster.scheduler_address
+        else:
+            assert err.rank in (0, 1) and err.worker.startswith(f"tcp://{cluster.subnet}.")
+        _, events = read_run_log(handle.log_dir)
+        assert isinstance(events[-1], RunFinished) and events[-1].status == "failed"
+        assert any(isinstance(e, EpochEnd) and e.epoch >= 2 for e in events)
+        {"link": lambda: cluster.link_up(1), "kill": lambda: cluster.kill_worker(1, restart=True),
+         "scheduler": lambda: cluster.link_up("scheduler")}[fault]()
+        cluster.wait_for_workers(2)
+        again = launch(full_graph.recipe(graph="karate", epochs=2), runner="dask",
+                       scheduler=cluster.scheduler_address, workers=2, out=None, timeout=30).wait(timeout=120)
+        assert len(again["losses"]) == 2
+    assert _leftovers(cluster) == ([], "")
+
+
+def test_latency_without_netem_is_refused_not_ignored():
+    from workbench.testing.netcluster import _netem_available
+
+    if _netem_available():
+        pytest.skip("this kernel has netem: latency is emulated")
+    with pytest.raises(ValueError, match="'latency' parameter of NetCluster must be None on a kernel without netem"):
+        NetCluster(hosts=1, latency="0.2ms", workers=False).up()
+
+
+def test_the_cli_brings_a_cluster_up_and_down(tmp_path):
+    from workbench.testing.netcluster import main
+
+    state = tmp_path / "cluster.json"
+    assert main(["up", "--hosts", "1", "--bandwidth", "1gbit", "--state", str(state)]) == 0
+    import json
+
+    info = json.loads(state.read_text())
+    try:
+        s = launch(__import__("recipes.full_graph", fromlist=["recipe"]).recipe(graph="karate", epochs=2),
+                   runner="dask", scheduler=info["scheduler"], workers=1, out=None, timeout=30).wait(timeout=120)
+        assert len(s["losses"]) == 2
+    finally:
+        assert main(["down", "--state", str(state)]) == 0
+    assert not state.exists()
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"wb{info['tag']}" not in names

@@ -1,0 +1,459 @@
+"""An emulated cluster on one machine: N hosts in network namespaces on a bridge, every link shaped both ways.
+
+Each *host* is a network namespace with its own address on a private ``/24``, joined to a bridge in the
+root namespace by a veth pair. Both ends of every veth get a ``tbf`` qdisc at the link rate, so traffic into
+and out of a host is shaped (a full-duplex link of that rate to the bridge). One more namespace runs the
+Dask scheduler; every host runs one single-threaded Dask worker bound to its address, and the ranks'
+``torch.distributed`` (gloo) traffic crosses the shaped links. The client (this process) stays in the root
+namespace and reaches the scheduler through the bridge.
+
+What is emulated and what is not:
+
+* **bandwidth**: emulated, ``tbf`` on both ends of each host's link (rate ``bandwidth``, a burst of 1/250 s
+  of the rate, at least 32 KiB, and a queue of 50 ms);
+* **latency**: emulated only where the kernel has ``netem`` (``latency=`` then adds a ``netem delay`` of
+  half the round trip on each end); where it has not (this machine's kernel), asking for a latency is an
+  error rather than a silently unemulated setting. Without it a round trip costs what veth costs
+  (tens of microseconds);
+* **loss, reordering, jitter, switch contention**: not emulated (the bridge forwards at memory speed).
+
+Faults: :meth:`NetCluster.link_down` / :meth:`~NetCluster.link_up` take a host's link down and up (the
+cable pulled), :meth:`~NetCluster.kill_worker` kills a host's worker processes.
+
+Needs root (``CAP_NET_ADMIN``) and iproute2: :func:`unavailable_reason` says why not otherwise (tests skip
+with it). Everything is removed on exit, also after an exception, and at interpreter exit as a last resort.
+``workbench cluster up|down`` keeps one running for people (:func:`main`).
+
+Example (needs root)::
+
+    from workbench.runtime import launch
+    from workbench.testing.netcluster import NetCluster
+
+    with NetCluster(hosts=2, bandwidth="100mbit") as cluster:
+        summary = launch(config, runner="dask", scheduler=cluster.scheduler_address, workers=2).wait()
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["NetCluster", "Host", "unavailable_reason", "parse_rate", "main", "register"]
+
+_LIVE: list["NetCluster"] = []
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit|tbit)\s*$", re.IGNORECASE)
+_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)\s*$", re.IGNORECASE)
+STATE_FILE = Path("/run/workbench-cluster.json")
+"""Where ``workbench cluster up`` records what it created (``down`` reads it)."""
+
+
+def parse_rate(text: str) -> int:
+    """Bits per second of a ``tc`` rate (``1gbit``, ``100mbit``, ``2.5gbit``).
+
+    Example:
+        >>> parse_rate("1gbit"), parse_rate("100mbit")
+        (1000000000, 100000000)
+    """
+    m = _RATE.match(str(text))
+    if not m:
+        raise ValueError(f"The 'bandwidth' parameter of NetCluster must be a rate such as 1gbit or 100mbit. "
+                         f"Got {text!r} instead.")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _parse_time_us(text: str) -> float:
+    m = _TIME.match(str(text))
+    if not m:
+        raise ValueError(f"The 'latency' parameter of NetCluster must be a time such as 0.2ms. Got {text!r} instead.")
+    return float(m.group(1)) * {"us": 1.0, "ms": 1e3, "s": 1e6}[m.group(2).lower()]
+
+
+def _run(*cmd: str, check: bool = True, ns: Optional[str] = None) -> subprocess.CompletedProcess:
+    full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
+    out = subprocess.run(full, capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"{' '.join(full)} failed ({out.returncode}): {out.stderr.strip() or out.stdout.strip()}")
+    return out
+
+
+def unavailable_reason() -> Optional[str]:
+    """Why an emulated cluster cannot be built here (None when it can): not root, no iproute2/tc, or a kernel
+    that refuses network namespaces, veth pairs or ``tbf``."""
+    if os.geteuid() != 0:
+        return "the emulated cluster needs root (CAP_NET_ADMIN) for network namespaces and tc"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"the emulated cluster needs iproute2's '{tool}' on PATH"
+    ns, a, b = f"wbprobe{uuid.uuid4().hex[:6]}", f"wbp{uuid.uuid4().hex[:6]}", f"wbq{uuid.uuid4().hex[:6]}"
+    try:
+        _run("ip", "netns", "add", ns)
+        _run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        _run("tc", "qdisc", "add", "dev", a, "root", "tbf", "rate", "1gbit", "burst", "64kb", "latency", "50ms")
+        return None
+    except RuntimeError as exc:
+        return f"the kernel refused part of the emulated cluster: {exc}"
+    finally:
+        _run("ip", "link", "del", a, check=False)
+        _run("ip", "netns", "del", ns, check=False)
+
+
+def _netem_available() -> bool:
+    a, b = f"wbp{uuid.uuid4().hex[:6]}", f"wbq{uuid.uuid4().hex[:6]}"
+    try:
+        _run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        return _run("tc", "qdisc", "add", "dev", a, "root", "netem", "delay", "1ms", check=False).returncode == 0
+    except RuntimeError:
+        return False
+    finally:
+        _run("ip", "link", "del", a, check=False)
+
+
+@dataclasses.dataclass
+class Host:
+    """One emulated host: its namespace, address and the two ends of its link."""
+
+    name: str
+    namespace: str
+    address: str
+    veth_root: str
+    """The link's end on the bridge (root namespace)."""
+    veth_host: str
+    """The link's end inside the host's namespace."""
+    pids: list = dataclasses.field(default_factory=list)
+    """Processes started in the namespace (the scheduler, or a worker and its nanny)."""
+
+
+class NetCluster:
+    """N emulated hosts, a scheduler host, shaped links, a Dask scheduler and one worker per host.
+
+    Args:
+        hosts: number of worker hosts (>= 1).
+        bandwidth: each link's rate, both ways (``tc`` units: ``1gbit``, ``100mbit``).
+        latency: one-way delay added on each link (``0.2ms``); needs ``netem`` (see the module docstring).
+        workers: start the Dask scheduler and workers (False: only the network).
+        python: the interpreter of the scheduler and workers (default: this one).
+        start_timeout: seconds to wait for the workers to register.
+    """
+
+    def __init__(self, hosts: int = 2, bandwidth: str = "1gbit", latency: Optional[str] = None, *,
+                 workers: bool = True, python: Optional[str] = None, start_timeout: float = 60.0):
+        if not isinstance(hosts, int) or isinstance(hosts, bool) or not 1 <= hosts <= 200:
+            raise ValueError(f"The 'hosts' parameter of NetCluster must be an int in [1, 200]. Got {hosts!r} instead.")
+        self.rate_bps = parse_rate(bandwidth)
+        self.bandwidth = bandwidth
+        self.latency_us = _parse_time_us(latency) if latency is not None else None
+        self.latency = latency
+        self.num_hosts = hosts
+        self.start_workers = workers
+        self.python = python or sys.executable
+        self.start_timeout = float(start_timeout)
+        self.tag = uuid.uuid4().hex[:5]
+        self.subnet = f"10.{77 + int(self.tag[:2], 16) % 100}.{int(self.tag[2:4], 16)}"
+        self.bridge = f"wb{self.tag}br"
+        self.hosts: list[Host] = []
+        self.scheduler_host: Optional[Host] = None
+        self.scheduler_port = 8786
+        self._up = False
+
+    # -- addresses -----------------------------------------------------------------------------------------
+    @property
+    def scheduler_address(self) -> str:
+        """``tcp://ADDRESS:PORT`` of the scheduler (reachable from the root namespace)."""
+        return f"tcp://{self.scheduler_host.address}:{self.scheduler_port}"
+
+    @property
+    def gateway(self) -> str:
+        """The bridge's address: the client's (this process's) address on the cluster network."""
+        return f"{self.subnet}.254"
+
+    def __repr__(self) -> str:
+        state = "up" if self._up else "down"
+        return (f"NetCluster(hosts={self.num_hosts}, bandwidth={self.bandwidth!r}, latency={self.latency!r}, "
+                f"subnet={self.subnet}.0/24, {state})")
+
+    # -- life cycle ----------------------------------------------------------------------------------------
+    def __enter__(self) -> "NetCluster":
+        self.up()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def up(self) -> "NetCluster":
+        """Create the network (and start Dask); on any failure everything created so far is removed."""
+        reason = unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(reason)
+        if self.latency_us is not None and not _netem_available():
+            raise ValueError(f"The 'latency' parameter of NetCluster must be None on a kernel without netem "
+                             f"(tbf shapes bandwidth only; a latency would not be emulated). Got "
+                             f"{self.latency!r} instead.")
+        _LIVE.append(self)
+        self._up = True
+        try:
+            _run("ip", "link", "add", self.bridge, "type", "bridge")
+            _run("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+            _run("ip", "link", "set", self.bridge, "up")
+            self.scheduler_host = self._add_host("s", 253)
+            self.hosts = [self._add_host(f"h{i}", i + 1) for i in range(self.num_hosts)]
+            if self.start_workers:
+                self._start_dask()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _add_host(self, name: str, octet: int) -> Host:
+        ns = f"wb{self.tag}{name}"
+        host = Host(name=name, namespace=ns, address=f"{self.subnet}.{octet}", veth_root=f"wb{self.tag}{name}r",
+                    veth_host=f"wb{self.tag}{name}n")
+        _run("ip", "netns", "add", ns)
+        _run("ip", "link", "add", host.veth_root, "type", "veth", "peer", "name", host.veth_host)
+        _run("ip", "link", "set", host.veth_host, "netns", ns)
+        _run("ip", "link", "set", host.veth_root, "master", self.bridge)
+        _run("ip", "link", "set", host.veth_root, "up")
+        _run("ip", "addr", "add", f"{host.address}/24", "dev", host.veth_host, ns=ns)
+        _run("ip", "link", "set", host.veth_host, "up", ns=ns)
+        _run("ip", "link", "set", "lo", "up", ns=ns)
+        _run("ip", "route", "add", "default", "via", self.gateway, ns=ns)
+        self._shape(host.veth_root, None)
+        self._shape(host.veth_host, ns)
+        return host
+
+    def _shape(self, dev: str, ns: Optional[str]) -> None:
+        burst = max(self.rate_bps // 8 // 250, 32 * 1024)
+        tbf = ["tbf", "rate", f"{self.rate_bps}bit", "burst", str(burst), "latency", "50ms"]
+        if self.latency_us is None:
+            _run("tc", "qdisc", "add", "dev", dev, "root", *tbf, ns=ns)
+            return
+        half = self.latency_us / 2.0
+        _run("tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay", f"{half:.1f}us", ns=ns)
+        _run("tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf, ns=ns)
+
+    def _spawn(self, host: Host, *args: str, log: str) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+        env.pop("GLOO_SOCKET_IFNAME", None)
+        logf = open(self.log_dir / log, "ab")
+        proc = subprocess.Popen(["ip", "netns", "exec", host.namespace, self.python, *args], stdout=logf,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        logf.close()
+        host.pids.append(proc.pid)
+
+    @property
+    def log_dir(self) -> Path:
+        """Where the scheduler's and workers' output goes (removed by :meth:`down`)."""
+        path = Path(f"/tmp/workbench-netcluster-{self.tag}")
+        path.mkdir(exist_ok=True)
+        return path
+
+    def _start_dask(self) -> None:
+        s = self.scheduler_host
+        self._spawn(s, "-m", "distributed.cli.dask_scheduler", "--host", s.address, "--port",
+                    str(self.scheduler_port), "--no-dashboard", "--no-show", log="scheduler.log")
+        for host in self.hosts:
+            self._start_worker(host)
+        self.wait_for_workers(self.num_hosts)
+
+    def _start_worker(self, host: Host) -> None:
+        self._spawn(host, "-m", "distributed.cli.dask_worker", self.scheduler_address, "--host", host.address,
+                    "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--name", host.name,
+                    "--death-timeout", "60", log=f"worker-{host.name}.log")
+
+    def wait_for_workers(self, n: int, timeout: Optional[float] = None) -> None:
+        """Block until ``n`` workers are registered with the scheduler."""
+        from distributed import Client
+
+        deadline = time.monotonic() + (timeout or self.start_timeout)
+        while True:
+            try:
+                with Client(self.scheduler_address, timeout=5) as client:
+                    client.wait_for_workers(n, timeout=max(1.0, deadline - time.monotonic()))
+                    return
+            except (OSError, TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{n} workers did not register with {self.scheduler_address} within "
+                                       f"{timeout or self.start_timeout:g} s ({exc}); logs in {self.log_dir}") from None
+                time.sleep(0.5)
+
+    # -- faults --------------------------------------------------------------------------------------------
+    def _host(self, index) -> Host:
+        return self.scheduler_host if index == "scheduler" else self.hosts[index]
+
+    def link_down(self, index) -> None:
+        """Take host ``index``'s link down (both ends; ``"scheduler"``: the scheduler's host): its processes
+        keep running, cut off."""
+        h = self._host(index)
+        _run("ip", "link", "set", h.veth_root, "down")
+        _run("ip", "link", "set", h.veth_host, "down", ns=h.namespace)
+
+    def link_up(self, index) -> None:
+        """Bring host ``index``'s link back (its default route is restored)."""
+        h = self._host(index)
+        _run("ip", "link", "set", h.veth_root, "up")
+        _run("ip", "link", "set", h.veth_host, "up", ns=h.namespace)
+        _run("ip", "route", "replace", "default", "via", self.gateway, ns=h.namespace)
+
+    def kill_worker(self, index: int, restart: bool = False) -> None:
+        """Kill host ``index``'s worker (and its nanny); ``restart`` starts a fresh one."""
+        h = self.hosts[index]
+        _kill(h.pids)
+        h.pids.clear()
+        if restart:
+            self._start_worker(h)
+
+    def namespace_pids(self) -> list[int]:
+        """Every process still running in one of the cluster's namespaces."""
+        pids: list[int] = []
+        for h in [self.scheduler_host, *self.hosts]:
+            if h is None:
+                continue
+            out = _run("ip", "netns", "pids", h.namespace, check=False)
+            pids += [int(p) for p in out.stdout.split()]
+        return pids
+
+    def down(self) -> None:
+        """Stop every process and remove the namespaces, links and bridge (idempotent)."""
+        if not self._up:
+            return
+        self._up = False
+        hosts = [h for h in [self.scheduler_host, *self.hosts] if h is not None]
+        for h in hosts:
+            _kill(h.pids)
+            out = _run("ip", "netns", "pids", h.namespace, check=False)   # anything else started in there
+            _kill([int(p) for p in out.stdout.split()])
+        for h in hosts:
+            _run("ip", "link", "del", h.veth_root, check=False)
+            _run("ip", "netns", "del", h.namespace, check=False)
+        _run("ip", "link", "del", self.bridge, check=False)
+        shutil.rmtree(f"/tmp/workbench-netcluster-{self.tag}", ignore_errors=True)
+        if self in _LIVE:
+            _LIVE.remove(self)
+
+    # -- a cluster that outlives this process (``workbench cluster up|down``) -------------------------------
+    def to_state(self) -> dict:
+        return {"tag": self.tag, "subnet": self.subnet, "bridge": self.bridge, "bandwidth": self.bandwidth,
+                "latency": self.latency, "scheduler": self.scheduler_address,
+                "hosts": [dataclasses.asdict(h) for h in [self.scheduler_host, *self.hosts]]}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "NetCluster":
+        c = cls.__new__(cls)
+        c.tag, c.subnet, c.bridge = state["tag"], state["subnet"], state["bridge"]
+        c.bandwidth, c.latency = state["bandwidth"], state.get("latency")
+        hosts = [Host(**h) for h in state["hosts"]]
+        c.scheduler_host, c.hosts = hosts[0], hosts[1:]
+        c.num_hosts, c._up, c.scheduler_port = len(c.hosts), True, int(state["scheduler"].rsplit(":", 1)[1])
+        return c
+
+
+def _kill(pids: list) -> None:
+    """SIGTERM each process group, then SIGKILL what is left after 5 s."""
+    alive = []
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+            alive.append(pid)
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(pid, signal.SIGTERM)
+                alive.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+    deadline = time.monotonic() + 5.0
+    for pid in alive:
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+            except ChildProcessError:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+            time.sleep(0.05)
+        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                kill()
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+@atexit.register
+def _down_all() -> None:   # a last resort: a test that died without its ``finally``
+    for cluster in list(_LIVE):
+        cluster.down()
+
+
+def _add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    up = sub.add_parser("up", help="create the emulated cluster (root) and leave it running")
+    up.add_argument("--hosts", type=int, default=2, help="worker hosts (default 2)")
+    up.add_argument("--bandwidth", default="1gbit", help="each link's rate, both ways (tc units; default 1gbit)")
+    up.add_argument("--latency", default=None, help="one-way delay per link (needs netem; e.g. 0.2ms)")
+    up.add_argument("--state", type=Path, default=STATE_FILE, help=f"where to record it (default {STATE_FILE})")
+    down = sub.add_parser("down", help="stop the emulated cluster that 'up' created")
+    down.add_argument("--state", type=Path, default=STATE_FILE)
+
+
+def register(subparsers) -> None:
+    """``workbench cluster up|down`` (see :func:`main`)."""
+    p = subparsers.add_parser("cluster", help="an emulated multi-host cluster on this machine (root)",
+                              description=__doc__.split("\n\n")[0])
+    _add_arguments(p)
+    p.set_defaults(func=run_cli)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``workbench cluster up --hosts N --bandwidth R [--latency T]`` / ``workbench cluster down``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="workbench cluster", description=__doc__.split("\n\n")[0])
+    _add_arguments(parser)
+    return run_cli(parser.parse_args(argv))
+
+
+def run_cli(args) -> int:
+    """The body of ``workbench cluster`` (``args.action`` is ``up`` or ``down``)."""
+    if args.action == "up":
+        reason = unavailable_reason()
+        if reason is not None:
+            print(f"workbench cluster: {reason}", file=sys.stderr)
+            return 2
+        if args.state.exists():
+            print(f"workbench cluster: a cluster is up already ({args.state}); 'workbench cluster down' first",
+                  file=sys.stderr)
+            return 2
+        cluster = NetCluster(args.hosts, args.bandwidth, args.latency).up()
+        _LIVE.remove(cluster)   # it outlives this process
+        args.state.write_text(json.dumps(cluster.to_state(), indent=1))
+        print(f"{cluster!r}\nscheduler {cluster.scheduler_address}\n"
+              f"run: workbench run RECIPE --runner dask --scheduler {cluster.scheduler_address} "
+              f"--workers {cluster.num_hosts}")
+        return 0
+    if not args.state.exists():
+        print(f"workbench cluster: no cluster is up ({args.state} does not exist)", file=sys.stderr)
+        return 2
+    NetCluster.from_state(json.loads(args.state.read_text())).down()
+    args.state.unlink()
+    print("workbench cluster: down")
+    return 0
+
+
+if __name__ == "__main__":   # pragma: no cover
+    sys.exit(main())
