@@ -1,7 +1,8 @@
 """Run control: pick a recipe, a graph, workers, a runner and the recipe's options; start and stop runs.
 
-The option widgets are generated from the recipe config's dataclass fields, with the fields' attribute
-docstrings (``Config.field_docs()``) as tooltips. A composed run config (:class:`workbench.compose.RunConfig`)
+The option widgets are generated from the recipe config's dataclass fields: their declared constraints
+(:mod:`workbench.constraints`) give a ``Select`` its choices and a number input its range, the fields' attribute
+docstrings (``Config.field_docs()``) the tooltips. A composed run config (:class:`workbench.compose.RunConfig`)
 gets one group per stage: a method choice listing the stage registry's methods (read when the form is
 drawn, so a newly registered method appears with no edit here) and the chosen method's fields, named
 ``STAGE.FIELD`` as on the command line; switching the method redraws the group. Every value goes
@@ -27,7 +28,6 @@ import html
 import importlib
 import inspect
 import pkgutil
-import re
 import threading
 import typing
 from typing import Any, Callable, Optional
@@ -36,6 +36,7 @@ import panel as pn
 
 from widgets.offline import Viewer
 from workbench._validation import Config, ParamError
+from workbench.constraints import Constraint, Interval, declared
 
 __all__ = ["RunControl", "discover_recipes", "config_widgets", "section_widgets", "FormWidgets", "RUNNERS"]
 
@@ -92,14 +93,6 @@ def _scan_recipe_package() -> dict[str, Callable[[], Config]]:
     return out
 
 
-def _choices_from_doc(name: str, doc: str, default: Any) -> Optional[list[str]]:
-    """``'``gcn`` or ``sage``'`` -> ``['gcn', 'sage']`` when the default is one of them (else None)."""
-    tokens = re.findall(r"``([A-Za-z0-9_\-]+)``", doc or "")
-    if name == "graph" or len(tokens) < 2 or str(default) not in tokens:
-        return None
-    return list(dict.fromkeys(tokens))
-
-
 class FormWidgets(dict):
     """``{setting name: widget}``; a flat name (``epochs``) finds the one ``STAGE.epochs`` widget."""
 
@@ -140,27 +133,46 @@ def section_widgets(config: Any, section: str) -> dict[str, pn.widgets.Widget]:
     return out
 
 
+def _choices(constraint: Optional[Constraint], value: Any) -> Optional[list[str]]:
+    """The ``--set`` texts of a constraint's finite choices (``none`` for None), when the value is one of them."""
+    choices = getattr(constraint, "choices", None)
+    if not choices or any(not isinstance(c, (str, type(None))) for c in choices):
+        return None
+    texts = [_as_text(c) for c in choices]
+    return texts if _as_text(value) in texts else None
+
+
+def _bounds(constraint: Optional[Constraint]) -> dict[str, Any]:
+    """``start``/``end`` of a number input from an :class:`Interval` constraint (its accepted extremes)."""
+    if not isinstance(constraint, Interval):
+        return {}
+    return {k: v for k, v in (("start", constraint.start), ("end", constraint.end)) if v is not None}
+
+
 def config_widgets(config: Config, prefix: str = "") -> dict[str, pn.widgets.Widget]:
-    """One widget per config field, typed after the field's annotation, its docstring as tooltip."""
-    docs = type(config).field_docs()
+    """One widget per config field, typed after the field's annotation and declared constraint
+    (:mod:`workbench.constraints`): a ``Select`` of an option's choices, a number input bounded by an
+    interval, a checkbox for a bool, else a text box (``--set`` syntax); the field's docstring is the tooltip."""
+    docs, constraints = type(config).field_docs(), declared(type(config))
     hints = typing.get_type_hints(type(config))
     out: dict[str, pn.widgets.Widget] = {}
     for f in dataclasses.fields(config):
         if f.name.startswith("_"):
             continue
         value, tp, doc = getattr(config, f.name), hints.get(f.name, str), docs.get(f.name, "")
+        constraint = constraints.get(f.name)
         css = f"wb-field-{prefix.replace('.', '-')}{f.name}"
         kw = dict(label=f"{prefix}{f.name}", description=doc or None, sizing_mode="stretch_width", margin=(2, 6),
                   css_classes=[css])
-        choices = _choices_from_doc(f.name, doc, value) if isinstance(value, str) else None
+        choices = _choices(constraint, value)
         if tp is bool:
             w = pn.widgets.Checkbox(value=bool(value), **{k: v for k, v in kw.items() if k != "description"})
         elif choices:
-            w = pn.widgets.Select(options=choices, value=str(value), **kw)
+            w = pn.widgets.Select(options=choices, value=_as_text(value), **kw)
         elif tp is int and isinstance(value, int):
-            w = pn.widgets.IntInput(value=value, **kw)
+            w = pn.widgets.IntInput(value=value, **_bounds(constraint), **kw)
         elif tp is float and isinstance(value, (int, float)):
-            w = pn.widgets.FloatInput(value=float(value), **kw)
+            w = pn.widgets.FloatInput(value=float(value), **_bounds(constraint), **kw)
         else:
             text = "" if value is None else ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
             w = pn.widgets.TextInput(value=text, placeholder="none" if value is None else "", **kw)

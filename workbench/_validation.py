@@ -16,6 +16,8 @@ import types
 import typing
 from typing import Any, Callable, Iterable, Mapping
 
+from workbench.constraints import coerce, declared
+
 __all__ = [
     "ParamError",
     "param_error",
@@ -24,6 +26,7 @@ __all__ = [
     "check_choice",
     "Config",
     "ErrorCollector",
+    "coerce_field",
 ]
 
 
@@ -170,13 +173,29 @@ def _coerce(text: str, tp: Any) -> Any:
     return text
 
 
+def coerce_field(cls: type, name: str, text: str) -> Any:
+    """A ``--set`` string as a value of field ``name`` of config class ``cls``: read by the field's declared
+    constraint (text it cannot read is kept, for :meth:`Config.validate` to refuse with the constraint's
+    phrase), else by its type. Raises ``ValueError("of type T")`` for an unconstrained field's bad text."""
+    constraint = declared(cls).get(name)
+    if constraint is not None:
+        return coerce(text, constraint)
+    tp = typing.get_type_hints(cls)[name]
+    try:
+        return _coerce(text, tp)
+    except (TypeError, ValueError):
+        raise ValueError(f"of type {getattr(tp, '__name__', tp)}") from None
+
+
 @dataclasses.dataclass(kw_only=True)
 class Config:
     """Base class of every stage and recipe config.
 
     Subclasses are ``@dataclass(kw_only=True)`` with an attribute docstring under each field
-    (it becomes ``--help`` text and the widget tooltip) and implement :meth:`_validate`, which
-    adds errors to an :class:`ErrorCollector`. ``validate()`` raises all of them at once.
+    (it becomes ``--help`` text and the widget tooltip) and a constraint in each field's annotation
+    (``epochs: Annotated[int, Interval(1, None)]``, :mod:`workbench.constraints`), which ``validate()``
+    checks; :meth:`_validate` adds the cross-field errors to an :class:`ErrorCollector`. ``validate()`` raises
+    all of them at once.
     """
 
     def __post_init__(self) -> None:
@@ -184,13 +203,25 @@ class Config:
 
     # -- validation ---------------------------------------------------------------------------------------
     def validate(self) -> "Config":
+        """Check every field's declared constraint (:mod:`workbench.constraints`), then, when all hold, the
+        cross-field checks of :meth:`_validate`; raise all errors at once. Accepted values are kept in their
+        canonical form (an int given to a float field becomes a float, a list given to a tuple field a tuple)."""
         errs = ErrorCollector(type(self).__qualname__)
-        self._validate(errs)
+        for name, constraint in declared(type(self)).items():
+            value = getattr(self, name)
+            if not constraint.check(value):
+                errs.check(False, name, constraint.describe() + constraint.hint(value), value)
+                continue
+            canonical = constraint.convert(value)
+            if canonical is not value:
+                object.__setattr__(self, name, canonical)
+        if not errs.errors:   # cross-field checks may assume every field is of its type
+            self._validate(errs)
         errs.raise_if_any()
         return self
 
     def _validate(self, errs: ErrorCollector) -> None:  # pragma: no cover - default: nothing to check
-        pass
+        """Cross-field checks (and checks that need a registry or the environment), after every field's own."""
 
     # -- introspection -------------------------------------------------------------------------------------
     @classmethod
@@ -233,15 +264,13 @@ class Config:
     def with_strings(self, settings: Mapping[str, str]) -> "Config":
         """Apply ``NAME=VALUE`` strings (from ``--set`` or a form), converting to each field's type."""
         self._check_names(settings)
-        hints = typing.get_type_hints(type(self))
         errs = ErrorCollector(type(self).__qualname__)
         changes = {}
         for name, text in settings.items():
-            tp = hints[name]
             try:
-                changes[name] = _coerce(str(text), tp)
-            except (TypeError, ValueError):
-                errs.check(False, name, f"of type {getattr(tp, '__name__', tp)}", text)
+                changes[name] = coerce_field(type(self), name, str(text))
+            except (TypeError, ValueError) as exc:
+                errs.check(False, name, str(exc), text)
         errs.raise_if_any()
         return dataclasses.replace(self, **changes)
 

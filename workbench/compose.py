@@ -50,9 +50,10 @@ import dataclasses
 import difflib
 import importlib
 import typing
-from typing import Any, Mapping, Optional
+from typing import Annotated, Any, Mapping, Optional
 
-from workbench._validation import Config, ErrorCollector, ParamError, _coerce, param_error
+from workbench._validation import Config, ErrorCollector, ParamError, coerce_field, param_error
+from workbench.constraints import Interval, OneOf, declared, type_name
 from workbench.composition import check_composition, program_for, unmet_needs
 from workbench.stages import REGISTRIES, STAGE_SECTIONS, registry, switch_config
 
@@ -119,7 +120,7 @@ class RunConfig(Config):
 
     graph: Any = "karate"
     """Graph spec for ``workbench.data.load_graph`` (e.g. ``karate`` or ``sbm:num_nodes=2000,seed=0``)."""
-    num_parts: Optional[int] = None
+    num_parts: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
     """Number of parts = ranks. ``None`` takes the runner's number of workers."""
     partition: Any = dataclasses.field(default_factory=_default("partition", "metis"))
     """How vertices are grouped into parts: a ``partition`` method and its options."""
@@ -181,9 +182,6 @@ class RunConfig(Config):
 
         errs.check(isinstance(self.graph, (str, Graph)) and bool(self.graph), "graph", "a non-empty graph spec",
                    self.graph)
-        n = self.num_parts
-        errs.check(n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1), "num_parts",
-                   "None or an int in [1, inf]", n)
         load_stage_modules()
         for section, kind in STAGE_SECTIONS.items():
             cfg = getattr(self, section)
@@ -326,7 +324,7 @@ class RunConfig(Config):
         derived = self._layers_from_fanouts(errs, new, methods, fields)
         self._exchange_follows_sample(new, methods, fields, chosen, derived)
         if strings:
-            top = self._coerce_top(errs, top)
+            top = self._coerce_top(top)
         errs.raise_if_any()
         return dataclasses.replace(self, **top, **new, _methods=chosen, _derived=derived)
 
@@ -455,14 +453,12 @@ class RunConfig(Config):
             self._unknown(errs, f"{section}.{f}")
         changes = {f: v for f, v in changes.items() if f in valid}
         if strings:
-            hints = typing.get_type_hints(cls)
             coerced = {}
             for f, text in changes.items():
                 try:
-                    coerced[f] = _coerce(str(text), hints[f])
-                except (TypeError, ValueError):
-                    errs.add(param_error(f"{section}.{f}", cls.__qualname__,
-                                         f"of type {getattr(hints[f], '__name__', hints[f])}", text))
+                    coerced[f] = coerce_field(cls, f, str(text))
+                except (TypeError, ValueError) as exc:
+                    errs.add(param_error(f"{section}.{f}", cls.__qualname__, str(exc), text))
             changes = coerced
         if not changes:
             return cfg
@@ -472,14 +468,9 @@ class RunConfig(Config):
             errs.errors.extend(exc.errors)
             return cfg
 
-    def _coerce_top(self, errs: ErrorCollector, top: dict) -> dict:
-        out = dict(top)
-        if "num_parts" in top:
-            try:
-                out["num_parts"] = _coerce(str(top["num_parts"]), Optional[int])
-            except (TypeError, ValueError):
-                errs.check(False, "num_parts", "None or an int in [1, inf]", top["num_parts"])
-        return out
+    def _coerce_top(self, top: dict) -> dict:
+        return {name: value if name == "graph" else coerce_field(type(self), name, str(value))
+                for name, value in top.items()}
 
     # -- build ---------------------------------------------------------------------------------------------
     def build(self, *, graph: Any = None, node_part: Any = None):
@@ -521,18 +512,21 @@ def describe_stages(short: bool = False) -> str:
         lines.append(f"{section}.method: {', '.join(names) if names else '(none registered)'}{none}")
         for name in names:
             cfg = reg[name].Config
-            docs = cfg.field_docs()
             default = cfg()
             opts = [f"{section}.{f}={as_text(getattr(default, f))}" for f in cfg.field_names()]
             lines.append(f"  {name}: {' '.join(opts) if opts else '(no options)'}")
-            for f in cfg.field_names():
-                if docs.get(f):
-                    lines.append(f"      {f}: {docs[f]}")
-    docs = TrainLoopConfig.field_docs()
+            lines += _field_lines(cfg)
     lines.append("train: " + " ".join(f"train.{f}={as_text(getattr(TrainLoopConfig(), f))}"
                                       for f in TrainLoopConfig.field_names()))
-    lines += [f"      {f}: {docs[f]}" for f in TrainLoopConfig.field_names() if docs.get(f)]
-    return "\n".join(lines)
+    return "\n".join(lines + _field_lines(TrainLoopConfig))
+
+
+def _field_lines(cls: type) -> list[str]:
+    """``      FIELD (TYPE; CONSTRAINT): HELP`` for every field of a config class (``workbench stages``)."""
+    docs, hints, constraints = cls.field_docs(), typing.get_type_hints(cls), declared(cls)
+    kinds = {f: type_name(hints[f]) + ("" if f not in constraints or hints[f] is bool
+                                       else f"; {constraints[f].describe()}") for f in cls.field_names()}
+    return [f"      {f} ({kinds[f]}): {docs.get(f, '')}".rstrip(": ") for f in cls.field_names()]
 
 
 def composition_matrix() -> list[dict]:

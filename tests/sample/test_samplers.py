@@ -76,7 +76,7 @@ def test_config_rejects_bad_values_all_at_once(method):
         cls.Config(fanouts=(0, -2), batch_size=0, seed=-1)
     msg = str(info.value)
     assert "3 invalid parameters" in msg
-    assert "The 'fanouts' parameter of" in msg and "each -1 or >= 1. Got (0, -2) instead." in msg
+    assert "The 'fanouts' parameter of" in msg and "each -1 or an int >= 1. Got (0, -2) instead." in msg
     assert "The 'batch_size' parameter" in msg and "The 'seed' parameter" in msg
     with pytest.raises(ParamError, match="has no option 'fanout'"):
         SAMPLERS.build(method, fanout=(1,))

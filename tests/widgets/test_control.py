@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Annotated, Optional
 
 import panel as pn
 import pytest
 
 from widgets.control import RunControl, config_widgets, discover_recipes
 from workbench._validation import Config, ErrorCollector
+from workbench.constraints import Interval, Options
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -18,7 +19,7 @@ class DemoConfig(Config):
     """Graph spec."""
     num_parts: Optional[int] = None
     """Number of parts."""
-    model: str = "gcn"
+    model: Annotated[str, Options("gcn", "sage")] = "gcn"
     """``gcn`` or ``sage``."""
     epochs: int = 3
     """Training epochs."""
@@ -46,6 +47,27 @@ def test_widgets_follow_field_types_and_docs():
     assert isinstance(ws["pin"], pn.widgets.Checkbox)
     assert isinstance(ws["model"], pn.widgets.Select) and ws["model"].options == ["gcn", "sage"]
     assert isinstance(ws["num_parts"], pn.widgets.TextInput) and ws["num_parts"].value == ""
+
+
+def test_widgets_take_choices_and_ranges_from_declared_constraints():
+    from widgets.control import section_widgets
+    from workbench.compose import RunConfig
+
+    @dataclasses.dataclass(kw_only=True)
+    class Ranged(Config):
+        ratio: Annotated[float, Interval(0, 1)] = 0.5
+        """A fraction."""
+        count: Annotated[int, Interval(0, 10, closed="neither")] = 3
+        """Open ends: the input's ends move in."""
+
+    ws = config_widgets(Ranged())
+    assert (ws["ratio"].start, ws["ratio"].end, ws["count"].start, ws["count"].end) == (0, 1, 1, 9)
+    cfg = RunConfig.compose(graph="karate").with_strings({"partition.method": "random"})
+    ws = {**section_widgets(cfg, "model"), **section_widgets(cfg, "train"), **section_widgets(cfg, "partition")}
+    assert (ws["model.num_layers"].start, ws["model.num_layers"].end) == (1, 4)
+    assert isinstance(ws["train.optimizer"], pn.widgets.Select) and ws["train.optimizer"].options == ["adam", "sgd"]
+    assert ws["partition.refine"].options == ["none", "g3"] and ws["partition.refine"].value == "none"
+    assert isinstance(ws["train.memory_budget"], pn.widgets.TextInput)   # None, 'auto' or any int: typed
 
 
 def test_start_launches_with_form_values():

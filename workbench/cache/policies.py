@@ -62,11 +62,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Optional
+from typing import Annotated, Any, ClassVar, Optional
 
 import torch
 
-from workbench._validation import ErrorCollector, ParamError, _is_int
+from workbench._validation import ErrorCollector, ParamError
+from workbench.constraints import Interval, Options
 from workbench.cache.kvstore import ID_BYTES, FeatureStore
 from workbench.events import CacheStats
 from workbench.stages import Stage, registry
@@ -103,13 +104,8 @@ class Cache(Stage):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):
-        ratio: float = 0.1
+        ratio: Annotated[float, Interval(0, 1)] = 0.1
         """Capacity as a fraction of the vertices this rank does not own, in [0, 1] (1.0 caches all)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            ok = isinstance(self.ratio, (int, float)) and not isinstance(self.ratio, bool) \
-                and 0.0 <= float(self.ratio) <= 1.0
-            errs.check(ok, "ratio", "a number in [0, 1]", self.ratio)
 
     # -- what static methods rank by -----------------------------------------------------------------------
     def scores(self, num_nodes: int, *, graph: Any = None, degrees: Any = None,
@@ -183,12 +179,8 @@ class DegreeCache(Cache):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Cache.Config):
-        direction: str = "out"
+        direction: Annotated[str, Options("in", "out")] = "out"
         """Which degree ranks the vertices: ``out`` (PaGraph: sampled as in-neighbour most often) or ``in``."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(self.direction in ("out", "in"), "direction", "one of ['in', 'out']", self.direction)
 
     def scores(self, num_nodes, *, graph=None, degrees=None, probabilities=None):
         if degrees is None:
@@ -207,12 +199,8 @@ class RandomCache(Cache):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Cache.Config):
-        seed: int = 0
+        seed: Annotated[int, Interval(0, None)] = 0
         """Seed of the random choice (same seed, same content)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(_is_int(self.seed) and self.seed >= 0, "seed", "an int >= 0", self.seed)
 
     def scores(self, num_nodes, *, graph=None, degrees=None, probabilities=None):
         gen = torch.Generator().manual_seed(int(self.config.seed))
@@ -240,15 +228,10 @@ class InclusionCache(Cache):
     class Config(Cache.Config):
         """The probabilities come with :meth:`Cache.wrap` and :meth:`CachedFeatureStore.refresh`."""
 
-        presample_epochs: int = 1
+        presample_epochs: Annotated[int, Interval(1, None)] = 1
         """Epochs a node-wise sampler pre-samples before training to estimate the probabilities (PreSC; their
         draws are keyed by epochs -1, -2, ..., apart from training's; traffic kinds ``presample_*``). Edge
         samplers compute the probabilities exactly and do not pre-sample."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            ok = isinstance(self.presample_epochs, int) and not isinstance(self.presample_epochs, bool)
-            errs.check(ok and self.presample_epochs >= 1, "presample_epochs", "an int >= 1", self.presample_epochs)
 
     def scores(self, num_nodes, *, graph=None, degrees=None, probabilities=None):
         if probabilities is None:

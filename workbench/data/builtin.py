@@ -11,12 +11,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import numpy as np
 import torch
 
 from workbench._validation import Config, ErrorCollector
+from workbench.constraints import Interval
 from workbench.data.cleaning import clean_graph
 from workbench.data.synthetic import random_split
 from workbench.graph import Graph
@@ -28,26 +29,18 @@ __all__ = ["KarateConfig", "LesMisConfig"]
 class _BuiltinConfig(Config):
     features: Literal["onehot", "degree"] = "onehot"
     """Node features: 'onehot' (identity matrix, one column per vertex) or 'degree' (one-hot degree)."""
-    train_ratio: float = 0.5
+    train_ratio: Annotated[float, Interval(0, 1)] = 0.5
     """Fraction of vertices in the training split."""
-    val_ratio: float = 0.2
+    val_ratio: Annotated[float, Interval(0, 1)] = 0.2
     """Fraction of vertices in the validation split."""
-    test_ratio: float = 0.3
+    test_ratio: Annotated[float, Interval(0, 1)] = 0.3
     """Fraction of vertices in the test split."""
-    seed: int = 0
+    seed: Annotated[int, Interval(0, None)] = 0
     """Seed of the random split."""
 
     def _validate(self, errs: ErrorCollector) -> None:
-        errs.check(self.features in ("onehot", "degree"), "features", "one of ['onehot', 'degree']", self.features)
-        for name in ("train_ratio", "val_ratio", "test_ratio"):
-            v = getattr(self, name)
-            errs.check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1, name,
-                       "a number in [0, 1]", v)
         ratios = (self.train_ratio, self.val_ratio, self.test_ratio)
-        if all(isinstance(r, (int, float)) for r in ratios):
-            errs.check(sum(ratios) <= 1 + 1e-9, "test_ratio", "at most 1 - train_ratio - val_ratio", self.test_ratio)
-        errs.check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0, "seed",
-                   "an int >= 0", self.seed)
+        errs.check(sum(ratios) <= 1 + 1e-9, "test_ratio", "at most 1 - train_ratio - val_ratio", self.test_ratio)
 
     name = "builtin"
 

@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import numpy as np
 import torch
 
 from workbench._validation import Config, ErrorCollector
+from workbench.constraints import Options
 from workbench.data.safe_io import check_inferred_num_nodes, check_num_nodes, read_json, read_npy, read_npz
 from workbench.graph import Graph
 
@@ -407,7 +408,7 @@ class FilesConfig(Config):
     """``.npy`` validation mask or id list."""
     test: str = ""
     """``.npy`` test mask or id list."""
-    structural: str = "none"
+    structural: Annotated[str, Options(*STRUCTURAL_FEATURES)] = "none"
     """Features when none are given: none, degree, random or constant (never added silently)."""
     structural_dim: int = 16
     """Width of random structural features."""
@@ -419,10 +420,6 @@ class FilesConfig(Config):
     """Random split: fraction for testing."""
     seed: int = 0
     """Seed of the random split and random features."""
-
-    def _validate(self, errs: ErrorCollector) -> None:
-        errs.check(self.structural in STRUCTURAL_FEATURES, "structural", f"one of {list(STRUCTURAL_FEATURES)}",
-                   self.structural)
 
     def generate(self, *, progress: Optional[bool] = None) -> Graph:
         errs = ErrorCollector("files")

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Annotated, Optional
 
 import numpy as np
 import torch
 
 from workbench._validation import Config, ErrorCollector
+from workbench.constraints import Interval, OneOf
 from workbench.data.cleaning import graph_from_sorted_keys
 from workbench.graph import Graph
 
@@ -49,37 +50,27 @@ _PROGRESS_MIN_EDGES = 2_000_000
 class NodeDataConfig(Config):
     """Settings every generator shares: node features, labels, split and seed."""
 
-    num_features: int = 32
+    num_features: Annotated[int, Interval(0, None)] = 32
     """Feature width: Gaussian features around one centroid per community (0 = no features)."""
-    feature_noise: float = 1.5
+    feature_noise: Annotated[float, Interval(0, None)] = 1.5
     """Per-dimension standard deviation around the centroids (centroids are about 4 apart whatever the
     width): ~1 makes features alone nearly enough, ~3 leaves most of the signal in the graph."""
-    train_ratio: float = 0.6
+    train_ratio: Annotated[float, Interval(0, 1)] = 0.6
     """Fraction of all vertices in the training split."""
-    val_ratio: float = 0.2
+    val_ratio: Annotated[float, Interval(0, 1)] = 0.2
     """Fraction of all vertices in the validation split."""
-    test_ratio: float = 0.2
+    test_ratio: Annotated[float, Interval(0, 1)] = 0.2
     """Fraction of all vertices in the test split (the rest, if any, is in no split)."""
     label_unsplit: bool = True
     """Give labels to vertices outside every split (False: label -1, like papers100M's unlabelled ones)."""
-    seed: int = 0
+    seed: Annotated[int, Interval(0, None)] = 0
     """Random seed: the same config and seed give the identical graph."""
 
     def _validate(self, errs: ErrorCollector) -> None:
-        errs.check(_is_int(self.num_features) and self.num_features >= 0, "num_features", "an int >= 0",
-                   self.num_features)
-        errs.check(_is_num(self.feature_noise) and self.feature_noise >= 0, "feature_noise", "a number >= 0",
-                   self.feature_noise)
-        for name in ("train_ratio", "val_ratio", "test_ratio"):
-            v = getattr(self, name)
-            errs.check(_is_num(v) and 0 <= v <= 1, name, "a number in [0, 1]", v)
         ratios = (self.train_ratio, self.val_ratio, self.test_ratio)
-        if all(_is_num(r) for r in ratios):
-            errs.check(sum(ratios) <= 1 + 1e-3, "test_ratio",
-                       f"at most 1 - train_ratio - val_ratio = {1 - self.train_ratio - self.val_ratio:.4g}",
-                       self.test_ratio)
-        errs.check(isinstance(self.label_unsplit, bool), "label_unsplit", "a bool", self.label_unsplit)
-        errs.check(_is_int(self.seed) and self.seed >= 0, "seed", "an int >= 0", self.seed)
+        errs.check(sum(ratios) <= 1 + 1e-3, "test_ratio",
+                   f"at most 1 - train_ratio - val_ratio = {1 - self.train_ratio - self.val_ratio:.4g}",
+                   self.test_ratio)
 
     def _node_data(self, rng: np.random.Generator, community: np.ndarray, labels: np.ndarray,
                    num_communities: int, pool: Optional[np.ndarray] = None) -> dict:
@@ -132,14 +123,6 @@ def random_split(num_nodes: int, train_ratio: float, val_ratio: float, test_rati
         start += c
         masks.append(m)
     return masks[0], masks[1], masks[2]
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and v == v
 
 
 def _undirected_keys(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
@@ -204,41 +187,32 @@ class SBMConfig(NodeDataConfig):
         (3, 32)
     """
 
-    num_nodes: int = 2000
+    num_nodes: Annotated[int, Interval(2, None)] = 2000
     """Number of vertices."""
-    num_blocks: int = 8
+    num_blocks: Annotated[int, Interval(1, None)] = 8
     """Number of planted communities (blocks)."""
-    avg_degree: float = 10.0
+    avg_degree: Annotated[float, Interval(0, None, closed="neither")] = 10.0
     """Target mean number of neighbours per vertex (stored edges / vertices) after cleaning."""
-    homophily: float = 0.8
+    homophily: Annotated[float, Interval(0, 1)] = 0.8
     """Fraction of edges inside a block (1/num_blocks is no community structure)."""
-    degree_exponent: Optional[float] = None
+    degree_exponent: Annotated[Optional[float], OneOf(None, Interval(2, None, closed="neither"))] = None
     """Power-law exponent of the degree distribution (> 2, e.g. 2.5); None = Poisson degrees."""
-    num_classes: Optional[int] = None
+    num_classes: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
     """Label classes (labels = block % num_classes); None = one class per block."""
-    labelled_blocks: Optional[int] = None
+    labelled_blocks: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
     """Draw the train/val/test vertices only from the first k blocks (skewed labels, as in papers100M)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         super()._validate(errs)
-        errs.check(_is_int(self.num_nodes) and self.num_nodes >= 2, "num_nodes", "an int >= 2", self.num_nodes)
-        nodes = self.num_nodes if _is_int(self.num_nodes) else 2
-        errs.check(_is_int(self.num_blocks) and 1 <= self.num_blocks <= max(nodes, 1), "num_blocks",
-                   f"an int in [1, num_nodes={nodes}]", self.num_blocks)
-        errs.check(_is_num(self.avg_degree) and 0 < self.avg_degree <= max(nodes - 1, 1), "avg_degree",
-                   f"a number in (0, num_nodes - 1 = {nodes - 1}]", self.avg_degree)
-        errs.check(_is_num(self.homophily) and 0 <= self.homophily <= 1, "homophily", "a number in [0, 1]",
-                   self.homophily)
-        errs.check(self.degree_exponent is None or (_is_num(self.degree_exponent) and self.degree_exponent > 2),
-                   "degree_exponent", "None or a number > 2", self.degree_exponent)
-        blocks = self.num_blocks if _is_int(self.num_blocks) and self.num_blocks >= 1 else 1
-        errs.check(self.num_classes is None or (_is_int(self.num_classes) and 1 <= self.num_classes <= blocks),
-                   "num_classes", f"None or an int in [1, num_blocks={blocks}]", self.num_classes)
-        errs.check(self.labelled_blocks is None or (_is_int(self.labelled_blocks)
-                                                    and 1 <= self.labelled_blocks <= blocks),
-                   "labelled_blocks", f"None or an int in [1, num_blocks={blocks}]", self.labelled_blocks)
-        if _is_int(self.labelled_blocks) and 1 <= self.labelled_blocks <= blocks and all(
-                _is_num(r) for r in (self.train_ratio, self.val_ratio, self.test_ratio)):
+        nodes, blocks = self.num_nodes, self.num_blocks
+        errs.check(blocks <= nodes, "num_blocks", f"an int in [1, num_nodes={nodes}]", blocks)
+        errs.check(self.avg_degree <= nodes - 1, "avg_degree", f"a number in (0, num_nodes - 1 = {nodes - 1}]",
+                   self.avg_degree)
+        errs.check(self.num_classes is None or self.num_classes <= blocks, "num_classes",
+                   f"None or an int in [1, num_blocks={blocks}]", self.num_classes)
+        errs.check(self.labelled_blocks is None or self.labelled_blocks <= blocks, "labelled_blocks",
+                   f"None or an int in [1, num_blocks={blocks}]", self.labelled_blocks)
+        if self.labelled_blocks is not None and self.labelled_blocks <= blocks:
             share = self.labelled_blocks / blocks
             total = self.train_ratio + self.val_ratio + self.test_ratio
             errs.check(total <= share + 1e-9, "labelled_blocks",
@@ -456,35 +430,27 @@ class RMATConfig(NodeDataConfig):
         (256, False)
     """
 
-    scale: int = 12
+    scale: Annotated[int, Interval(1, 30)] = 12
     """log2 of the number of vertices."""
-    edge_factor: float = 8.0
+    edge_factor: Annotated[float, Interval(0, None, closed="neither")] = 8.0
     """Sampled edges per vertex (before removing self-loops and duplicates; Graph500 uses 16)."""
-    a: float = 0.57
+    a: Annotated[float, Interval(0, 1)] = 0.57
     """Probability of the top-left quadrant (Graph500: 0.57)."""
-    b: float = 0.19
+    b: Annotated[float, Interval(0, 1)] = 0.19
     """Probability of the top-right quadrant (Graph500: 0.19)."""
-    c: float = 0.19
+    c: Annotated[float, Interval(0, 1)] = 0.19
     """Probability of the bottom-left quadrant (Graph500: 0.19)."""
-    d: float = 0.05
+    d: Annotated[float, Interval(0, 1)] = 0.05
     """Probability of the bottom-right quadrant (Graph500: 0.05); a + b + c + d must be 1."""
-    num_classes: int = 8
+    num_classes: Annotated[int, Interval(1, None)] = 8
     """Label classes (contiguous ranges of the unshuffled vertex ids)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         super()._validate(errs)
-        errs.check(_is_int(self.scale) and 1 <= self.scale <= 30, "scale", "an int in [1, 30]", self.scale)
-        errs.check(_is_num(self.edge_factor) and self.edge_factor > 0, "edge_factor", "a number > 0",
-                   self.edge_factor)
         probs = (self.a, self.b, self.c, self.d)
-        for name, v in zip("abcd", probs):
-            errs.check(_is_num(v) and 0 <= v <= 1, name, "a probability in [0, 1]", v)
-        if all(_is_num(v) for v in probs):
-            errs.check(abs(sum(probs) - 1) < 1e-6, "d", f"1 - a - b - c = {1 - self.a - self.b - self.c:.6g}",
-                       self.d)
-        nodes = 2 ** self.scale if _is_int(self.scale) and 1 <= self.scale <= 30 else 2
-        errs.check(_is_int(self.num_classes) and 1 <= self.num_classes <= nodes, "num_classes",
-                   f"an int in [1, 2**scale={nodes}]", self.num_classes)
+        errs.check(abs(sum(probs) - 1) < 1e-6, "d", f"1 - a - b - c = {1 - self.a - self.b - self.c:.6g}", self.d)
+        nodes = 2 ** self.scale
+        errs.check(self.num_classes <= nodes, "num_classes", f"an int in [1, 2**scale={nodes}]", self.num_classes)
 
     @property
     def name(self) -> str:
@@ -532,24 +498,21 @@ class ChungLuConfig(NodeDataConfig):
         True
     """
 
-    num_nodes: int = 2000
+    num_nodes: Annotated[int, Interval(2, None)] = 2000
     """Number of vertices."""
-    avg_degree: float = 10.0
+    avg_degree: Annotated[float, Interval(0, None, closed="neither")] = 10.0
     """Target mean number of neighbours per vertex (before removing duplicates)."""
-    exponent: float = 2.5
+    exponent: Annotated[float, Interval(2, None, closed="neither")] = 2.5
     """Power-law exponent of the degree distribution (> 2)."""
-    num_classes: int = 8
+    num_classes: Annotated[int, Interval(1, None)] = 8
     """Label classes (uniform at random)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         super()._validate(errs)
-        errs.check(_is_int(self.num_nodes) and self.num_nodes >= 2, "num_nodes", "an int >= 2", self.num_nodes)
-        nodes = self.num_nodes if _is_int(self.num_nodes) else 2
-        errs.check(_is_num(self.avg_degree) and 0 < self.avg_degree <= max(nodes - 1, 1), "avg_degree",
-                   f"a number in (0, num_nodes - 1 = {nodes - 1}]", self.avg_degree)
-        errs.check(_is_num(self.exponent) and self.exponent > 2, "exponent", "a number > 2", self.exponent)
-        errs.check(_is_int(self.num_classes) and 1 <= self.num_classes <= nodes, "num_classes",
-                   f"an int in [1, num_nodes={nodes}]", self.num_classes)
+        nodes = self.num_nodes
+        errs.check(self.avg_degree <= nodes - 1, "avg_degree", f"a number in (0, num_nodes - 1 = {nodes - 1}]",
+                   self.avg_degree)
+        errs.check(self.num_classes <= nodes, "num_classes", f"an int in [1, num_nodes={nodes}]", self.num_classes)
 
     @property
     def name(self) -> str:

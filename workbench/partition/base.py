@@ -28,13 +28,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Optional
+from typing import Annotated, Any, Callable, ClassVar, Optional
 
 import numpy as np
 import torch
 
 from workbench._validation import (Config as BaseConfig, ErrorCollector, ParamError, check_choice, check_int,
                                   param_error)
+from workbench.constraints import Interval, OneOf, Options
 from workbench.graph import Graph
 from workbench.partition.metrics import PartitionMetrics, compute_metrics, halo_pairs, vertex_cut_replicas
 from workbench.partition.remote import refinement_metrics
@@ -339,17 +340,11 @@ class Partitioner(abc.ABC):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(BaseConfig):
-        seed: int = 0
+        seed: Annotated[int, Interval(0, 2**31, closed="left")] = 0
         """Random seed; the same seed gives the same partition."""
-        refine: Optional[str] = None
+        refine: Annotated[Optional[str], OneOf(None, Options(REFINERS))] = None
         """A refiner applied after partitioning (edge-cut only): 'g3' swaps vertex pairs until every part has
         about as many remote vertices; None keeps the partition as it is."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            errs.check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and 0 <= self.seed < 2**31,
-                       "seed", "an int in [0, 2**31)", self.seed)
-            errs.check(self.refine is None or self.refine in REFINERS, "refine",
-                       f"None or one of {sorted(REFINERS)}", self.refine)
 
     def __init__(self, config: Optional["Partitioner.Config"] = None, **options: Any):
         self.config = resolve_config(self, config, options)

@@ -38,10 +38,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated
+
 import numpy as np
 import torch
 
-from workbench._validation import ErrorCollector
+from workbench.constraints import Interval, Options
 from workbench.graph import Graph
 from workbench.partition.base import Partitioner, register_partitioner
 
@@ -273,30 +275,19 @@ class ByteGNNPartitioner(Partitioner):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Partitioner.Config):
-        num_hops: int = 2
+        num_hops: Annotated[int, Interval(0, None)] = 2
         """K: hops of each labelled vertex's neighbourhood block (the number of GNN layers)."""
-        alpha: float = 1 / 3
+        alpha: Annotated[float, Interval(0, None)] = 1 / 3
         """Weight of the training split's balance in BS (Algorithm 2)."""
-        beta: float = 1 / 3
+        beta: Annotated[float, Interval(0, None)] = 1 / 3
         """Weight of the validation split's balance in BS."""
-        gamma: float = 1 / 3
+        gamma: Annotated[float, Interval(0, None)] = 1 / 3
         """Weight of the test split's balance in BS."""
-        variant: str = "patched"
+        variant: Annotated[str, Options(*VARIANTS)] = "patched"
         """``paper``: Algorithm 2 literally; ``patched``: (CE + eps) * max(BS, 0), ties by BS then part size."""
-        unreached: str = "neighbours"
+        unreached: Annotated[str, Options(*UNREACHED)] = "neighbours"
         """Vertices no block reaches: ``neighbours`` (the part of most placed neighbours, else the lightest
         part) or ``singleton`` (each its own block)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(isinstance(self.num_hops, int) and not isinstance(self.num_hops, bool)
-                       and self.num_hops >= 0, "num_hops", "an int >= 0", self.num_hops)
-            for name in ("alpha", "beta", "gamma"):
-                v = getattr(self, name)
-                errs.check(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0, name,
-                           "a number >= 0", v)
-            errs.check(self.variant in VARIANTS, "variant", f"one of {list(VARIANTS)}", self.variant)
-            errs.check(self.unreached in UNREACHED, "unreached", f"one of {list(UNREACHED)}", self.unreached)
 
     def blocks(self, graph: Graph) -> np.ndarray:
         """``(N,)`` block id (centre vertex) of every vertex; ``-1`` = no block reaches it."""

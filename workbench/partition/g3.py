@@ -41,13 +41,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import numba
 import numpy as np
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.constraints import Interval, Options
 from workbench.graph import Graph
 from workbench.partition.base import Partitioner, register_partitioner, register_refiner
 from workbench.partition.metis import MetisPartitioner, symmetric_csr
@@ -315,28 +316,16 @@ class G3Partitioner(Partitioner):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Partitioner.Config):
-        gamma: float = GAMMA
+        gamma: Annotated[float, Interval(0, 1, closed="left")] = GAMMA
         """Stage 2 stops when (max - min) / max of the parts' remote-vertex counts is at most gamma."""
-        max_iterations: int = 100_000
+        max_iterations: Annotated[int, Interval(1, None)] = 100_000
         """Most vertex-pair swaps of stage 2."""
-        patience: int = 2000
+        patience: Annotated[int, Interval(1, None)] = 2000
         """Stage 2 stops after this many swaps without a new best spread."""
-        imbalance: float = 0.03
+        imbalance: Annotated[float, Interval(0.001, 10)] = 0.03
         """Stage 1: allowed imbalance of |V_p| and Σd_v (METIS ubvec = 1 + imbalance)."""
-        objective: str = "vol"
+        objective: Annotated[str, Options("cut", "vol")] = "vol"
         """Stage 1 METIS objective: 'vol' (communication volume, the paper's) or 'cut'."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            ok = isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool)
-            errs.check(ok and 0 <= self.gamma < 1, "gamma", "a number in [0, 1)", self.gamma)
-            for name in ("max_iterations", "patience"):
-                value = getattr(self, name)
-                ok = isinstance(value, int) and not isinstance(value, bool)
-                errs.check(ok and value >= 1, name, "an int in [1, inf]", value)
-            ok = isinstance(self.imbalance, (int, float)) and not isinstance(self.imbalance, bool)
-            errs.check(ok and 0.001 <= self.imbalance <= 10, "imbalance", "a number in [0.001, 10]", self.imbalance)
-            errs.check(self.objective in ("cut", "vol"), "objective", "one of ['cut', 'vol']", self.objective)
 
     def _check(self, graph: Graph, num_parts: Optional[int], errs: ErrorCollector) -> None:
         metis = MetisPartitioner(seed=self.config.seed, balance_edges=True,

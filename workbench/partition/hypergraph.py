@@ -39,12 +39,13 @@ import dataclasses
 import math
 import threading
 import warnings
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import numpy as np
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.constraints import Interval, OneOf, Options
 from workbench.graph import Graph
 from workbench.partition.base import Partitioner, PartitionResult, register_partitioner
 from workbench.partition.volume import (ColumnNetHypergraph, column_nets, expected_batch_volume,
@@ -104,29 +105,17 @@ class _MtKaHyParPartitioner(Partitioner):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Partitioner.Config):
-        epsilon: float = 0.01
+        epsilon: Annotated[float, Interval(0, 10, closed="right")] = 0.01
         """Allowed imbalance: every part's vertex weight stays within (1 + epsilon) x the mean (paper: 0.01)."""
-        preset: str = "deterministic"
+        preset: Annotated[str, Options(*PRESETS)] = "deterministic"
         """Mt-KaHyPar preset: deterministic (same seed, same parts), default, quality, highest_quality,
         large_k or deterministic_quality."""
-        threads: int = 1
+        threads: Annotated[int, Interval(1, 1024)] = 1
         """Mt-KaHyPar threads; fixed by the first call in a process (Mt-KaHyPar initialises once)."""
-        vertex_weight: str = "nnz"
+        vertex_weight: Annotated[str, Options(*VERTEX_WEIGHTS)] = "nnz"
         """'nnz': nnz of the row of Â (the SpMM work, the paper); 'unit': one per vertex (the artifact's GP/SHP)."""
-        objective: str = "km1"
+        objective: Annotated[str, Options(*OBJECTIVES)] = "km1"
         """'km1' (connectivity−1 = exact volume, the paper) or 'cut' (cut nets)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            eps = self.epsilon
-            ok = isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps == eps
-            errs.check(ok and 0.0 < eps <= 10.0, "epsilon", "a number in (0, 10]", eps)
-            errs.check(self.preset in PRESETS, "preset", f"one of {list(PRESETS)}", self.preset)
-            errs.check(isinstance(self.threads, int) and not isinstance(self.threads, bool) and 1 <= self.threads <= 1024,
-                       "threads", "an int in [1, 1024]", self.threads)
-            errs.check(self.vertex_weight in VERTEX_WEIGHTS, "vertex_weight", f"one of {list(VERTEX_WEIGHTS)}",
-                       self.vertex_weight)
-            errs.check(self.objective in OBJECTIVES, "objective", f"one of {list(OBJECTIVES)}", self.objective)
 
     def __init__(self, config: Optional[Any] = None, **options: Any):
         super().__init__(config, **options)
@@ -253,26 +242,14 @@ class StochasticHypergraphPartitioner(_MtKaHyParPartitioner):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(_MtKaHyParPartitioner.Config):
-        batch_size: Optional[int] = None
+        batch_size: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
         """Vertices per sampled mini-batch (uniform, induced); None = a tenth of the vertices (at least 2)."""
-        num_batches: Optional[int] = None
+        num_batches: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
         """Mini-batches b to merge; None = from Eq. 14 with theta and delta."""
-        theta: float = 0.1
+        theta: Annotated[float, Interval(0, None, closed="neither")] = 0.1
         """Eq. 14: tolerated error of the mean sampled connectivity (paper: 0.1)."""
-        delta: float = 0.5
+        delta: Annotated[float, Interval(0, 2, closed="neither")] = 0.5
         """Eq. 14: allowed failure probability (paper: 0.5, i.e. 50 % confidence)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            for name in ("batch_size", "num_batches"):
-                v = getattr(self, name)
-                errs.check(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1), name,
-                           "None or an int >= 1", v)
-            for name in ("theta", "delta"):
-                v = getattr(self, name)
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool)
-                errs.check(ok and 0.0 < v < (2.0 if name == "delta" else math.inf), name,
-                           "a number in (0, 2)" if name == "delta" else "a number > 0", v)
 
     def _check(self, graph: Graph, num_parts: Optional[int], errs: ErrorCollector) -> None:
         bs = self.config.batch_size

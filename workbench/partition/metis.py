@@ -33,12 +33,13 @@ import contextlib
 import dataclasses
 import io
 import warnings
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import numpy as np
 import torch
 
 from workbench._validation import ErrorCollector, ParamError
+from workbench.constraints import Interval, Options
 from workbench.graph import Graph
 from workbench.partition._libmetis import load_libmetis
 from workbench.partition.base import Partitioner, register_partitioner
@@ -237,23 +238,17 @@ class MetisPartitioner(Partitioner):
         """Extra (N,) or (N, C) integer vertex weights, each column balanced as its own constraint."""
         edge_weights: Optional[Any] = None
         """(num_edges,) positive integer weights of the stored edges; METIS minimises the weighted cut."""
-        imbalance: float = 0.03
+        imbalance: Annotated[float, Interval(0.001, 10)] = 0.03
         """Allowed load imbalance per constraint: parts stay within (1 + imbalance) x mean (METIS ufactor/1000)."""
         recursive: bool = False
         """Recursive bisection instead of k-way (DistDGL uses k-way)."""
-        objective: str = "cut"
+        objective: Annotated[str, Options("cut", "vol")] = "cut"
         """'cut' minimises the edge cut, 'vol' the total communication volume."""
-        backend: str = "auto"
+        backend: Annotated[str, Options(*BACKENDS)] = "auto"
         """'auto', 'pymetis' (one constraint), 'libmetis' (system METIS via ctypes) or 'dgl'."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             super()._validate(errs)
-            for name in ("balance_train", "balance_edges", "recursive"):
-                errs.check(isinstance(getattr(self, name), bool), name, "a bool", getattr(self, name))
-            ok = isinstance(self.imbalance, (int, float)) and not isinstance(self.imbalance, bool)
-            errs.check(ok and 0.001 <= self.imbalance <= 10, "imbalance", "a number in [0.001, 10]", self.imbalance)
-            errs.check(self.objective in ("cut", "vol"), "objective", "one of ['cut', 'vol']", self.objective)
-            errs.check(self.backend in BACKENDS, "backend", f"one of {list(BACKENDS)}", self.backend)
             errs.check(not (self.recursive is True and self.objective == "vol"), "objective",
                        "'cut' with recursive=True (recursive bisection only minimises the cut)", self.objective)
 

@@ -33,13 +33,15 @@ import dataclasses
 import html
 import threading
 import time
-from typing import Any, ClassVar, Optional, Protocol, runtime_checkable
+from typing import Annotated, Any, ClassVar, Optional, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from workbench._validation import ErrorCollector, ParamError
+from workbench._validation import ParamError
+from workbench.constraints import Interval, OneOf, Options, TupleOf
 from workbench.sample.keyed import CSRRows, SampledEdges
+from workbench.sample.split import SPLIT_MODES
 from workbench.stages import Stage, registry
 
 __all__ = ["Block", "MiniBatch", "SampleKey", "NeighborSource", "Kernel", "Sampler", "SAMPLERS", "build_block",
@@ -262,40 +264,21 @@ class Sampler(Stage):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):
-        fanouts: tuple[int, ...] = (10, 5)
+        fanouts: Annotated[tuple[int, ...], TupleOf(OneOf(-1, Interval(1, None)))] = (10, 5)
         """Neighbours per layer, input layer first as in DGL's NeighborSampler (the last entry applies to the
         seeds); -1 takes all in-neighbours."""
         replace: bool = False
         """Draw neighbours with replacement (then exactly fanout per vertex with any in-neighbour)."""
-        batch_size: int = 1024
+        batch_size: Annotated[int, Interval(1, None)] = 1024
         """Seeds per mini-batch and trainer."""
-        seed: int = 0
+        seed: Annotated[int, Interval(0, None)] = 0
         """Seed of every random draw (neighbours and the per-epoch shuffle of the seeds)."""
-        split: str = "own"
+        split: Annotated[str, Options(*SPLIT_MODES)] = "own"
         """How training vertices go to trainers: ``own`` (each trainer its part's, DistDGL's locality rule) or
         ``even`` (DGL's ``node_split(force_even=True)``)."""
-        trainers: Optional[int] = None
+        trainers: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
         """Trainers whose split is simulated: None = one per rank. A 1-rank run with ``trainers=P`` trains on the
         union of the P trainers' batches every step: the single-process reference of a P-rank run."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            from workbench.sample.split import SPLIT_MODES
-
-            errs.check(self.split in SPLIT_MODES, "split", f"one of {list(SPLIT_MODES)}", self.split)
-            t = self.trainers
-            errs.check(t is None or (isinstance(t, int) and not isinstance(t, bool) and t >= 1), "trainers",
-                       "None or an int >= 1", t)
-            f = self.fanouts
-            ok = (isinstance(f, (tuple, list)) and len(f) >= 1
-                  and all(isinstance(x, int) and not isinstance(x, bool) and (x == -1 or x >= 1) for x in f))
-            errs.check(ok, "fanouts", "a non-empty tuple of ints, each -1 or >= 1", f)
-            if ok:
-                self.fanouts = tuple(int(x) for x in f)
-            errs.check(isinstance(self.replace, bool), "replace", "a bool", self.replace)
-            errs.check(isinstance(self.batch_size, int) and not isinstance(self.batch_size, bool)
-                       and self.batch_size >= 1, "batch_size", "an int >= 1", self.batch_size)
-            errs.check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
-                       "seed", "an int >= 0", self.seed)
 
     @property
     def num_layers(self) -> int:

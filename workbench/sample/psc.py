@@ -54,12 +54,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Optional
+from typing import Annotated, ClassVar, Optional
 
 import numpy as np
 import torch
 
-from workbench._validation import ErrorCollector, _is_int
+from workbench.constraints import Interval, Options
 from workbench.sample.base import SAMPLERS
 from workbench.stages import Stage
 
@@ -67,10 +67,6 @@ __all__ = ["PartEdges", "EdgeSampler", "PSCSampler", "UniformEdgeSampler", "Node
            "BoundaryNodeSampler", "kkt_probabilities", "segment_sum", "estimator_variance", "ESTIMATORS"]
 
 ESTIMATORS = ("embeddings", "features", "none")
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
 
 
 @dataclasses.dataclass(eq=False)
@@ -185,19 +181,12 @@ class EdgeSampler(Stage):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):
-        epsilon: float = 0.1
+        epsilon: Annotated[float, Interval(0, 1, closed="right")] = 0.1
         """Sampling rate in (0, 1]: expected kept in-edges per vertex = epsilon x its in-degree (1 = all)."""
-        refresh: int = 10
+        refresh: Annotated[int, Interval(1, None)] = 10
         """Semi-dynamic period R: probabilities (and an inclusion cache) are recomputed every R iterations."""
-        seed: int = 0
+        seed: Annotated[int, Interval(0, None)] = 0
         """Seed of every draw (a draw depends on (seed, draw index, rank) only)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            errs.check(_is_num(self.epsilon) and 0 < self.epsilon <= 1, "epsilon", "a number in (0, 1]", self.epsilon)
-            errs.check(_is_int(self.refresh) and self.refresh >= 1, "refresh", "an int >= 1", self.refresh)
-            errs.check(_is_int(self.seed) and self.seed >= 0, "seed", "an int >= 0", self.seed)
-            if _is_num(self.epsilon):
-                self.epsilon = float(self.epsilon)
 
     # -- verbs ---------------------------------------------------------------------------------------------
     def probabilities(self, edges: PartEdges, h: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -271,23 +260,15 @@ class PSCSampler(EdgeSampler):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(EdgeSampler.Config):
-        a_inner: float = 1.1
+        a_inner: Annotated[float, Interval(0, None, closed="neither")] = 1.1
         """Priority a_j of inner sources (the paper's 1.1): larger keeps more inner and fewer boundary edges."""
-        a_boundary: float = 1.0
+        a_boundary: Annotated[float, Interval(0, None, closed="neither")] = 1.0
         """Priority a_j of boundary sources."""
-        delta: float = 0.01
+        delta: Annotated[float, Interval(0, 1)] = 0.01
         """Floor of s_j as a fraction of the target's mean s (keeps every p_ij > 0 under bad estimates; A8)."""
-        estimator: str = "embeddings"
+        estimator: Annotated[str, Options(*ESTIMATORS)] = "embeddings"
         """What ||y_ij||^2 = P_ij^2 h_j uses for h_j: ``embeddings`` (last H and current W; boundary h shipped by
         the owners), ``features`` (||X_j||^2) or ``none`` (h = 1)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            for name in ("a_inner", "a_boundary"):
-                v = getattr(self, name)
-                errs.check(_is_num(v) and v > 0, name, "a number in (0, inf)", v)
-            errs.check(_is_num(self.delta) and 0 <= self.delta <= 1, "delta", "a number in [0, 1]", self.delta)
-            errs.check(self.estimator in ESTIMATORS, "estimator", f"one of {list(ESTIMATORS)}", self.estimator)
 
     def _probabilities(self, edges, other, h):
         c = self.config

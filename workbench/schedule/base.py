@@ -22,9 +22,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Annotated, Any
 
-from workbench._validation import ErrorCollector
+from workbench.constraints import Interval, Options
 from workbench.schedule.executor import (CPU_SCOPES, READY_QUEUES, SAMPLE_TIMES, AsapPolicy, CoarsePolicy, LaunchScorePolicy, Pipeline,
                                          PrefetchPolicy)
 from workbench.stages import Stage, registry
@@ -36,14 +36,6 @@ SCHEDULERS = registry("schedule")
 """Every registered scheduling method, by name (``--set schedule.policy=NAME``)."""
 
 
-def _is_int(v: Any, low: int) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-
-def _is_num(v: Any, low: float) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= low
-
-
 class Scheduler(Stage):
     """Base of the scheduling methods: the S-Worker's settings and a coarse policy."""
 
@@ -52,40 +44,26 @@ class Scheduler(Stage):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):
-        workers: int = 2
+        workers: Annotated[int, Interval(1, None)] = 2
         """Sampling worker processes (each runs one task at a time; the trainer is another process)."""
-        chunk_size: int = 256
+        chunk_size: Annotated[int, Interval(1, None)] = 256
         """Vertices per NSC / FF task (the paper makes one task per vertex; far too fine in Python)."""
-        ready_queue: str = "priority"
+        ready_queue: Annotated[str, Options(*READY_QUEUES)] = "priority"
         """Fine scheduler: ``priority`` (heap keyed by DAG id, cost, sequence; §3.4) or ``fifo``."""
-        poll_ms: float = 5.0
+        poll_ms: Annotated[float, Interval(0.1, None)] = 5.0
         """The coarse scheduler's poll interval in milliseconds (§3.3: 5 ms)."""
-        trace_ms: float = 50.0
+        trace_ms: Annotated[float, Interval(1, None)] = 50.0
         """Milliseconds between two trace samples (C_util, Q_size, DAGs in flight, busy workers)."""
-        ema: float = 0.3
+        ema: Annotated[float, Interval(0, 1)] = 0.3
         """Weight of the newest measurement in the T_avg_sample / T_avg_train estimates."""
-        cpu_scope: str = "run"
+        cpu_scope: Annotated[str, Options(*CPU_SCOPES)] = "run"
         """C_util of ``run`` (the trainer and its workers, share of all cores) or the whole ``machine``."""
-        sample_time: str = "latency"
+        sample_time: Annotated[str, Options(*SAMPLE_TIMES)] = "latency"
         """T_avg_sample: a DAG's ``latency``, or its ``effective`` time (latency / DAGs in flight at its end)."""
         unsupervised: bool = False
         """The unsupervised DAG (seeds, positive and negative branches) and a link-prediction loss."""
-        num_negative: int = 1
+        num_negative: Annotated[int, Interval(1, None)] = 1
         """Negatives per seed (unsupervised)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            errs.check(_is_int(self.workers, 1), "workers", "an int >= 1", self.workers)
-            errs.check(_is_int(self.chunk_size, 1), "chunk_size", "an int >= 1", self.chunk_size)
-            errs.check(self.ready_queue in READY_QUEUES, "ready_queue", f"one of {list(READY_QUEUES)}",
-                       self.ready_queue)
-            errs.check(_is_num(self.poll_ms, 0.1), "poll_ms", "a number >= 0.1", self.poll_ms)
-            errs.check(_is_num(self.trace_ms, 1.0), "trace_ms", "a number >= 1", self.trace_ms)
-            errs.check(_is_num(self.ema, 0.0) and self.ema <= 1.0, "ema", "a number in [0, 1]", self.ema)
-            errs.check(self.sample_time in SAMPLE_TIMES, "sample_time", f"one of {list(SAMPLE_TIMES)}",
-                       self.sample_time)
-            errs.check(isinstance(self.unsupervised, bool), "unsupervised", "a bool", self.unsupervised)
-            errs.check(_is_int(self.num_negative, 1), "num_negative", "an int >= 1", self.num_negative)
-            errs.check(self.cpu_scope in CPU_SCOPES, "cpu_scope", f"one of {list(CPU_SCOPES)}", self.cpu_scope)
 
     def policy(self) -> CoarsePolicy:
         """A fresh coarse policy with this method's options."""
@@ -111,15 +89,10 @@ class LaunchScoreScheduler(Scheduler):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Scheduler.Config):
-        sigma: float = 1000.0
+        sigma: Annotated[float, Interval(0, None)] = 1000.0
         """Launch when T_gap (ms) * f(C_util) * balance reaches sigma (the paper gives no value)."""
-        max_in_flight: int = 16
+        max_in_flight: Annotated[int, Interval(1, None)] = 16
         """At most this many DAGs in flight (not in the paper; bounds memory)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(_is_num(self.sigma, 0.0), "sigma", "a number >= 0", self.sigma)
-            errs.check(_is_int(self.max_in_flight, 1), "max_in_flight", "an int >= 1", self.max_in_flight)
 
     def policy(self) -> CoarsePolicy:
         return LaunchScorePolicy(sigma=self.config.sigma, max_in_flight=self.config.max_in_flight)
@@ -133,7 +106,7 @@ class FifoScheduler(LaunchScoreScheduler):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(LaunchScoreScheduler.Config):
-        ready_queue: str = "fifo"
+        ready_queue: Annotated[str, Options(*READY_QUEUES)] = "fifo"
         """Fine scheduler: ``fifo`` (this method's point) or ``priority``."""
 
 
@@ -145,12 +118,8 @@ class PrefetchScheduler(Scheduler):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Scheduler.Config):
-        depth: int = 2
+        depth: Annotated[int, Interval(1, None)] = 2
         """Batches launched or waiting at any time."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(_is_int(self.depth, 1), "depth", "an int >= 1", self.depth)
 
     def policy(self) -> CoarsePolicy:
         return PrefetchPolicy(depth=self.config.depth)
@@ -164,12 +133,8 @@ class AsapScheduler(Scheduler):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Scheduler.Config):
-        max_in_flight: int = 64
+        max_in_flight: Annotated[int, Interval(1, None)] = 64
         """At most this many DAGs in flight."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(_is_int(self.max_in_flight, 1), "max_in_flight", "an int >= 1", self.max_in_flight)
 
     def policy(self) -> CoarsePolicy:
         return AsapPolicy(max_in_flight=self.config.max_in_flight)

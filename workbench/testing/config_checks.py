@@ -4,9 +4,11 @@ Every check takes a stage (a class or an instance) or a bare ``Config`` class an
 :class:`StageCheckFailed` (an ``AssertionError``) whose message names the stage, the check and what failed.
 
 - :func:`check_config_defaults`: the defaults validate;
-- :func:`check_config_rejects_bad_values`: a value of the wrong type (or an unknown choice) in every typed field
-  is refused with the one message template naming that field (``The 'F' parameter of C must be ... Got ...
-  instead.``);
+- :func:`check_config_rejects_bad_values`: every field with a declared constraint (:mod:`workbench.constraints`)
+  refuses each of the constraint's :meth:`~workbench.constraints.Constraint.bad_values` (wrong type, out of range,
+  unknown choice) with the one message template naming that field and saying the constraint (``The 'F' parameter
+  of C must be <describe()>. Got ... instead.``); a typed field without one must refuse :data:`BAD` in its
+  ``_validate``;
 - :func:`check_config_round_trips`: the config round-trips through its ``--set`` strings;
 - :func:`check_config_documented`: every field has an attribute docstring (``--help`` and the form's tooltips).
 
@@ -17,10 +19,10 @@ Example:
     ... class Knob(Config):
     ...     width: int = 2
     >>> check_config_defaults(Knob)
-    >>> check_config_documented(Knob)
+    >>> check_config_documented(Knob)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    workbench.testing.config_checks.StageCheckFailed: config Knob failed check_config_documented: Knob.width has no attribute docstring (help text)
+    workbench.testing.config_checks.StageCheckFailed: config Knob failed check_config_documented: Knob.width has no attribute docstring (help text)...
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ import typing
 import unittest
 from typing import Any, Callable
 
+from workbench.constraints import BAD, declared
+
 __all__ = ["StageCheckFailed", "stage_kind", "stage_label", "stage_check", "config_class", "typed_fields",
            "check_config_defaults", "check_config_rejects_bad_values", "check_config_round_trips",
-           "check_config_documented", "CONFIG_CHECKS", "check_config", "BAD", "TEMPLATE"]
+           "check_config_documented", "CONFIG_CHECKS", "check_config", "BAD", "TEMPLATE", "bad_values"]
 
-BAD = "bogus-value"
-"""The value every typed field must refuse."""
 TEMPLATE = r"The '{field}' parameter of [\w.]+ must be .+\. Got .+ instead\."
 """The one message template of a refused setting (a regular expression, ``{field}`` filled in)."""
 
@@ -118,18 +120,23 @@ def stage_check(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def typed_fields(cls: type) -> list[str]:
-    """Fields of the ``Config`` class ``cls`` whose type (or documented ``choices``) lets it reject :data:`BAD`:
-    ints, floats, bools, tuples and lists, and strings whose docstring names two or more ````choices````."""
-    hints, docs, out = typing.get_type_hints(cls), cls.field_docs(), []
+    """Fields of the ``Config`` class ``cls`` that must refuse a bad value: those with a declared constraint, and
+    those typed int, float, bool, tuple or list (or ``Optional`` of one) without one."""
+    hints, constraints, out = typing.get_type_hints(cls), declared(cls), []
     for name in cls.field_names():
         tp = hints[name]
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         base = args[0] if typing.get_origin(tp) is typing.Union and len(args) == 1 else tp
-        if base in (int, float, bool) or typing.get_origin(base) in (tuple, list):
-            out.append(name)
-        elif base is str and len(re.findall(r"``([A-Za-z0-9_\-]+)``", docs.get(name, ""))) >= 2:
+        if name in constraints or base in (int, float, bool) or typing.get_origin(base) in (tuple, list):
             out.append(name)
     return out
+
+
+def bad_values(cls: type, field: str) -> list:
+    """The values :func:`check_config_rejects_bad_values` sends to ``field``: its declared constraint's
+    :meth:`~workbench.constraints.Constraint.bad_values`, else :data:`BAD`."""
+    constraint = declared(cls).get(field)
+    return constraint.bad_values() if constraint is not None else [BAD]
 
 
 @stage_check
@@ -141,21 +148,29 @@ def check_config_defaults(stage: Any) -> None:
 
 @stage_check
 def check_config_rejects_bad_values(stage: Any) -> None:
-    """Every typed field refuses :data:`BAD` with the one template naming the field."""
+    """Every field with a declared constraint refuses each of its bad values with the one template naming the field
+    and the constraint's phrase; a typed field without one refuses :data:`BAD` (its ``_validate`` must)."""
     from workbench._validation import ParamError
 
     cls = config_class(stage)
+    constraints = declared(cls)
     for field in typed_fields(cls):
-        try:
-            cls(**{field: BAD})
-        except ParamError as exc:
-            errors = exc.errors
-        else:
-            raise AssertionError(f"{cls.__qualname__}({field}={BAD!r}) was accepted: its _validate must refuse a "
-                                 f"value of the wrong type")
-        assert any(re.fullmatch(TEMPLATE.format(field=field), e) for e in errors), (
-            f"{cls.__qualname__}({field}={BAD!r}) was refused, but no message names {field!r} with the template "
-            f"\"The '{field}' parameter of C must be .... Got ... instead.\": {errors}")
+        for bad in bad_values(cls, field):
+            try:
+                cls(**{field: bad})
+            except ParamError as exc:
+                errors = exc.errors
+            else:
+                raise AssertionError(f"{cls.__qualname__}({field}={bad!r}) was accepted: "
+                                     + (f"its constraint says {constraints[field].describe()!r}" if field in
+                                        constraints else "declare a constraint or refuse it in _validate"))
+            assert any(re.fullmatch(TEMPLATE.format(field=field), e) for e in errors), (
+                f"{cls.__qualname__}({field}={bad!r}) was refused, but no message names {field!r} with the "
+                f"template \"The '{field}' parameter of C must be .... Got ... instead.\": {errors}")
+            if field in constraints:
+                phrase = constraints[field].describe()
+                assert any(f"must be {phrase}" in e for e in errors), (
+                    f"{cls.__qualname__}({field}={bad!r}) was refused without its constraint {phrase!r}: {errors}")
 
 
 @stage_check

@@ -15,11 +15,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 
 from workbench._validation import Config, ErrorCollector
+from workbench.constraints import Interval, Options
 from workbench.events import EpochEnd, Progress
 from workbench.runtime.program import Program, RankContext
 
@@ -32,7 +33,7 @@ WIDTH = 4  # floats per piece
 class TinyConfig(Config):
     """Settings of :class:`TinyProgram`."""
 
-    epochs: int = 3
+    epochs: Annotated[int, Interval(1, None)] = 3
     """Number of epochs."""
     seed: int = 0
     """Seed of the payload values."""
@@ -42,14 +43,10 @@ class TinyConfig(Config):
     """Rank that fails (``None``: none)."""
     fail_epoch: int = 1
     """Epoch at which ``fail_rank`` fails."""
-    fail_mode: str = "raise"
+    fail_mode: Annotated[str, Options("raise", "exit")] = "raise"
     """``raise`` (a ValueError) or ``exit`` (the process dies with ``os._exit(1)``)."""
     bad_prepare: bool = False
     """Raise a ParamError in ``prepare`` (before any rank starts)."""
-
-    def _validate(self, errs: ErrorCollector) -> None:
-        errs.check(self.epochs >= 1, "epochs", "an int in [1, inf]", self.epochs)
-        errs.check(self.fail_mode in ("raise", "exit"), "fail_mode", "one of ['raise', 'exit']", self.fail_mode)
 
     def build(self) -> "TinyProgram":
         return TinyProgram(self)

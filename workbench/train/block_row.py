@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.constraints import Interval, OneOf, Options
 from workbench.graph import Graph
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.loop import LabelData
@@ -195,23 +196,16 @@ class BlockRowBroadcast(Exchange):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Exchange.Config):
-        weight_grad: str = "exact"
+        weight_grad: Annotated[str, Options("exact", "cagnet")] = "exact"
         """``exact`` (T_iᵀ δ_i, gradient of the forward computed) or ``cagnet`` (H_iᵀ (Âᵀ δ)_i; decision D4)."""
-        clip_threshold: Optional[float] = None
+        clip_threshold: Annotated[Optional[float],
+                                  OneOf(None, Interval(0, None, closed="neither"))] = None
         """Global gradient-clipping threshold th (None = no clipping); each rank clips its block at th_i."""
-        clip_scaling: str = "sqrt_p"
+        clip_scaling: Annotated[str, Options("sqrt_p", "inv_sqrt_p")] = "sqrt_p"
         """``sqrt_p`` (th_i = √p·th, as printed) or ``inv_sqrt_p`` (th_i = th/√p, the variance argument)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             super()._validate(errs)
-            errs.check(self.weight_grad in ("exact", "cagnet"), "weight_grad", "one of ['exact', 'cagnet']",
-                       self.weight_grad)
-            errs.check(self.clip_threshold is None or (isinstance(self.clip_threshold, (int, float))
-                                                       and not isinstance(self.clip_threshold, bool)
-                                                       and self.clip_threshold > 0),
-                       "clip_threshold", "None or a number in (0, inf]", self.clip_threshold)
-            errs.check(self.clip_scaling in ("sqrt_p", "inv_sqrt_p"), "clip_scaling",
-                       "one of ['sqrt_p', 'inv_sqrt_p']", self.clip_scaling)
             if self.skip == "gradients":
                 errs.check(self.weight_grad == "exact", "weight_grad",
                            "'exact' with skip='gradients' (the 'cagnet' form broadcasts its own δ blocks)",

@@ -24,11 +24,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Optional
+from typing import Annotated, Any, ClassVar, Optional
 
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.constraints import Interval, OneOf, Options
 from workbench.graph import Graph
 from workbench.stages import Stage, registry
 from workbench.train.staleness import GAP_NORMS, SKIP_TARGETS, STALENESS_RULES, StalenessPolicy
@@ -72,41 +73,26 @@ class Exchange(Stage):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):
-        staleness: str = "none"
+        staleness: Annotated[str, Options("none", STALENESS_RULES)] = "none"
         """``none`` (exact), ``epoch-fixed`` (ε_E), ``epoch-adaptive`` (ε_A) or ``variation-gap`` (ε_H)."""
-        epsilon: float = 1.0
+        epsilon: Annotated[float, Interval(0, None)] = 1.0
         """Staleness bound: epochs for epoch-fixed/adaptive (a whole number), the relative gap for variation-gap."""
         pin_static_input: bool = False
         """Send the input features X once and never again (they never change; decision D5)."""
-        gap_norm: str = "relative"
+        gap_norm: Annotated[str, Options(*GAP_NORMS)] = "relative"
         """Variation gap: ``relative`` Frobenius norm ‖H−H̃‖/‖H̃‖ or ``mean_abs`` mean |H−H̃| (decision D6)."""
-        max_skip: Optional[int] = None
+        max_skip: Annotated[Optional[int], OneOf(None, Interval(0, None))] = None
         """variation-gap only: send at the latest after this many skipped epochs (None = no cap)."""
         stagger: bool = True
         """epoch-adaptive only: stagger the roots' first bounds (decision D8)."""
-        skip: str = "embeddings"
+        skip: Annotated[str, Options(*SKIP_TARGETS)] = "embeddings"
         """What stale copies replace: ``embeddings`` (SANCUS: forward rows) or ``gradients`` (the SkipG
         baseline: backward rows, with the epoch-fixed bound; decision D9)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
-            policies = ["none", *STALENESS_RULES]
-            errs.check(self.staleness in policies, "staleness", f"one of {policies}", self.staleness)
-            eps = self.epsilon
-            is_num = isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps == eps
             if getattr(STALENESS_RULES.get(self.staleness), "whole_epochs", False):
-                errs.check(is_num and eps >= 0 and float(eps).is_integer(), "epsilon",
-                           f"a whole number of epochs >= 0 for staleness={self.staleness!r}", eps)
-            else:
-                errs.check(is_num and eps >= 0, "epsilon", "a number in [0, inf]", eps)
-            if is_num:
-                self.epsilon = float(eps)
-            errs.check(isinstance(self.pin_static_input, bool), "pin_static_input", "a bool", self.pin_static_input)
-            errs.check(self.gap_norm in GAP_NORMS, "gap_norm", f"one of {list(GAP_NORMS)}", self.gap_norm)
-            errs.check(self.max_skip is None or (isinstance(self.max_skip, int) and not isinstance(self.max_skip, bool)
-                                                 and self.max_skip >= 0),
-                       "max_skip", "None or an int in [0, inf]", self.max_skip)
-            errs.check(isinstance(self.stagger, bool), "stagger", "a bool", self.stagger)
-            errs.check(self.skip in SKIP_TARGETS, "skip", f"one of {list(SKIP_TARGETS)}", self.skip)
+                errs.check(float(self.epsilon).is_integer(), "epsilon",
+                           f"a whole number of epochs >= 0 for staleness={self.staleness!r}", self.epsilon)
             if self.skip == "gradients":  # D9: SkipG is defined here with the epoch bound only
                 errs.check(self.staleness in ("none", "epoch-fixed"), "staleness",
                            "'none' or 'epoch-fixed' with skip='gradients' (SkipG bounds gradient age in epochs)",

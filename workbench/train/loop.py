@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
-from typing import Any, ClassVar, Iterable, Optional, Union
+from typing import Annotated, Any, ClassVar, Iterable, Optional, Union
 
 import torch
 from torch import nn
 
 from workbench._validation import Config, ErrorCollector
+from workbench.constraints import Interval, OneOf, Options
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.graph import Graph
 from workbench.train.timing import PhaseTimer
@@ -372,54 +373,34 @@ class TrainLoopConfig(Config):
     """Fields that only a trainer with these capabilities reads (``workbench.composition``): set away from
     their default under another trainer, they are refused rather than ignored (G3's bins under sampling)."""
 
-    epochs: int = 20
+    epochs: Annotated[int, Interval(1, None)] = 20
     """Training epochs (full-graph: one forward, backward and update each; mini-batch: one pass over the seeds)."""
-    lr: float = 0.01
+    lr: Annotated[float, Interval(0, None, closed="neither")] = 0.01
     """Learning rate."""
-    optimizer: str = "adam"
+    optimizer: Annotated[str, Options(*OPTIMIZERS)] = "adam"
     """``adam`` or ``sgd``."""
-    weight_decay: float = 0.0
+    weight_decay: Annotated[float, Interval(0, None)] = 0.0
     """L2 weight decay."""
-    weight_decay_layers: str = "all"
+    weight_decay_layers: Annotated[str, Options("all", "first")] = "all"
     """Which weights ``weight_decay`` applies to: all, or first (the first layer's weights, as Kipf & Welling)."""
-    seed: int = 0
+    seed: Annotated[int, Interval()] = 0
     """Seed of the weight initialisation (``--set seed=S`` also seeds the partitioner and the sampler)."""
-    traffic_detail: str = "auto"
+    traffic_detail: Annotated[str, Options(*TRAFFIC_DETAILS)] = "auto"
     """Per-link traffic in the run log: ``epoch`` (every epoch) or ``auto`` (every epoch for the first 100, then
     summed per 100-epoch window; per-epoch totals by kind are always exact)."""
-    bin_limit: Optional[int] = None
+    bin_limit: Annotated[Optional[int], OneOf(None, Interval(0, None))] = None
     """G3 bins (full-graph): None trains each part whole; 0 packs each layer's vertices into bins of at most half
     of memory_budget; k > 0 also caps a bin at k vertices (exact for any value)."""
-    pipeline: str = "multi-level"
+    pipeline: Annotated[str, Options(*PIPELINES)] = "multi-level"
     """G3 pipeline variant of the headline simulated epoch time: ``sequential``, ``inter``, ``intra`` or
     ``multi-level`` (every variant is reported when bins are on)."""
-    memory_budget: Optional[Union[int, str]] = None
+    memory_budget: Annotated[Optional[Union[int, str]],
+                             OneOf(None, "auto", Interval(1, None, unit="bytes"))] = None
     """Device memory in bytes (full-graph): a bin holds at most half of it, whole-part training must fit in it;
     ``auto`` = sized from the graph (half the largest part's working set, at least 4 x the largest vertex with
     its neighbours; the summary says which); None = unlimited."""
 
     def _validate(self, errs: ErrorCollector) -> None:
-        def is_int(v):
-            return isinstance(v, int) and not isinstance(v, bool)
-
-        def is_num(v):
-            return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
-
-        errs.check(is_int(self.epochs) and self.epochs >= 1, "epochs", "an int in [1, inf]", self.epochs)
-        errs.check(is_num(self.lr) and self.lr > 0, "lr", "a number in (0, inf]", self.lr)
-        errs.check(self.optimizer in OPTIMIZERS, "optimizer", f"one of {list(OPTIMIZERS)}", self.optimizer)
-        errs.check(is_num(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "a number in [0, inf]",
-                   self.weight_decay)
-        errs.check(is_int(self.seed), "seed", "an int", self.seed)
-        errs.check(self.weight_decay_layers in ("all", "first"), "weight_decay_layers", "one of ['all', 'first']",
-                   self.weight_decay_layers)
-        errs.check(self.traffic_detail in TRAFFIC_DETAILS, "traffic_detail", f"one of {list(TRAFFIC_DETAILS)}",
-                   self.traffic_detail)
-        errs.check(self.bin_limit is None or (is_int(self.bin_limit) and self.bin_limit >= 0), "bin_limit",
-                   "None or an int in [0, inf]", self.bin_limit)
-        errs.check(self.pipeline in PIPELINES, "pipeline", f"one of {list(PIPELINES)}", self.pipeline)
-        errs.check(self.memory_budget in (None, "auto") or (is_int(self.memory_budget) and self.memory_budget >= 1),
-                   "memory_budget", "None, 'auto' or an int in [1, inf] (bytes)", self.memory_budget)
         errs.check(not (self.bin_limit == 0 and self.memory_budget is None), "bin_limit",
                    "a vertex count > 0, or 0 together with memory_budget (bins sized to half the budget)", self.bin_limit)
 

@@ -29,11 +29,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import torch
 
 from workbench._validation import Config, ErrorCollector
+from workbench.constraints import Interval, OneOf, Options
 from workbench.composition import stages_summary
 from workbench.events import Event, Progress
 from workbench.graph import Graph
@@ -69,7 +70,7 @@ class ModelAveragingConfig(Config):
 
     graph: Any = "karate"
     """Graph spec for ``workbench.data.load_graph`` (or a Graph)."""
-    num_parts: Optional[int] = None
+    num_parts: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
     """Number of parts (``None``: one per rank). More parts than ranks: round-robin over the ranks."""
     partition: Any = dataclasses.field(default_factory=_spring_config)
     """The partitioner's config (any registered partitioner; default SPRING)."""
@@ -77,31 +78,20 @@ class ModelAveragingConfig(Config):
     """The model stage's config (``gcn`` or ``sage``)."""
     train: Any = dataclasses.field(default_factory=TrainLoopConfig)
     """Epochs, learning rate, optimiser, seed of the local training."""
-    sync_interval: int = 1
+    sync_interval: Annotated[int, Interval(1, None)] = 1
     """Average the models every this many epochs (and after the last one)."""
-    halo_hops: int = 1
+    halo_hops: Annotated[int, Interval(0, 3)] = 1
     """Halo depth K of each part's subgraph: 0 (no full neighbourhood), 1 (CATGNN's default), 2, 3."""
-    weighting: str = "train"
+    weighting: Annotated[str, Options(*WEIGHTINGS)] = "train"
     """Averaging weights: 'train' (share of training vertices, CATGNN) or 'uniform'."""
     sample: Any = None
     """None: full-batch training inside each part; a block sampler's Config (``--set sample.method=neighbor``):
     local mini-batch training per part with its fan-outs (one per layer) and batch size."""
-    init: str = "same"
+    init: Annotated[str, Options(*INITS)] = "same"
     """'same' seed on every part (identical replicas, as a broadcast from rank 0 would give, without its
     traffic) or 'independent' (seed + part id, the reference code's choice)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
-        def is_int(v):
-            return isinstance(v, int) and not isinstance(v, bool)
-
-        errs.check(self.num_parts is None or (is_int(self.num_parts) and self.num_parts >= 1), "num_parts",
-                   "None or an int >= 1", self.num_parts)
-        errs.check(is_int(self.sync_interval) and self.sync_interval >= 1, "sync_interval", "an int >= 1",
-                   self.sync_interval)
-        errs.check(is_int(self.halo_hops) and 0 <= self.halo_hops <= 3, "halo_hops", "an int in [0, 3]",
-                   self.halo_hops)
-        errs.check(self.weighting in WEIGHTINGS, "weighting", f"one of {list(WEIGHTINGS)}", self.weighting)
-        errs.check(self.init in INITS, "init", f"one of {list(INITS)}", self.init)
         errs.check(registry("partition").name_of(self.partition) is not None, "partition",
                    "a registered partitioner's Config", type(self.partition).__name__)
         errs.check(MODELS.name_of(self.model) is not None, "model", "a registered model's Config",

@@ -42,12 +42,12 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable, Optional
+from typing import Annotated, Callable, Optional
 
 import torch
 from torch import nn
 
-from workbench._validation import ErrorCollector
+from workbench.constraints import Interval, Options
 from workbench.stages import Stage, registry
 from workbench.train.kernels import csr_pair, spmm, spmm_kernel
 
@@ -371,27 +371,17 @@ class ModelStage(Stage):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):
-        hidden: int = 16
+        hidden: Annotated[int, Interval(1, None)] = 16
         """Hidden width."""
-        num_layers: int = 2
+        num_layers: Annotated[int, Interval(1, 4)] = 2
         """Number of GNN layers (1 to 4)."""
-        dropout: float = 0.0
+        dropout: Annotated[float, Interval(0, 1, closed="left")] = 0.0
         """Dropout probability on every layer's input while training (full-graph; masks keyed by global vertex id)."""
-        init: str = "uniform"
+        init: Annotated[str, Options(*INITS)] = "uniform"
         """Weight initialisation: uniform (nn.Linear's default) or glorot (Xavier-uniform, zero bias)."""
-        order: str = "auto"
+        order: Annotated[str, Options(*LAYER_ORDERS)] = "auto"
         """Layer order: ``auto`` (transform first where the output is narrower, as DGL) or ``aggregate-first``
         (the papers' printed order; changes the exchanged width, not the result)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            ok = isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
-            errs.check(ok and 0 <= self.dropout < 1, "dropout", "a number in [0, 1)", self.dropout)
-            errs.check(self.init in INITS, "init", f"one of {list(INITS)}", self.init)
-            ok = isinstance(self.hidden, int) and not isinstance(self.hidden, bool)
-            errs.check(ok and self.hidden >= 1, "hidden", "an int in [1, inf]", self.hidden)
-            ok = isinstance(self.num_layers, int) and not isinstance(self.num_layers, bool)
-            errs.check(ok and 1 <= self.num_layers <= 4, "num_layers", "an int in [1, 4]", self.num_layers)
-            errs.check(self.order in LAYER_ORDERS, "order", f"one of {list(LAYER_ORDERS)}", self.order)
 
     def input_widths(self, in_dim: int) -> list[int]:
         """Width of each layer's input (the rows an exchange moves for that layer)."""

@@ -56,11 +56,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import torch
 
-from workbench._validation import ErrorCollector, ParamError, _is_int, param_error
+from workbench._validation import ErrorCollector, ParamError, param_error
+from workbench.constraints import Interval
 from workbench.composition import stages_summary
 from workbench.events import PipelineCost, SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
@@ -87,21 +88,16 @@ class PrefetchExchange(Exchange):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Exchange.Config):
-        tau: int = 0
+        tau: Annotated[int, Interval(0, None)] = 0
         """Staleness in iterations of boundary embeddings and gradients (0 = synchronous, 1 = PipeGCN)."""
         full_eval: bool = True
         """Measure accuracy on the whole graph after every update (kind ``eval_halo``); False: on the step's
         sampled, stale forward."""
-        comm_ratio: float = 3.0
+        comm_ratio: Annotated[float, Interval(0, None, closed="neither")] = 3.0
         """Timing account: communication / compute of a synchronous exact iteration (sets the link bandwidth)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             super()._validate(errs)
-            errs.check(_is_int(self.tau) and self.tau >= 0, "tau", "an int >= 0", self.tau)
-            errs.check(isinstance(self.full_eval, bool), "full_eval", "a bool", self.full_eval)
-            ok = isinstance(self.comm_ratio, (int, float)) and not isinstance(self.comm_ratio, bool) \
-                and self.comm_ratio > 0
-            errs.check(ok, "comm_ratio", "a number in (0, inf)", self.comm_ratio)
             errs.check(self.staleness == "none", "staleness",
                        "'none' for the prefetch exchange (its staleness is tau)", self.staleness)
 

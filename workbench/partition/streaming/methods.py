@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Annotated
 
 import numpy as np
 
-from workbench._validation import ErrorCollector
+from workbench.constraints import Interval, Options
 from workbench.partition.base import register_partitioner
 from workbench.partition.streaming.base import StreamingPartitioner
 from workbench.partition.streaming.kernels import degree_chunk, list_schedule
@@ -34,14 +35,9 @@ class _VertexCut(StreamingPartitioner):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(StreamingPartitioner.Config):
-        owner_rule: str = "random"
+        owner_rule: Annotated[str, Options("random", "last")] = "random"
         """Owner of a replicated vertex: 'random' (a seeded random replica, the paper) or 'last' (the part of
         its last line, the reference code)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(self.owner_rule in ("random", "last"), "owner_rule", "one of 'random', 'last'",
-                       self.owner_rule)
 
     def _state(self, run: StreamRun) -> None:
         run.array("rep", np.uint64, 0, width=run.words)
@@ -105,12 +101,8 @@ class DBHPartitioner(_VertexCut):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(_VertexCut.Config):
-        degrees: str = "full"
+        degrees: Annotated[str, Options("full", "partial")] = "full"
         """'full' (a degree pass first, as the reference code) or 'partial' (degrees seen so far)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(self.degrees in ("full", "partial"), "degrees", "one of 'full', 'partial'", self.degrees)
 
     def _stream(self, run):
         partial = self.config.degrees == "partial"
@@ -141,15 +133,10 @@ class HDRFPartitioner(_VertexCut):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(_VertexCut.Config):
-        lam: float = 1.0
+        lam: Annotated[float, Interval(0, None)] = 1.0
         """Balance weight lambda (> 1 pushes towards balance, 0 is pure replication greed)."""
-        eps: float = 1.0
+        eps: Annotated[float, Interval(0, None, closed="neither")] = 1.0
         """Epsilon in the balance term's denominator (> 0)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(isinstance(self.lam, (int, float)) and self.lam >= 0, "lam", "a number >= 0", self.lam)
-            errs.check(isinstance(self.eps, (int, float)) and self.eps > 0, "eps", "a number > 0", self.eps)
 
     _greedy = False
 
@@ -182,12 +169,8 @@ class GreedyPartitioner(_VertexCut):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(_VertexCut.Config):
-        rule: str = "score"
+        rule: Annotated[str, Options("score", "cases")] = "score"
         """'score' (the HDRF-paper encoding CATGNN runs) or 'cases' (PowerGraph's four rules)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(self.rule in ("score", "cases"), "rule", "one of 'score', 'cases'", self.rule)
 
     def _stream(self, run):
         if self.config.rule == "score":
@@ -230,19 +213,12 @@ class TwoPSLPartitioner(_VertexCut):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(_VertexCut.Config):
-        scoring: str = "original"
+        scoring: Annotated[str, Options("original", "port")] = "original"
         """'original' (2PS-L's phase-2 scoring) or 'port' (CATGNN's port)."""
-        passes: int = 2
+        passes: Annotated[int, Interval(1, None)] = 2
         """Clustering passes over the stream (re-streaming; 2PS-L's default 2)."""
-        cap_factor: float = 0.1
+        cap_factor: Annotated[float, Interval(0, None, closed="neither")] = 0.1
         """Cluster volume cap = cap_factor * sum(deg) / P."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(self.scoring in ("original", "port"), "scoring", "one of 'original', 'port'", self.scoring)
-            errs.check(isinstance(self.passes, int) and self.passes >= 1, "passes", "an int >= 1", self.passes)
-            errs.check(isinstance(self.cap_factor, (int, float)) and self.cap_factor > 0, "cap_factor",
-                       "a number > 0", self.cap_factor)
 
     def _stream(self, run):
         c, P = self.config, run.num_parts
@@ -283,16 +259,10 @@ class _Owner(StreamingPartitioner):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(StreamingPartitioner.Config):
-        tau_factor: float = 0.1
+        tau_factor: Annotated[float, Interval(0, None, closed="neither")] = 0.1
         """Cluster volume cap tau_vol = tau_factor * sum(deg) / P (the reference code's 0.1 |E_stream| / p)."""
-        passes: int = 1
+        passes: Annotated[int, Interval(1, None)] = 1
         """Clustering passes over the stream."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(isinstance(self.tau_factor, (int, float)) and self.tau_factor > 0, "tau_factor",
-                       "a number > 0", self.tau_factor)
-            errs.check(isinstance(self.passes, int) and self.passes >= 1, "passes", "an int >= 1", self.passes)
 
     def _cluster(self, run: StreamRun, partial: bool = False) -> None:
         """Degree pass (unless ``partial``) and Step A passes."""
@@ -354,13 +324,9 @@ class ClusteringPartitioner(_Owner):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(_Owner.Config):
-        degrees: str = "full"
+        degrees: Annotated[str, Options("full", "partial")] = "full"
         """'full' (a degree pass first, as SPRING and the reference code) or 'partial' (Hollocou's original
         online degrees and volumes)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(self.degrees in ("full", "partial"), "degrees", "one of 'full', 'partial'", self.degrees)
 
     def _stream(self, run):
         self._cluster(run, partial=self.config.degrees == "partial")
@@ -397,16 +363,10 @@ class SpringPartitioner(_Owner):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(_Owner.Config):
-        beta: float = 1.05
+        beta: Annotated[float, Interval(0, None, closed="neither")] = 1.05
         """Merge size cap factor: merged clusters hold at most beta * |V| / P vertices."""
-        variant: str = "paper"
+        variant: Annotated[str, Options("paper", "reference")] = "paper"
         """'paper' (Algorithm 1 and its prose) or 'reference' (the authors' code's deviations, §2.6)."""
-
-        def _validate(self, errs: ErrorCollector) -> None:
-            super()._validate(errs)
-            errs.check(isinstance(self.beta, (int, float)) and self.beta > 0, "beta", "a number > 0", self.beta)
-            errs.check(self.variant in ("paper", "reference"), "variant", "one of 'paper', 'reference'",
-                       self.variant)
 
     def _stream(self, run):
         paper = self.config.variant == "paper"
