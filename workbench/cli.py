@@ -20,6 +20,7 @@ _CORE_COMMAND_MODULES = (
     "workbench.runtime.cli",
     "workbench.sample.cli",
     "workbench.data.cli",
+    "workbench.runtime.reproduce_cli",
     "workbench.testing.netcluster",
 )
 

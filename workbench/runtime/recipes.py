@@ -37,12 +37,14 @@ _PACKAGE = "recipes"
 
 
 def available_recipes() -> list[str]:
-    """Names of the modules in the ``recipes`` package (empty when it is not importable)."""
+    """Names of the recipe modules in the ``recipes`` package (empty when it is not importable); its
+    subpackages are not recipes (``recipes.reproduce`` holds the papers' claims)."""
     try:
         pkg = importlib.import_module(_PACKAGE)
     except ImportError:
         return []
-    return sorted(m.name for m in pkgutil.iter_modules(getattr(pkg, "__path__", [])) if not m.name.startswith("_"))
+    return sorted(m.name for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))
+                  if not m.name.startswith("_") and not m.ispkg)
 
 
 def recipe_variants(module: ModuleType) -> list[str]:

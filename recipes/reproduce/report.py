@@ -1,0 +1,209 @@
+"""Tables, JSON and offline HTML pages of the reproduced claims, and the ``workbench reproduce`` command body.
+
+* :func:`format_table`: one plain-text table per system (claim, the paper's number with its table or figure,
+  ours, how it is checked with the tolerance, the verdict with its numbers), then each claim's note;
+* :func:`to_json`: ``{"systems": {NAME: {"claims": [{"id", "claim", "source", "paper", "measured", "unit",
+  "tolerance", "verdict", "note", ...}]}}}``;
+* :func:`write_html`: one self-contained page per system (a table, and an inline-SVG number line per claim
+  showing the accepted region, the paper's number and ours; no script, no CDN) and an ``index.html``.
+
+Example:
+    >>> from recipes.reproduce.core import Claim
+    >>> c = Claim("s.x", "A below B", "Table 1", paper=0.5, bound=1.0, relation="<", measured=0.8, unit="ratio")
+    >>> print(format_table("s", {"claims": [c], "seconds": 0.1}).splitlines()[0])
+    s: 1 claims (1 hold, 0 do not hold, 0 not reproducible here) in 0.1 s
+    >>> to_json({"systems": {"s": {"claims": [c], "seconds": 0.1}}})["systems"]["s"]["claims"][0]["verdict"]
+    'holds'
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from recipes.reproduce.core import FAILS, HOLDS, NOT_HERE, SYSTEMS, Claim, explain, fmt, run_systems
+
+__all__ = ["format_table", "to_json", "write_html", "command", "counts"]
+
+_WIDTHS = (44, 24, 10, 14, 34)
+_HEAD = ("claim", "paper (source)", "ours", "checked as", "verdict")
+
+
+def counts(claims: list[Claim]) -> dict[str, int]:
+    """Claims per verdict."""
+    return {v: sum(c.verdict == v for c in claims) for v in (HOLDS, FAILS, NOT_HERE)}
+
+
+def _unit(c: Claim) -> str:
+    return f" {c.unit}" if c.unit and c.unit not in ("ratio",) else ""
+
+
+def _cells(c: Claim) -> list[str]:
+    paper = "no number" if c.paper is None else fmt(c.paper) + _unit(c)
+    tol = f" ± {fmt(c.tolerance)}" if c.tolerance else ""
+    checked = f"{c.relation} {fmt(c.target)}{tol}" if c.target is not None and c.measured is not None else "-"
+    verdict = explain(c)
+    ours = "-" if c.measured is None else fmt(c.measured)
+    return [f"{c.id}: {c.claim}", f"{paper} ({c.source})", ours, checked, verdict]
+
+
+def format_table(name: str, result: dict[str, Any]) -> str:
+    """The system's table (wrapped cells), then one line per claim with its note."""
+    claims = result["claims"]
+    n = counts(claims)
+    head = (f"{name}: {len(claims)} claims ({n[HOLDS]} hold, {n[FAILS]} do not hold, {n[NOT_HERE]} not "
+            f"reproducible here) in {result.get('seconds', 0.0):.1f} s")
+    lines = [head]
+    if result.get("setting"):
+        lines.append(f"  setting: {result['setting']}")
+    rule = "+".join("-" * (w + 2) for w in _WIDTHS)
+    lines.append(rule)
+    for row in [list(_HEAD), *(_cells(c) for c in claims)]:
+        wrapped = [textwrap.wrap(text, w) or [""] for text, w in zip(row, _WIDTHS)]
+        for i in range(max(map(len, wrapped))):
+            lines.append("|".join(f" {(cell[i] if i < len(cell) else ''):<{w}} " for cell, w in
+                                  zip(wrapped, _WIDTHS)).rstrip())
+        lines.append(rule)
+    for c in claims:
+        if c.note:
+            lines.extend(textwrap.wrap(f"{c.id}: {c.note}", 118, initial_indent="  ", subsequent_indent="      "))
+    return "\n".join(lines)
+
+
+def to_json(results: dict[str, Any]) -> dict[str, Any]:
+    """The JSON form of :func:`~recipes.reproduce.core.run_systems`'s result."""
+    out: dict[str, Any] = {"systems": {}}
+    for name, r in results["systems"].items():
+        out["systems"][name] = {"title": r.get("title", name), "setting": r.get("setting", ""),
+                                "seconds": r.get("seconds"), "counts": counts(r["claims"]),
+                                "claims": [c.to_dict() for c in r["claims"]]}
+    for key in ("quick", "wall_s", "date", "machine"):
+        if key in results:
+            out[key] = results[key]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ HTML
+
+_COLOURS = {HOLDS: "#2e7d32", FAILS: "#c62828", NOT_HERE: "#757575"}
+_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;width:100%}"
+        "td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;font-size:13px}th{background:#f3f3f3}"
+        ".v{font-weight:600}.note{color:#555;font-size:12px}a{color:#1565c0}")
+
+
+def _region(c: Claim, lo: float, hi: float) -> tuple[float, float]:
+    b, t = c.target, c.tolerance
+    if c.relation == "in":
+        return b[0] - t, b[1] + t  # type: ignore[index]
+    b = float(b)  # type: ignore[arg-type]
+    return {"==": (b - t, b + t), "<=": (lo, b + t), "<": (lo, b + t), ">=": (b - t, hi), ">": (b - t, hi)}[c.relation]
+
+
+def number_line(c: Claim, width: int = 260, height: int = 36) -> str:
+    """An inline SVG: the accepted region (green band), the paper's number (black tick) and ours (a dot)."""
+    if c.measured is None or c.target is None or not math.isfinite(float(c.measured)):
+        return ""
+    flat = lambda v: list(v) if isinstance(v, (tuple, list)) else ([] if v is None else [v])  # noqa: E731
+    values = [float(c.measured), *map(float, flat(c.target)), *map(float, flat(c.paper))]
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.15 or max(abs(hi) * 0.15, c.tolerance * 2, 1e-9)
+    lo, hi = lo - pad, hi + pad
+    x = lambda v: 8 + (min(max(v, lo), hi) - lo) / (hi - lo) * (width - 16)  # noqa: E731
+    a, b = _region(c, lo, hi)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
+             f'<line x1="8" y1="20" x2="{width - 8}" y2="20" stroke="#999"/>',
+             f'<rect x="{x(a):.1f}" y="13" width="{max(x(b) - x(a), 2):.1f}" height="14" fill="#2e7d32" '
+             'fill-opacity="0.18"/>']
+    for p in map(float, flat(c.paper)):
+        parts.append(f'<line x1="{x(p):.1f}" y1="10" x2="{x(p):.1f}" y2="30" stroke="#000" stroke-width="2"/>'
+                     f'<text x="{x(p):.1f}" y="9" font-size="9" text-anchor="middle">paper {html.escape(fmt(p))}'
+                     '</text>')
+    colour = _COLOURS[c.verdict]
+    parts.append(f'<circle cx="{x(float(c.measured)):.1f}" cy="20" r="5" fill="{colour}"/>'
+                 f'<text x="{x(float(c.measured)):.1f}" y="{height - 1}" font-size="9" text-anchor="middle">ours '
+                 f'{html.escape(fmt(c.measured))}</text></svg>')
+    return "".join(parts)
+
+
+def _page(name: str, r: dict[str, Any], stamp: str) -> str:
+    esc = html.escape
+    n = counts(r["claims"])
+    rows = []
+    for c in r["claims"]:
+        cells = _cells(c)
+        rows.append(f"<tr><td><b>{esc(c.id)}</b><br>{esc(c.claim)}<div class='note'>{esc(c.note)}</div></td>"
+                    f"<td>{esc(cells[1])}</td><td>{esc(cells[2])}</td><td>{esc(cells[3])}</td>"
+                    f"<td class='v' style='color:{_COLOURS[c.verdict]}'>{esc(explain(c))}</td>"
+                    f"<td>{number_line(c)}</td></tr>")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(name)}: reproduced claims</title>"
+            f"<style>{_CSS}</style></head><body><p><a href='index.html'>all systems</a></p>"
+            f"<h1>{esc(r.get('title', name))}</h1><p>{esc(r.get('setting', ''))}</p>"
+            f"<p>{n[HOLDS]} hold, {n[FAILS]} do not hold, {n[NOT_HERE]} not reproducible here; {esc(stamp)}. "
+            "The verdict is computed from the numbers by one rule (recipes/reproduce/core.py).</p>"
+            "<table><tr><th>claim</th><th>paper (source)</th><th>ours</th><th>checked as</th><th>verdict</th>"
+            f"<th>paper, accepted region, ours</th></tr>{''.join(rows)}</table></body></html>")
+
+
+def write_html(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
+    """One page per system (``NAME.html``), ``index.html`` and ``reproduce.json`` in ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = f"{results.get('date', time.strftime('%Y-%m-%d'))}, {results.get('machine', '')}".rstrip(", ")
+    written, links = [], []
+    for name, r in results["systems"].items():
+        path = out / f"{name}.html"
+        path.write_text(_page(name, r, stamp), encoding="utf-8")
+        written.append(path)
+        n = counts(r["claims"])
+        links.append(f"<tr><td><a href='{name}.html'>{html.escape(name)}</a></td><td>{n[HOLDS]}</td>"
+                     f"<td>{n[FAILS]}</td><td>{n[NOT_HERE]}</td></tr>")
+    index = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>reproduced claims</title><style>{_CSS}</style>"
+             f"</head><body><h1>Reproduced claims</h1><p>{html.escape(stamp)}</p><table><tr><th>system</th>"
+             f"<th>holds</th><th>does not hold</th><th>not reproducible here</th></tr>{''.join(links)}</table>"
+             "</body></html>")
+    (out / "index.html").write_text(index, encoding="utf-8")
+    (out / "reproduce.json").write_text(json.dumps(to_json(results), indent=1, default=str), encoding="utf-8")
+    return [*written, out / "index.html", out / "reproduce.json"]
+
+
+def _machine() -> str:
+    import os
+    import platform
+
+    return f"{platform.node() or 'host'}, {os.cpu_count()} cores, {platform.machine()}"
+
+
+def command(args: Any) -> int:
+    """``workbench reproduce [SYSTEM ...] [--quick] [--json] [--out DIR]`` (see the workbench CLI)."""
+    from workbench._validation import ParamError, param_error
+
+    names = list(getattr(args, "systems", None) or SYSTEMS)
+    unknown = [s for s in names if s not in SYSTEMS]
+    if unknown:
+        raise ParamError([param_error("system", "workbench reproduce", f"one of {list(SYSTEMS)}", unknown[0])])
+    as_json = bool(getattr(args, "json", False))
+
+    def show(name: str, result: dict) -> None:
+        if not as_json:
+            print(format_table(name, result) + "\n", flush=True)
+
+    t0 = time.perf_counter()
+    results = run_systems(names, quick=bool(getattr(args, "quick", False)), progress=show)
+    results.update(wall_s=round(time.perf_counter() - t0, 1), date=time.strftime("%Y-%m-%d"), machine=_machine())
+    if getattr(args, "out", None):
+        written = write_html(results, args.out)
+        print(f"wrote {len(written)} files to {args.out}", file=sys.stderr if as_json else sys.stdout)
+    if as_json:
+        print(json.dumps(to_json(results), default=str))
+    else:
+        allc = [c for r in results["systems"].values() for c in r["claims"]]
+        n = counts(allc)
+        print(f"{len(allc)} claims over {len(results['systems'])} systems: {n[HOLDS]} hold, {n[FAILS]} do not hold, "
+              f"{n[NOT_HERE]} not reproducible here; {results['wall_s']} s")
+    return 0
