@@ -82,7 +82,8 @@ def run_workbench(graph, world_size: int, args) -> dict:
     from workbench.runtime.runners import RunEnv, run_inprocess
 
     cfg = FullGraphConfig(graph=graph.name, num_parts=world_size, partition=args.partition, model="gcn",
-                          num_layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=0.01, seed=0)
+                          num_layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=0.01, seed=0,
+                          kernel=args.kernel)
     program = cfg.build(graph=graph)
     sink = ListSink()
     t0 = time.perf_counter()
@@ -324,6 +325,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"small graph ({QUICK_GRAPH})")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--kernels", action="store_true", help="first time the candidate sparse kernels")
+    parser.add_argument("--kernel", default="auto", help="the runs' sparse kernel (train.kernel: auto, numba, "
+                        "torch, dgl, triton)")
     parser.add_argument("--reorder", default="none", choices=["none", "metis"],
                         help="relabel the graph first (metis: METIS clusters of ~2048 vertices get contiguous ids; "
                              "every contender gets the relabelled graph)")
@@ -347,7 +350,7 @@ def main(argv=None) -> int:
     from workbench.runtime.runners import host_cores
     from workbench.train.kernels import spmm_kernel
 
-    print(f"cores {host_cores()}, sparse kernel {spmm_kernel(args.device)}, load average "
+    print(f"cores {host_cores()}, sparse kernel {spmm_kernel(args.device, choice=args.kernel)}, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (1, 5, 15 min)")
     if args.kernels:
         time_kernels(graph, device=args.device)

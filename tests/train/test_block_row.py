@@ -50,10 +50,8 @@ def test_block_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypa
                 torch.testing.assert_close(r[rows] * c[cols], w.to(torch.float32))
     pytest.importorskip("dgl")
     kw = dict(graph="tiny", model=model, num_layers=2, hidden=8, epochs=3, seed=1)
-    monkeypatch.setenv("WORKBENCH_SPMM", "numba")
-    reference, r_ref, _ = run_program(BlockRowConfig(**kw).build(graph=g, node_part=part), 3)
-    monkeypatch.setenv("WORKBENCH_SPMM", "dgl")
-    forced, r_dgl, _ = run_program(BlockRowConfig(**kw).build(graph=g, node_part=part), 3)
+    reference, r_ref, _ = run_program(BlockRowConfig(**kw, kernel="numba").build(graph=g, node_part=part), 3)
+    forced, r_dgl, _ = run_program(BlockRowConfig(**kw, kernel="dgl").build(graph=g, node_part=part), 3)
     for a, b in zip(forced["losses"], reference["losses"]):
         assert abs(a - b) <= 1e-5 * abs(b)
     for name, ref in r_ref[0]["params"].items():

@@ -51,12 +51,11 @@ def test_dgl_kernel_trains_as_the_compiled_one(model, monkeypatch):
     """The factored DGL kernel (large graphs on CPU) gives the numba kernel's training, on one and two ranks."""
     pytest.importorskip("dgl")
     g = tiny_graph(directed=True, seed=4)
-    cfg = FullGraphConfig(graph="tiny", model=model, epochs=3, seed=1)
-    monkeypatch.setenv("WORKBENCH_SPMM", "numba")
+    cfg = FullGraphConfig(graph="tiny", model=model, epochs=3, seed=1, kernel="numba")
     reference = run_program(cfg.build(graph=g), 1)
-    monkeypatch.setenv("WORKBENCH_SPMM", "dgl")
-    _assert_same_training(reference, run_program(cfg.build(graph=g), 1))
-    _assert_same_training(reference, run_program(cfg.build(graph=g), 2))
+    forced = cfg.with_strings({"train.kernel": "dgl"})
+    _assert_same_training(reference, run_program(forced.build(graph=g), 1))
+    _assert_same_training(reference, run_program(forced.build(graph=g), 2))
 
 
 def test_summary_and_events():

@@ -17,14 +17,13 @@ def _random_csr(m, n, nnz, seed=0):
 
 
 @pytest.mark.parametrize("width", [1, 16, 64])
-def test_numba_and_torch_kernels_agree(width, monkeypatch):
+def test_numba_and_torch_kernels_agree(width):
     a = _random_csr(50, 40, 300)
     h = torch.randn(40, width)
     dense = a.to_dense() @ h
-    monkeypatch.setenv("WORKBENCH_SPMM", "torch")
-    assert spmm_kernel("cpu") == "torch"
-    torch.testing.assert_close(spmm(a, h), dense, rtol=1e-5, atol=1e-5)
-    monkeypatch.delenv("WORKBENCH_SPMM")
+    forced = kernels.set_kernel(a.clone(), "torch")
+    assert spmm_kernel("cpu", choice=kernels.kernel_of(forced)) == "torch"
+    torch.testing.assert_close(spmm(forced, h), dense, rtol=1e-5, atol=1e-5)
     if kernels._load_numba():
         assert spmm_kernel("cpu") == "numba"
     torch.testing.assert_close(spmm(a, h), dense, rtol=1e-5, atol=1e-5)
@@ -36,13 +35,13 @@ def test_numba_and_torch_kernels_agree(width, monkeypatch):
 
 
 @pytest.mark.parametrize("kernel", ["torch", "numba"])
-def test_csr_pair_of_unsorted_repeated_entries(kernel, monkeypatch):
+def test_csr_pair_of_unsorted_repeated_entries(kernel):
     gen = torch.Generator().manual_seed(1)
     rows, cols = torch.randint(0, 30, (400,), generator=gen), torch.randint(0, 20, (400,), generator=gen)
     w = torch.rand(400, generator=gen)
     dense = torch.zeros(30, 20).index_put_((rows, cols), w, accumulate=True)
-    monkeypatch.setenv("WORKBENCH_SPMM", kernel)
-    a, a_t = csr_pair(rows, cols, w, (30, 20))
+    a, a_t = csr_pair(rows, cols, w, (30, 20), kernel=kernel)
+    assert kernels.kernel_of(a) == kernels.kernel_of(a_t) == kernel
     h, g = torch.randn(20, 8), torch.randn(30, 8)
     torch.testing.assert_close(spmm(a, h), dense @ h, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(spmm(a_t, g), dense.T @ g, rtol=1e-5, atol=1e-5)
@@ -59,11 +58,12 @@ def _factored(m, n, nnz, seed=2):
 
 
 @pytest.mark.parametrize("width", [1, 16, 20])
-def test_factored_matrices_agree_on_every_kernel(width, monkeypatch):
+def test_factored_matrices_agree_on_every_kernel(width):
     (a, a_t), dense = _factored(70, 45, 500)
     h, g = torch.randn(45, width), torch.randn(70, width)
-    for kernel in ("numba", "dgl"):
-        monkeypatch.setenv("WORKBENCH_SPMM", kernel)
+    for kernel in ("numba", "dgl", "torch"):
+        kernels.set_kernel(a, kernel)
+        kernels.set_kernel(a_t, kernel)
         torch.testing.assert_close(spmm(a, h), dense @ h, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(spmm(a_t, g), dense.T @ g, rtol=1e-5, atol=1e-5)
         out = torch.ones(70, width)
@@ -71,13 +71,12 @@ def test_factored_matrices_agree_on_every_kernel(width, monkeypatch):
         torch.testing.assert_close(out, dense @ h + 1, rtol=1e-5, atol=1e-5)
 
 
-def test_dgl_kernel_only_for_large_factored_matrices(monkeypatch):
-    monkeypatch.delenv("WORKBENCH_SPMM", raising=False)
+def test_dgl_kernel_only_for_large_factored_matrices():
     (a, _), _ = _factored(20, 20, 50)
     h = torch.randn(20, 4)
     assert not kernels._uses_dgl(a, h)                       # below DGL_MIN_NNZ: numba, no DGL import
     assert not kernels._uses_dgl(_random_csr(20, 20, 50), h)  # weights that do not factor: never DGL
-    monkeypatch.setenv("WORKBENCH_SPMM", "dgl")
+    kernels.set_kernel(a, "dgl")
     assert kernels._uses_dgl(a, h) == bool(kernels._load_dgl())
     with pytest.raises(ValueError, match="'scales' parameter of csr_pair"):
         csr_pair(torch.tensor([0]), torch.tensor([0]), torch.ones(1), (2, 2), scales=(torch.ones(3), torch.ones(2)))
@@ -118,3 +117,25 @@ def test_block_mean_matches_the_dense_mean_forward_and_backward(kind, grouped):
         fresh = block_aggregators(kind, [block], torch.device("cpu"))[0]
         fresh(h)
     assert "_t" not in fresh.__dict__ and "_t" in agg.__dict__
+
+
+@pytest.mark.parametrize("recipe,kernel", [("full_graph", "torch"), ("full_graph", "numba"), ("distdgl", "torch")])
+def test_the_kernel_setting_reaches_every_product_of_a_run(recipe, kernel):
+    """``train.kernel`` is a setting of the run (it replaced an environment variable): every sparse product of
+    the ranks runs the kernel it names, and an unknown one is refused before any rank starts."""
+    import importlib
+
+    from workbench._validation import ParamError
+    from workbench.runtime import launch
+    from workbench.train.kernels import trace_spmm
+
+    make = importlib.import_module(f"recipes.{recipe}").recipe
+    cfg = make(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=2)
+    cfg = cfg.with_strings({"train.kernel": kernel})
+    if recipe == "distdgl":
+        cfg = cfg.with_strings({"sample.fanouts": "5,5", "batch_size": "64"})
+    with trace_spmm() as calls:
+        launch(cfg, runner="local", workers=2, out=None).wait(timeout=120)
+    assert calls and {c.kernel for c in calls} == {kernel}
+    with pytest.raises(ParamError, match="'kernel' parameter of TrainLoopConfig must be one of"):
+        cfg.with_strings({"train.kernel": "cusparse"})

@@ -15,17 +15,16 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @pytest.mark.parametrize("kernel", ["torch", "triton"])
 @pytest.mark.parametrize("width", [1, 7, 16, 64, 130])
-def test_cuda_kernels_match_float64(kernel, width, monkeypatch):
+def test_cuda_kernels_match_float64(kernel, width):
     if kernel == "triton" and not kernels._load_triton():
         pytest.skip("Triton does not import")
-    monkeypatch.setenv("WORKBENCH_SPMM", kernel)
-    assert spmm_kernel("cuda") == kernel
+    assert spmm_kernel("cuda", choice=kernel) == kernel
     gen = torch.Generator().manual_seed(width)
     m, n, nnz = 3000, 2000, 40000
     rows = torch.cat([torch.zeros(5000, dtype=torch.int64), torch.randint(0, m, (nnz,), generator=gen)])  # a long row
     cols = torch.randint(0, n, (rows.numel(),), generator=gen)
-    a, a_t = sparse_aggregator(rows, cols, torch.rand(rows.numel(), generator=gen), (m, n), device="cuda")
-    a, a_t = a.to("cuda"), a_t.to("cuda")
+    a, a_t = sparse_aggregator(rows, cols, torch.rand(rows.numel(), generator=gen), (m, n), device="cuda",
+                               kernel=kernel)
     h = torch.randn(n, width, device="cuda")
     ref = a.to_dense().double() @ h.double()
     torch.cuda.synchronize()
@@ -40,7 +39,7 @@ def test_cuda_kernels_match_float64(kernel, width, monkeypatch):
 
 
 @pytest.mark.parametrize("kernel", ["torch", "triton"])
-def test_one_rank_on_cuda_trains_as_on_cpu(kernel, monkeypatch):
+def test_one_rank_on_cuda_trains_as_on_cpu(kernel):
     if kernel == "triton" and not kernels._load_triton():
         pytest.skip("Triton does not import")
     from recipes.full_graph import recipe
@@ -48,6 +47,5 @@ def test_one_rank_on_cuda_trains_as_on_cpu(kernel, monkeypatch):
 
     cfg = dict(graph="sbm:num_nodes=2000,num_blocks=4,avg_degree=10,num_features=16,seed=0", epochs=5)
     cpu = launch(recipe(**cfg), runner="single", device="cpu", out=None, blocking=True).wait()
-    monkeypatch.setenv("WORKBENCH_SPMM", kernel)
-    gpu = launch(recipe(**cfg), runner="single", device="cuda", out=None, blocking=True).wait()
+    gpu = launch(recipe(**cfg, kernel=kernel), runner="single", device="cuda", out=None, blocking=True).wait()
     assert gpu["losses"] == pytest.approx(cpu["losses"], rel=1e-4)

@@ -59,10 +59,8 @@ def test_part_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypat
     pytest.importorskip("dgl")
     make = catgnn.recipe if model == "gcn" else catgnn.sage
     cfg = make(graph=SMALL, epochs=4, num_parts=3, sync_interval=2, hidden=8)
-    monkeypatch.setenv("WORKBENCH_SPMM", "numba")
-    reference = _run(cfg, 2)
-    monkeypatch.setenv("WORKBENCH_SPMM", "dgl")
-    forced = _run(cfg, 2)
+    reference = _run(cfg.with_strings({"train.kernel": "numba"}), 2)
+    forced = _run(cfg.with_strings({"train.kernel": "dgl"}), 2)
     assert forced["losses"] == pytest.approx(reference["losses"], rel=1e-5)
     for k, v in reference["param_checksums"].items():
         assert forced["param_checksums"][k] == pytest.approx(v, rel=1e-5)

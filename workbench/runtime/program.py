@@ -44,6 +44,8 @@ class RankContext:
         stop_requested: poll from the client side; use :meth:`check_stop` to agree across ranks.
         program: name of the program the rank runs (its ``name``; stamped on
             :class:`~workbench.events.StepTimes`).
+        kernel: the sparse kernel choice of the run (``train.kernel``; the program sets it before it builds
+            its matrices, which record it).
     """
 
     rank: int
@@ -54,6 +56,7 @@ class RankContext:
     emit: Callable[[Event], None] = lambda event: None
     stop_requested: Callable[[], bool] = lambda: False
     program: str = ""
+    kernel: str = "auto"
 
     def check_stop(self) -> None:
         """All ranks agree (one tiny all-reduce) whether to stop; raises :class:`StopRequested` on all."""

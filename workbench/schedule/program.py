@@ -70,6 +70,7 @@ class ScheduledProgram(MiniBatchProgram):
 
     def run_rank(self, ctx: RankContext, shard: MiniBatchShard) -> dict:
         cfg = self.config
+        ctx.kernel = cfg.train.kernel
         model = MODELS.build(cfg.method("model"), cfg.model).build(
             in_dim=shard.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
         loop = ScheduledLoop(ctx, model, cfg, shard)
@@ -156,7 +157,7 @@ class ScheduledLoop(MiniBatchLoop):
         dev = self.ctx.device
         with self.timer.phase("fetch"):
             rows = [self._rows(mb, x) for mb, x in zip(got.batches, got.features)]
-        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev), x)
+        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev, self.ctx.kernel), x)
                for mb, x in zip(got.batches, rows)]
         h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
         logsig = torch.nn.functional.logsigmoid

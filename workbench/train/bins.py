@@ -218,12 +218,13 @@ class BinSchedule:
     dst_cap: Optional[int]
     pack_s: float
 
-    def build(self) -> float:
-        """Build every bin's CSR aggregators (once, on the rank); returns the seconds it took."""
+    def build(self, kernel: str = "auto") -> float:
+        """Build every bin's CSR aggregators (once, on the rank) for the sparse kernel ``kernel``; returns the
+        seconds it took."""
         start = time.perf_counter()
         for lb in self.layers:
             if lb.aggregators is None:
-                lb.aggregators = [sparse_aggregator(*t) for t in lb.triplets]
+                lb.aggregators = [sparse_aggregator(*t, kernel=kernel) for t in lb.triplets]
         return time.perf_counter() - start
 
     def summary(self) -> dict:

@@ -182,7 +182,7 @@ class BinnedFullGraphLoop(FullGraphLoop):
     def __init__(self, ctx, model, config, *, exchange, shard: Any, schedule: BinSchedule):
         super().__init__(ctx, model, config, exchange=exchange, shard=shard)
         self.schedule = schedule
-        self.build_s = schedule.build()                    # the bins' CSR blocks, built on the rank
+        self.build_s = schedule.build(ctx.kernel)                    # the bins' CSR blocks, built on the rank
         self.bin_times: list[list[list[float]]] = []     # per epoch, per layer, per bin: forward seconds
         self.forward_s: list[float] = []
         self.backward_s: list[float] = []

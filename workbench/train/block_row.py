@@ -237,10 +237,10 @@ class _BlockRowRank(RankExchange):
         super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
         c, dev = stage.config, ctx.device
         n_i = shard.block_sizes[shard.rank]
-        fwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev, scales=shard.fwd_scales[j])[0].to(dev)
-               for j, (r, cl, w) in enumerate(shard.fwd)]
-        bwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev, scales=shard.bwd_scales[j])[0].to(dev)
-               for j, (r, cl, w) in enumerate(shard.bwd)]
+        fwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev, scales=shard.fwd_scales[j],
+                                 kernel=ctx.kernel)[0] for j, (r, cl, w) in enumerate(shard.fwd)]
+        bwd = [sparse_aggregator(r, cl, w, (n_i, shard.block_sizes[j]), dev, scales=shard.bwd_scales[j],
+                                 kernel=ctx.kernel)[0] for j, (r, cl, w) in enumerate(shard.bwd)]
         clip = None if c.clip_threshold is None else clip_threshold(c.clip_threshold, ctx.world_size, c.clip_scaling)
         self.state = _BlockState(comm=self.comm, rank=shard.rank, sizes=shard.block_sizes, fwd=fwd, bwd=bwd,
                                  grad_clip=clip)

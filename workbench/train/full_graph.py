@@ -218,7 +218,7 @@ class _HaloRank(RankExchange):
         plan = shard.plan
         shape = (plan.num_inner, plan.num_inner + plan.num_halo)
         a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, shape, ctx.device,
-                                   scales=shard.agg_scales)
+                                   scales=shard.agg_scales, kernel=ctx.kernel)
         self.a, self.a_t = a.to(ctx.device), a_t.to(ctx.device)
         self.plan = _plan_to(plan, ctx.device)
 
@@ -334,6 +334,7 @@ class FullGraphProgram(Program):
 
     def run_rank(self, ctx: RankContext, shard: Any) -> dict:
         cfg = self.config
+        ctx.kernel = cfg.train.kernel
         stage = self.exchange()
         model = MODELS.build(cfg.method("model"), cfg.model).build(
             in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed,

@@ -20,11 +20,15 @@ over rows) took 106 ms at width 64 where ``torch.sparse.mm`` on CSR took 403 ms,
   2026-11-24): a compiled Triton CSR kernel (:mod:`workbench.train._spmm_triton`, one row per program,
   16 non-zeros at a time) beat cuSPARSE on the 100k-vertex SBM (0.56x its time at width 16, 0.77x at 64,
   0.90x at 128) but lost on an R-MAT graph with rows of up to 64k non-zeros (1.05x to 2.5x): a row per
-  program leaves the long rows to a few programs. cuSPARSE stays the default; ``WORKBENCH_SPMM=triton``
+  program leaves the long rows to a few programs. cuSPARSE stays the default; ``kernel="triton"``
   takes the Triton kernel on CUDA (graphs with even degrees).
 
-``WORKBENCH_SPMM=torch`` (or ``numba``, or ``dgl``: DGL for every factored matrix, however small; or
-``triton`` on CUDA) overrides the choice, for comparisons. The kernels compute the same sums up to float rounding (tested).
+The choice is a setting of the run, ``train.kernel`` (``--set train.kernel=torch``): ``auto`` (the rules
+above), ``numba``, ``torch``, ``dgl`` (DGL for every factored matrix, however small) or ``triton`` (CUDA).
+It travels with each matrix (:func:`csr_pair` / ``sparse_aggregator(..., kernel=)`` record it on the
+tensor), so every product of a run uses the kernel its config names; a kernel this machine lacks is refused
+before the run starts (:func:`available_kernels`). The kernels compute the same sums up to float rounding
+(tested).
 
 Threads: the numba kernel runs on numba's own pool with as many threads as torch's intra-op count
 (``torch.get_num_threads()``, which the runtimes set to ``cores / ranks on this host``,
@@ -44,16 +48,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import threading
 from typing import Iterator, Optional
 
 import torch
 
-__all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "csr_pair", "compiled", "call_compiled", "SPMM_KERNELS", "DGL_MIN_NNZ", "SpmmCall",
+__all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "csr_pair", "compiled", "call_compiled", "KERNEL_CHOICES",
+           "kernel_of", "set_kernel", "available_kernels", "SPMM_KERNELS", "DGL_MIN_NNZ", "SpmmCall",
            "trace_spmm"]
 
 SPMM_KERNELS = ("dgl", "numba", "torch", "triton")
+KERNEL_CHOICES = ("auto", *SPMM_KERNELS)
+"""What ``train.kernel`` may say."""
 DGL_MIN_NNZ = 1 << 18
 """Non-zeros from which a factored matrix goes through DGL's kernel (smaller ones: numba, no DGL import)."""
 _dgl_ops = None           # dgl.ops, or False when DGL does not import
@@ -195,10 +201,40 @@ def _load_dgl():
     return _dgl_ops
 
 
+def kernel_of(a: torch.Tensor) -> str:
+    """The kernel choice recorded on a matrix (``auto`` when none was)."""
+    return a.__dict__.get("wb_kernel", "auto")
+
+
+def set_kernel(a: torch.Tensor, kernel: str) -> torch.Tensor:
+    """Record the kernel choice ``kernel`` on the matrix ``a`` (what :func:`spmm` will use for it)."""
+    if kernel not in KERNEL_CHOICES:
+        raise ValueError(f"The 'kernel' parameter of set_kernel must be one of {list(KERNEL_CHOICES)}. "
+                         f"Got {kernel!r} instead.")
+    if kernel != "auto":
+        a.__dict__["wb_kernel"] = kernel
+    return a
+
+
+def available_kernels(device: str = "cpu") -> list[str]:
+    """The kernel choices that can run on ``device`` here (``auto`` always can).
+
+    Example:
+        >>> "auto" in available_kernels() and "torch" in available_kernels()
+        True
+    """
+    out = ["auto", "torch"]
+    if torch.device(device).type == "cpu":
+        out += [k for k, ok in (("numba", _load_numba), ("dgl", _load_dgl)) if ok()]
+    elif _load_triton():
+        out.append("triton")
+    return out
+
+
 def _uses_dgl(a: torch.Tensor, h: torch.Tensor) -> bool:
     if h.device.type != "cpu" or h.dtype != torch.float32 or a.__dict__.get("wb_scales") is None:
         return False
-    choice = os.environ.get("WORKBENCH_SPMM", "").strip().lower()
+    choice = kernel_of(a)
     if choice in ("numba", "torch"):
         return False
     if choice != "dgl" and a._nnz() < DGL_MIN_NNZ:
@@ -236,20 +272,20 @@ def _load_triton():
     return _triton_fn
 
 
-def spmm_kernel(device: torch.device | str = "cpu", factored: bool = False) -> str:
-    """The kernel :func:`spmm` uses on ``device``: ``dgl``, ``numba``, ``torch`` or ``triton``. ``factored``:
-    for a large matrix whose weights factor (``csr_pair(..., scales=...)``).
+def spmm_kernel(device: torch.device | str = "cpu", factored: bool = False, choice: str = "auto") -> str:
+    """The kernel :func:`spmm` uses on ``device`` for a matrix whose recorded choice is ``choice``: ``dgl``,
+    ``numba``, ``torch`` or ``triton``. ``factored``: for a large matrix whose weights factor
+    (``csr_pair(..., scales=...)``).
 
     Example:
-        >>> spmm_kernel("cuda")
-        'torch'
+        >>> spmm_kernel("cuda"), spmm_kernel("cpu", choice="torch")
+        ('torch', 'torch')
     """
-    choice = os.environ.get("WORKBENCH_SPMM", "").strip().lower()
     if torch.device(device).type != "cpu":
         return "triton" if choice == "triton" and _load_triton() else "torch"
     if choice == "torch":
         return "torch"
-    if factored and choice in ("", "dgl") and _load_dgl():
+    if factored and choice in ("auto", "dgl") and _load_dgl():
         return "dgl"
     return "numba" if _load_numba() else "torch"
 
@@ -261,11 +297,11 @@ def spmm(a: torch.Tensor, h: torch.Tensor, out: Optional[torch.Tensor] = None) -
     """
     m, width = a.shape[0], h.shape[1]
     if _traces:
-        _record(a, h, out is not None, "dgl" if _uses_dgl(a, h) else spmm_kernel(h.device))
+        _record(a, h, out is not None, "dgl" if _uses_dgl(a, h) else spmm_kernel(h.device, choice=kernel_of(a)))
     if _uses_dgl(a, h):
         res = _dgl_spmm(a, h) if a._nnz() and width else h.new_zeros(m, width)
         return res if out is None else out.add_(res)
-    if spmm_kernel(h.device) == "numba" and h.dtype == torch.float32:
+    if spmm_kernel(h.device, choice=kernel_of(a)) == "numba" and h.dtype == torch.float32:
         if out is None:
             out = torch.zeros(m, width, dtype=h.dtype)
         if a._nnz() and width:
@@ -280,22 +316,22 @@ def spmm(a: torch.Tensor, h: torch.Tensor, out: Optional[torch.Tensor] = None) -
         return out
     if not a._nnz():
         return h.new_zeros(m, width) if out is None else out
-    if h.device.type == "cuda" and h.dtype == torch.float32 and spmm_kernel(h.device) == "triton":
+    if h.device.type == "cuda" and h.dtype == torch.float32 and spmm_kernel(h.device, choice=kernel_of(a)) == "triton":
         return _triton_fn(a.crow_indices(), a.col_indices(), a.values(), h.detach(), out)
     res = torch.sparse.mm(a, h.contiguous())
     return res if out is None else out.add_(res)
 
 
 def csr_pair(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
-             shape: tuple[int, int], scales: Optional[tuple[torch.Tensor, torch.Tensor]] = None
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+             shape: tuple[int, int], scales: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
+             kernel: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
     """``(A, A^T)`` as CSR tensors from COO triplets by a stable counting sort each (columns keep the input
     order inside a row; repeated entries are kept: the kernel sums them as a coalesced matrix would).
     Cheap enough to build per mini-batch block (the kernel reads any column order).
 
     ``scales=(r, c)`` (``(m,)`` and ``(n,)``) says that ``weights == r[rows] * c[cols]``: :func:`spmm` may
     then use an unweighted kernel between two diagonal scalings (``A`` keeps them as ``wb_scales``, ``A^T``
-    gets ``(c, r)``).
+    gets ``(c, r)``). ``kernel``: the choice :func:`spmm` makes for both (see the module docstring).
 
     Example:
         >>> a, a_t = csr_pair(torch.tensor([1, 0]), torch.tensor([0, 2]), torch.tensor([2.0, 3.0]), (2, 3))
@@ -326,7 +362,7 @@ def csr_pair(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
         a, a_t = one(rows, cols, shape[0], shape[1]), one(cols, rows, shape[1], shape[0])
     if scales is not None:
         attach_scales(a, a_t, scales)
-    return a, a_t
+    return set_kernel(a, kernel), set_kernel(a_t, kernel)
 
 
 def attach_scales(a: torch.Tensor, a_t: torch.Tensor, scales: tuple[torch.Tensor, torch.Tensor]) -> None:

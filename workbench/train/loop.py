@@ -20,6 +20,7 @@ from workbench._validation import Config, ErrorCollector
 from workbench.constraints import Interval, OneOf, Options
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.graph import Graph
+from workbench.train.kernels import KERNEL_CHOICES, available_kernels
 from workbench.train.timing import PhaseTimer
 
 __all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer", "allreduce_gradients",
@@ -399,8 +400,17 @@ class TrainLoopConfig(Config):
     """Device memory in bytes (full-graph): a bin holds at most half of it, whole-part training must fit in it;
     ``auto`` = sized from the graph (half the largest part's working set, at least 4 x the largest vertex with
     its neighbours; the summary says which); None = unlimited."""
+    kernel: Annotated[str, Options(*KERNEL_CHOICES)] = "auto"
+    """Sparse kernel of every aggregation: ``auto`` (numba on the CPU, DGL's for large factored matrices where
+    DGL imports, cuSPARSE on CUDA), ``numba``, ``torch``, ``dgl`` or ``triton`` (CUDA); a kernel this machine
+    lacks is refused (:mod:`workbench.train.kernels`)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
+        if self.kernel not in ("auto", "torch"):   # the others need numba, DGL, or CUDA and Triton here
+            here = list(dict.fromkeys(available_kernels("cpu")
+                                      + (available_kernels("cuda") if torch.cuda.is_available() else [])))
+            errs.check(self.kernel in here, "kernel", f"one of the kernels this machine has ({', '.join(here)})",
+                       self.kernel)
         errs.check(not (self.bin_limit == 0 and self.memory_budget is None), "bin_limit",
                    "a vertex count > 0, or 0 together with memory_budget (bins sized to half the budget)", self.bin_limit)
 

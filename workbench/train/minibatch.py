@@ -61,7 +61,7 @@ from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
 from workbench.train.loop import StepOutput, TrainLoop, global_metrics, split_sizes, summarize_ranks
-from workbench.train.kernels import call_compiled, compiled, csr_pair
+from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
 from workbench.train.models import MODELS, GNNModel, SpMM
 
 __all__ = ["MiniBatchProgram", "MiniBatchShard", "MiniBatchLoop", "BlockAggregator", "block_forward", "block_aggregators"]
@@ -75,12 +75,13 @@ EVAL_STEP = -2
 # --------------------------------------------------------------------------------------------------------
 
 
-def block_aggregators(kind: str, blocks: list, device: torch.device) -> list[BlockAggregator]:
+def block_aggregators(kind: str, blocks: list, device: torch.device, kernel: str = "auto") -> list[BlockAggregator]:
     """One :class:`BlockAggregator` per block: how each sampled layer averages its sources.
 
     ``sage``: ``A_b[d, s] = 1 / deg_b(d)``, the mean over the sampled in-neighbours; ``gcn``: the mean over
     the sampled in-neighbours and ``d`` itself (``d`` is source row ``d``: destinations come first). The model
-    says which (:attr:`~workbench.train.models.ModelStage.self_loops`).
+    says which (:attr:`~workbench.train.models.ModelStage.self_loops`). ``kernel``: the run's ``train.kernel``
+    (``auto`` and ``numba``: the compiled block kernel on the CPU; otherwise the weighted CSR product of that kernel).
 
     Example:
         >>> import torch
@@ -92,7 +93,7 @@ def block_aggregators(kind: str, blocks: list, device: torch.device) -> list[Blo
         ([[6.0]], 1)
     """
     self_loop = bool(MODELS.get_class(kind).self_loops)
-    return [BlockAggregator.of(b, self_loop, device) for b in blocks]
+    return [BlockAggregator.of(b, self_loop, device, kernel) for b in blocks]
 
 
 @dataclasses.dataclass(eq=False)
@@ -113,9 +114,10 @@ class BlockAggregator:
     num_dst: int
     self_loop: bool = False
     device: torch.device = torch.device("cpu")
+    kernel: str = "auto"
 
     @classmethod
-    def of(cls, block: Any, self_loop: bool, device: torch.device) -> "BlockAggregator":
+    def of(cls, block: Any, self_loop: bool, device: torch.device, kernel: str = "auto") -> "BlockAggregator":
         """The aggregator of ``block`` (its edges grouped by destination: one compiled pass, or a sort)."""
         nd = block.num_dst
         src, dst = block.edge_src, block.edge_dst
@@ -130,10 +132,11 @@ class BlockAggregator:
             crow = torch.zeros(nd + 1, dtype=torch.int64)
             crow[1:] = torch.cumsum(torch.bincount(dst, minlength=nd), 0)
         deg = (crow[1:] - crow[:-1]).to(torch.float32) + float(self_loop)
-        return cls(crow, src.contiguous(), 1.0 / deg.clamp_min(1.0), nd, self_loop, torch.device(device))
+        return cls(crow, src.contiguous(), 1.0 / deg.clamp_min(1.0), nd, self_loop, torch.device(device), kernel)
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        if h.device.type == "cpu" and h.dtype == torch.float32 and compiled("csr_mean_rows") is not None:
+        if (h.device.type == "cpu" and h.dtype == torch.float32 and self.kernel in ("auto", "numba")
+                and compiled("csr_mean_rows") is not None):
             return _BlockMean.apply(h, self)
         pair = self.__dict__.get("_csr")
         if pair is None or pair[0].shape[1] != h.shape[0]:
@@ -143,7 +146,8 @@ class BlockAggregator:
                 loops = torch.arange(self.num_dst)
                 rows, cols, weight = torch.cat([rows, loops]), torch.cat([cols, loops]), torch.cat([weight, self.scale])
             pair = self.__dict__["_csr"] = tuple(
-                x.to(self.device) for x in csr_pair(rows, cols, weight, (self.num_dst, h.shape[0])))
+                set_kernel(x.to(self.device), self.kernel)
+                for x in csr_pair(rows, cols, weight, (self.num_dst, h.shape[0]), kernel=self.kernel))
         return SpMM.apply(pair[0], pair[1], h)
 
     def transpose(self, num_src: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -289,6 +293,7 @@ class MiniBatchProgram(Program):
     # -- rank side -----------------------------------------------------------------------------------------
     def run_rank(self, ctx: RankContext, shard: MiniBatchShard) -> dict:
         cfg = self.config
+        ctx.kernel = cfg.train.kernel
         model = MODELS.build(cfg.method("model"), cfg.model).build(
             in_dim=shard.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
         return MiniBatchLoop(ctx, model, cfg, shard).run()
@@ -385,7 +390,7 @@ class MiniBatchLoop(TrainLoop):
     def forward(self, batch: tuple[int, torch.Tensor]) -> StepOutput:
         step, seeds = batch
         mb, x = self._sample_and_pull(seeds, self.epoch, step, self.features)
-        logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device), x)
+        logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), x)
         labels = self.labels[seeds.to(self.ctx.device)]
         total = max(self.global_sizes[step], 1)
         loss = torch.nn.functional.cross_entropy(logits, labels, reduction="sum") / total \
@@ -410,7 +415,7 @@ class MiniBatchLoop(TrainLoop):
         with self.ctx.comm.phase("eval_"), self.timer.phase("evaluate", absorb=True):
             for seeds in batches:  # one key for all evaluation batches: a vertex's sample ignores its batch
                 mb, x = self._sample_and_pull(seeds, epoch, EVAL_STEP, self.store)
-                logits.append(block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device), x))
+                logits.append(block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), x))
                 labels.append(self.labels[seeds.to(self.ctx.device)])
         if not logits:
             return torch.zeros(0, self.shard.num_classes, device=self.ctx.device), self.labels[:0]

@@ -353,6 +353,7 @@ class ModelAveragingProgram(Program):
 
     def run_rank(self, ctx: RankContext, payload: _Payload) -> dict:
         cfg = self.config
+        ctx.kernel = cfg.train.kernel
         stage = MODELS.build(cfg.method("model"), cfg.model)
         in_dim = payload.shards[0].features.shape[1]
         models = [stage.build(in_dim=in_dim, out_dim=payload.num_classes,
@@ -393,15 +394,16 @@ class AveragingLoop(TrainLoop):
         dev = ctx.device
         self.parts = []
         for s in payload.shards:
-            a, a_t = sparse_aggregator(s.agg_rows, s.agg_cols, s.agg_weights, (s.num_local, s.num_local),
-                                       scales=s.agg_scales)
-            self.parts.append((s, a.to(dev), a_t.to(dev), s.features.to(dev), s.labels.to(dev), s.train_mask.to(dev)))
+            a, a_t = sparse_aggregator(s.agg_rows, s.agg_cols, s.agg_weights, (s.num_local, s.num_local), dev,
+                                       scales=s.agg_scales, kernel=ctx.kernel)
+            self.parts.append((s, a, a_t, s.features.to(dev), s.labels.to(dev), s.train_mask.to(dev)))
         self.full = None
         if payload.full is not None:
             f = payload.full
             n = f["features"].shape[0]
-            a, a_t = sparse_aggregator(f["rows"], f["cols"], f["weights"], (n, n), scales=f["scales"])
-            self.full = (a.to(dev), a_t.to(dev), f["features"].to(dev), f["labels"].to(dev),
+            a, a_t = sparse_aggregator(f["rows"], f["cols"], f["weights"], (n, n), dev, scales=f["scales"],
+                                       kernel=ctx.kernel)
+            self.full = (a, a_t, f["features"].to(dev), f["labels"].to(dev),
                          tuple(m.to(dev) for m in f["masks"]))
         self.sampler = self.sources = None
         if config.sample is not None:
@@ -453,7 +455,7 @@ class AveragingLoop(TrainLoop):
             mb = self.sampler.sample(seeds, self.sources[k], epoch=self.epoch, step=(s.part << 24) + step)
         with self.timer.phase("fetch"):
             h = x[mb.input_gid.to(x.device)]
-        logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device), h)
+        logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), h)
         y = labels[seeds.to(labels.device)]
         loss = torch.nn.functional.cross_entropy(logits, y)
         yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)

@@ -49,7 +49,7 @@ from torch import nn
 
 from workbench.constraints import Interval, Options
 from workbench.stages import Stage, registry
-from workbench.train.kernels import csr_pair, spmm, spmm_kernel
+from workbench.train.kernels import csr_pair, set_kernel, spmm, spmm_kernel
 
 __all__ = ["GNNModel", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
            "sparse_aggregator", "node_scales", "with_self_loops", "dropout_mask", "INITS", "LAYER_ORDERS", "transform_first", "backward_widths"]
@@ -318,23 +318,24 @@ class SpMM(torch.autograd.Function):
 
 def sparse_aggregator(rows: torch.Tensor, cols: torch.Tensor, weights: torch.Tensor,
                       shape: tuple[int, int], device: Optional[torch.device] = None,
-                      scales: Optional[tuple[torch.Tensor, torch.Tensor]] = None
+                      scales: Optional[tuple[torch.Tensor, torch.Tensor]] = None, kernel: str = "auto"
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(A, A^T)`` as CSR tensors from COO triplets (repeated entries add up in every product).
+    """``(A, A^T)`` as CSR tensors on ``device`` from COO triplets (repeated entries add up in every product).
 
     On CPU with the compiled kernel this is :func:`workbench.train.kernels.csr_pair` (a counting sort:
     seconds less per rank on a 4M-edge part than coalescing); otherwise (or for a ``device`` other than
     the CPU, where cuSPARSE gets sorted rows) coalesced COO to CSR. ``scales`` (:func:`node_scales`): the
-    weights factor, so the CPU may use an unweighted kernel (:mod:`workbench.train.kernels`)."""
+    weights factor, so the CPU may use an unweighted kernel (:mod:`workbench.train.kernels`). ``kernel``: the
+    run's ``train.kernel``, recorded on both matrices."""
     target = torch.device(device) if device is not None else rows.device
-    if target.type == "cpu" and rows.device.type == "cpu" and spmm_kernel("cpu") in ("numba", "dgl"):
-        return csr_pair(rows, cols, weights.to(torch.float32), shape, scales=scales)
+    if target.type == "cpu" and rows.device.type == "cpu" and spmm_kernel("cpu", choice=kernel) in ("numba", "dgl"):
+        return csr_pair(rows, cols, weights.to(torch.float32), shape, scales=scales, kernel=kernel)
     with warnings.catch_warnings():  # "sparse CSR support is in beta": the ops used here are stable
         warnings.simplefilter("ignore", UserWarning)
         a = torch.sparse_coo_tensor(torch.stack([rows, cols]), weights, shape).coalesce().to_sparse_csr()
         a_t = torch.sparse_coo_tensor(torch.stack([cols, rows]), weights,
                                       (shape[1], shape[0])).coalesce().to_sparse_csr()
-    return a, a_t
+    return set_kernel(a.to(target), kernel), set_kernel(a_t.to(target), kernel)
 
 
 # --------------------------------------------------------------------------------------------------------

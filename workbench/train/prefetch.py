@@ -200,8 +200,8 @@ class PrefetchRank(RankExchange):
         keep = tg["keep"]
         w = tg["weights"]
         shape = (self.n, self.n + self.nh)
-        a, a_t = sparse_aggregator(self.edges.target[keep], self.edges.source[keep], w[keep], shape)
-        self._a, self._a_t = a.to(self.ctx.device), a_t.to(self.ctx.device)
+        self._a, self._a_t = sparse_aggregator(self.edges.target[keep], self.edges.source[keep], w[keep], shape,
+                                               self.ctx.device, kernel=self.ctx.kernel)
         self.rec = {"iteration": t, "sg_rows": int(self.draws[t + self.tau]["mask"].sum()),
                     "tg_rows": int(tg["mask"].sum()), "kept_edges": int(keep.sum()), "feature_misses": None,
                     "fwd_age": [], "bwd_age": [], "expected_rows": float(self.expected_rows),
@@ -360,8 +360,8 @@ class PrefetchRank(RankExchange):
         """Logits of the owned rows on the whole graph with current boundary rows (evaluation; no gradient).
         One all-to-all of the full halo per layer, kind ``eval_halo`` (not an exchange kind)."""
         if getattr(self, "_a_full", None) is None:
-            a, _ = sparse_aggregator(self.edges.target, self.edges.source, self.edges.weight, (self.n, self.n + self.nh))
-            self._a_full = a.to(self.ctx.device)
+            self._a_full = sparse_aggregator(self.edges.target, self.edges.source, self.edges.weight,
+                                             (self.n, self.n + self.nh), self.ctx.device, kernel=self.ctx.kernel)[0]
         me = self.plan.rank
 
         def agg(h, layer):
@@ -454,6 +454,7 @@ class PrefetchProgram(FullGraphProgram):
         from workbench.sample.base import SAMPLERS
 
         cfg = self.config
+        ctx.kernel = cfg.train.kernel
         model = MODELS.build(cfg.method("model"), cfg.model).build(
             in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed,
             pinned=self.exchange().pinned_layers(cfg.model.num_layers)).to(ctx.device)
