@@ -129,3 +129,24 @@ def test_an_outside_exchange_runs_registered_only_while_checked():
     with registered(PARTITIONERS["block"]) as name:   # an already registered name is put back as it was
         assert name == "block"
     assert PARTITIONERS["block"].name == "block" and set(CACHES) >= {"none", "degree"}
+
+
+def test_the_readme_example_of_a_new_method_passes_the_conformance_checks(tmp_path, monkeypatch):
+    """The README's "Adding a method" snippet, as printed: registered, checked, refused a bad value."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    from workbench.partition.base import PARTITIONERS
+    from workbench.testing import check_stage
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    code = re.search(r"\*\*Adding a method\*\*.*?```python\n(.*?)```", readme, re.S).group(1)
+    (tmp_path / "readme_stripes.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = importlib.import_module("readme_stripes")
+        check_stage(module.Stripes)
+        assert PARTITIONERS["stripes"] is module.Stripes
+    finally:
+        PARTITIONERS.pop("stripes", None)
