@@ -168,9 +168,10 @@ def check_composition(cfg: Any) -> type:
             continue
         needed = section == "exchange" and program.default_exchange is not None   # it trains through one
         optional = section in ("sample", "cache", "exchange", "schedule") and not needed
+        instead = getattr(program, "instead", {}).get(section)
         errs.add(param_error(f"{section}.method", type(cfg).__name__,
                              f"{'none or ' if optional else ''}a method that {program.trainer} can use: {method!r} "
-                             f"needs {needs}", method))
+                             f"needs {needs}" + (f" ({instead})" if instead else ""), method))
     errs.raise_if_any()
     return program
 

@@ -96,3 +96,30 @@ def test_cli_mix_runs(tmp_path, capsys):
     assert summary["exchange"] == "halo" and summary["staleness"] == "epoch-fixed"
     assert summary["bytes_by_epoch"] == summary["predicted_bytes_by_epoch"]
     assert summary["bytes_by_epoch"][1] < summary["bytes_by_epoch"][0] == summary["bytes_by_epoch"][2]
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_pinned_input_rows_are_a_first_layer_cache_without_any_staleness(graph, world_size):
+    """``exchange.pin_static_input`` with staleness ``none`` (it was silently ignored there): the first layer's
+    remote input rows move in the first epoch only (a cache of every one of them), every other layer every
+    epoch, the counted bytes equal the prediction from the agreed flags, and training is the exact run's."""
+    (exact, _, _), part = _run(graph, world_size, epochs=4, order="aggregate-first")
+    (pinned, results, _), _ = _run(graph, world_size, epochs=4, order="aggregate-first", pin_static_input=True)
+    assert pinned["losses"] == pytest.approx(exact["losses"], rel=1e-6)
+    comm = comm_rows_from_parts(graph, part, world_size)
+    first_layer = int(comm.sum()) * graph.num_features * 4              # layer 0's forward rows, float32
+    full = exact["predicted_bytes_per_epoch"]
+    assert pinned["bytes_by_epoch"] == [full] + [full - first_layer] * 3 == pinned["predicted_bytes_by_epoch"]
+    assert _counted_by_epoch(results) == pinned["bytes_by_epoch"]
+
+
+def test_a_cache_under_full_graph_training_points_to_the_pinned_input():
+    from workbench._validation import ParamError
+    from workbench.compose import RunConfig
+
+    with pytest.raises(ParamError, match=r"'cache.method' parameter of RunConfig .* exchange.pin_static_input=true "
+                                         r"caches all of them"):
+        RunConfig.compose(graph="karate", cache="degree").build()
+    with pytest.raises(ParamError, match="'pin_static_input' parameter of PrefetchExchange.Config must be False"):
+        RunConfig.compose(graph="karate", sample="psc", exchange="prefetch").with_strings(
+            {"exchange.pin_static_input": "true"})

@@ -85,6 +85,8 @@ class Program(abc.ABC):
     trainer: ClassVar[str] = "this program"
     #: the exchange a config gets when its sample method switches to this program and it gives none
     default_exchange: ClassVar[Optional[str]] = None
+    #: section -> what this program offers instead of a refused method of that section (said in the refusal)
+    instead: ClassVar[dict] = {}
 
     def __init__(self, config: Any):
         self.config = config

@@ -78,7 +78,9 @@ class Exchange(Stage):
         epsilon: Annotated[float, Interval(0, None)] = 1.0
         """Staleness bound: epochs for epoch-fixed/adaptive (a whole number), the relative gap for variation-gap."""
         pin_static_input: bool = False
-        """Send the input features X once and never again (they never change; decision D5)."""
+        """Send the first layer's remote input rows once and never again (the features never change; decision
+        D5): a cache of every remote input row, filled in the first epoch; layer 0 then aggregates first. Works
+        with any staleness policy, ``none`` included."""
         gap_norm: Annotated[str, Options(*GAP_NORMS)] = "relative"
         """Variation gap: ``relative`` Frobenius norm ‖H−H̃‖/‖H̃‖ or ``mean_abs`` mean |H−H̃| (decision D6)."""
         max_skip: Annotated[Optional[int], OneOf(None, Interval(0, None))] = None

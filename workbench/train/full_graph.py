@@ -236,6 +236,9 @@ class FullGraphProgram(Program):
     provides = frozenset({"embedding exchange", "whole-part layers"})
     trainer = "full-graph training (sample.method=none)"
     default_exchange = "halo"
+    instead = {"cache": "full-graph training moves the first layer's remote input rows through the exchange, "
+                        "and exchange.pin_static_input=true caches all of them: sent in the first epoch, never "
+                        "again (layer 0 then aggregates first)"}
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config)

@@ -100,6 +100,9 @@ class PrefetchExchange(Exchange):
             super()._validate(errs)
             errs.check(self.staleness == "none", "staleness",
                        "'none' for the prefetch exchange (its staleness is tau)", self.staleness)
+            errs.check(not self.pin_static_input, "pin_static_input",
+                       "False for the prefetch exchange (its input rows come through the feature source, "
+                       "which cache.method caches)", self.pin_static_input)
 
     def pinned_layers(self, num_layers: int) -> frozenset:
         """Every layer aggregate-first: the streams and the byte formulas of digest §6 (and the features

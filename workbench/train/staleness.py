@@ -138,7 +138,9 @@ class StalenessPolicy:
 
     @property
     def active(self) -> bool:
-        return self.config.staleness != "none"
+        """Whether the exchange skips anything: a staleness rule, or ``pin_static_input`` alone (the first
+        layer's input rows sent once, every other layer every epoch)."""
+        return self.config.staleness != "none" or bool(self.config.pin_static_input)
 
     def wrap(self, comm):
         """The communicator the exchange sends through: a skipping wrapper, or ``comm`` itself for ``none``."""
@@ -149,6 +151,8 @@ class StalenessPolicy:
         return SkipBroadcastCommunicator(comm, skip_kinds=(self.skip_kind,))
 
     def _proposals(self, comm, layer: int, gap: Optional[float]) -> torch.Tensor:
+        if self.config.staleness == "none":   # pin_static_input alone: every root sends every other layer
+            return torch.ones(comm.world_size, dtype=torch.bool)
         rule = STALENESS_RULES[self.config.staleness]
         return torch.tensor([bool(rule(self, comm, layer, j, comm.age(layer, j), gap))
                              for j in range(comm.world_size)], dtype=torch.bool)
