@@ -75,7 +75,7 @@ def _strip_cell(cell, name: str, index: int, rules) -> list[str]:
                 problems.append(f"{name}: code cell {index}: a Bokeh document that nbval_sanitize.cfg does not reduce")
             out.data = {k: (html if k == "text/html" else v) for k, v in data.items()}
             # the exec renderer needs an id; a fixed one keeps re-saved notebooks free of churn
-            out.metadata = {EXEC: {"id": f"stored-{cell.get('id', index)}-{n}"}} if EXEC in data else {}
+            out.metadata = {EXEC: {"id": f"stored-{cell.get('id', index)}-{len(outputs)}"}} if EXEC in data else {}
         size = sum(len(v) if isinstance(v, str) else len(str(v)) for v in out.data.values())
         if compared and size > MAX_OUTPUT_CHARS:
             problems.append(f"{name}: code cell {index} stores {size} characters of output")

@@ -9,15 +9,21 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
   ``balance_train``);
 * **sample**: ``neighbor``, per-layer fan-outs in DGL's order (``fanouts[i]`` for block ``i`` counted from
   the input, so ``15,10,5`` takes 5 neighbours per seed), owner-routed (each frontier vertex sampled by
-  its owner: kinds ``sample_req``/``sample_resp``); trainer ``r``'s seeds are part ``r``'s training
-  vertices and every trainer runs ``max_r ceil(n_r / batch_size)`` steps;
+  its owner: kinds ``sample_req``/``sample_resp``); the training vertices are split by DistDGL's balanced
+  split (Fig. 7, ``sample.split=balanced``): every trainer gets an equal share (within one vertex), taken
+  from its own part's training vertices first, then from the other parts' surplus, so every trainer runs the
+  same number of steps over distinct seeds (``--set sample.split=own``: each trainer exactly its part's
+  training vertices, short trainers repeating batches up to ``max_r ceil(n_r / batch_size)`` steps);
 * **cache**: ``none`` by default: every remote input row is pulled from its owner like DistDGL's KVStore
   (kinds ``feature_req``/``feature``); ``--set cache.policy=degree --set cache.ratio=0.1`` adds PaGraph's
   static degree cache;
 * **model**: GraphSAGE-mean on the sampled blocks; **train**: Adam, gradients all-reduced every step.
 
-Faithful: owner-compute with 1-hop structure per part, sampling at the owner, the balanced split, one
-synchronous all-reduce per step, the global batch = the sum of the trainers' batches.
+Faithful: owner-compute with 1-hop structure per part, sampling at the owner, the balanced split (equal shares,
+the most local seeds any equal split keeps; DistDGL assigns contiguous ranges of the relabeled ids to the
+machine overlapping them most, which keeps at most as many, and splits a machine's share over its trainers
+at random: here one trainer per part), one synchronous all-reduce per step, the global batch = the sum of the
+trainers' batches.
 
 Simplified: 3 layers of width 64 on a products-shaped generated graph (5,000 vertices) instead of width
 256 on ogbn-products; thread or Dask-process trainers on one machine instead of 4-16 machines; no sparse
@@ -28,8 +34,8 @@ paper (digest §2.11 item 3): chosen here, not tuned.
 Example:
     >>> from recipes.distdgl import recipe
     >>> cfg = recipe(epochs=2)
-    >>> cfg.method("sample"), cfg.sample.fanouts, cfg.method("cache")
-    ('neighbor', (15, 10, 5), 'none')
+    >>> cfg.method("sample"), cfg.sample.fanouts, cfg.sample.split, cfg.method("cache")
+    ('neighbor', (15, 10, 5), 'balanced', 'none')
     >>> recipe().with_strings({"cache.policy": "degree", "cache.ratio": "0.1"}).method("cache")
     'degree'
 """
@@ -46,11 +52,12 @@ DEFAULT_GRAPH = "products-like:num_nodes=5000,seed=0"
 
 
 def recipe(**overrides) -> RunConfig:
-    """GraphSAGE-mean, 3 layers of 64, fan-outs 15,10,5, 128 seeds per trainer, METIS with train balance."""
+    """GraphSAGE-mean, 3 layers of 64, fan-outs 15,10,5, 128 seeds per trainer, METIS with train balance, the
+    balanced split."""
     return RunConfig(
         graph=DEFAULT_GRAPH,
         partition=MetisPartitioner.Config(seed=0, balance_train=True),
-        sample=NeighborSampler.Config(fanouts=(15, 10, 5), batch_size=128, seed=0),
+        sample=NeighborSampler.Config(fanouts=(15, 10, 5), batch_size=128, seed=0, split="balanced"),
         cache=None,
         exchange=None,
         model=GraphSAGE.Config(hidden=64, num_layers=3),

@@ -8,7 +8,8 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 * **partition**: METIS;
 * **sample**: ``psc`` (Algorithm 2, the KKT solution of §3.3: budget epsilon |N_i|, a_inner = 1.1,
   a_boundary = 1, delta floor, refresh every R = 10 iterations, estimates from the last embeddings and
-  current weights, boundary estimates shipped by their owners); baselines ``uniform_edge``, ``nodewise``
+  current weights, at t = 0 from the features and the initial weights, boundary estimates shipped by their
+  owners); baselines ``uniform_edge``, ``nodewise``
   (GraphSAGE-style), ``bns`` (BNS-GCN) (:mod:`workbench.sample.psc`);
 * **cache**: ``inclusion`` (top ``ratio`` of the rank's boundary vertices by inclusion probability,
   re-ranked at every sampler refresh, entering rows fetched as ``cache_refresh``); ``degree``, ``random``;

@@ -70,7 +70,7 @@ def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
         assert got["feature"] == total("feature_misses") * D * 4
         assert got["feature_req"] == total("feature_misses") * 8
         assert got["prefetch_stats"] == 4 * total("stats_rows")
-        assert (total("stats_rows") > 0) == (t % 2 == 0 and t > 0)
+        assert (total("stats_rows") > 0) == (t % 2 == 0)          # t = 0 included: features x initial weights
     rows = sum(r["prefetch_records"][0]["sg_rows"] for r in results)
     assert summary["remote_feature_rows"][0] == rows
     misses = sum(r["prefetch_records"][0]["feature_misses"] for r in results)
@@ -87,6 +87,41 @@ def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
     assert sum(r["exchange_kind_bytes_by_epoch"][0]["cache_fill"] for r in results) == sum(
         {e.rank: e.fill_bytes for e in stats}.values())
     assert len([e for e in events if isinstance(e, SampleStats)]) == 3 * 5
+
+
+def test_probabilities_at_t0_come_from_the_features_and_the_initial_weights(monkeypatch):
+    """Issue 25: before the first forward the sampler is not uniform: h_j = ||X_j W^(1)||^2 (the features and the
+    initial weights, the first term of sum_l ||H_j^(l) W^(l+1)||^2), boundary h shipped by the owners, then Eq. 19."""
+    import torch
+
+    from workbench.data import load_graph
+    from workbench.sample import SAMPLERS
+    from workbench.testing import run_program
+    from workbench.train.models import MODELS
+    from workbench.train.prefetch import PrefetchRank
+
+    cfg = psc_gcn.recipe(**{**SMALL, "epochs": 1}).with_strings({"sample.epsilon": "0.3", "exchange.tau": "1"})
+    seen = []
+    refresh = PrefetchRank._refresh
+
+    def spy(self, t):
+        refresh(self, t)
+        seen.append((t, torch.cat([self.plan.inner_gid, self.plan.halo_gid]), self.p.clone(), self.edges))
+
+    monkeypatch.setattr(PrefetchRank, "_refresh", spy)
+    _, results, _ = run_program(cfg.build(), 2)
+    g = load_graph(SMALL["graph"])
+    w0 = MODELS.build(cfg.method("model"), cfg.model).build(in_dim=g.num_features, out_dim=g.num_classes,
+                                                            seed=cfg.train.seed).neigh[0].weight.detach()
+    h = (g.features @ w0.t()).double().pow(2).sum(1)                   # ||X_j W^(1)||^2 of every vertex
+    sampler = SAMPLERS.build("psc", cfg.sample)
+    assert sorted(t for t, *_ in seen) == [0, 0]
+    for _, gids, p, edges in seen:
+        torch.testing.assert_close(p, sampler.probabilities(edges, h[gids]), rtol=1e-5, atol=1e-9)
+        other = ~edges.self_loop
+        assert not torch.allclose(p[other], torch.full_like(p[other], 0.3))              # not Algorithm 2's line 2
+        assert p[other].sum().item() == pytest.approx(0.3 * int(other.sum()), rel=1e-6)  # the same budget
+    assert all(r["prefetch_records"][0]["stats_rows"] > 0 and r["prefetch_refreshes"][0]["estimates"] for r in results)
 
 
 def test_recipe_json_has_the_psc_figures(tmp_path):

@@ -52,6 +52,35 @@ def test_even_split_is_dgl_force_even(setup):
     assert sizes == [train.numel() // 3 + (1 if r < train.numel() % 3 else 0) for r in range(3)]
 
 
+@pytest.mark.parametrize("skew", [0.0, 0.5, 0.9])
+def test_balanced_split_is_equal_and_takes_its_own_part_first(skew):
+    """DistDGL's Fig. 7: equal shares (within one vertex), each trainer's share from its own part first, and
+    the local seeds the most any equal split keeps: sum_r min(share_r, n_r) with the extra vertices on the
+    fullest parts (checked against every choice of the trainers that get one more)."""
+    from itertools import combinations
+
+    gen = torch.Generator().manual_seed(1)
+    P, N = 4, 400
+    node_part = torch.randint(0, P, (N,), generator=gen)
+    node_part[torch.rand(N, generator=gen) < skew] = 0                # skewed: part 0 owns most training ids
+    train = torch.nonzero(torch.rand(N, generator=gen) < 0.3).flatten()
+    split = split_seeds(train, node_part, P, mode="balanced")
+    sizes = [s.numel() for s in split.seeds]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == train.numel()
+    assert torch.equal(torch.sort(torch.cat(split.seeds)).values, train)          # a partition of the ids
+    own = torch.bincount(node_part[train], minlength=P).tolist()
+    local = [int((node_part[s] == r).sum()) for r, s in enumerate(split.seeds)]
+    assert local == [min(sizes[r], own[r]) for r in range(P)]                     # own part first
+    n = train.numel()
+    best = max(sum(min(n // P + (r in extra), own[r]) for r in range(P))
+               for extra in combinations(range(P), n % P))
+    assert sum(local) == best                                                     # maximal locality
+    even = split_seeds(train, node_part, P, mode="even")
+    assert sum(local) >= sum(int((node_part[s] == r).sum()) for r, s in enumerate(even.seeds))
+    if skew:
+        assert split.num_steps(16) < split_seeds(train, node_part, P).num_steps(16)   # no repeated batches
+
+
 def test_shuffle_is_seeded_by_seed_and_epoch(setup):
     train, node_part = setup
     split = split_seeds(train, node_part, 3)
@@ -62,5 +91,5 @@ def test_shuffle_is_seeded_by_seed_and_epoch(setup):
 
 
 def test_bad_mode_lists_the_valid_ones(setup):
-    with pytest.raises(ParamError, match=r"must be one of \['own', 'even'\]"):
+    with pytest.raises(ParamError, match=r"must be one of \['own', 'balanced', 'even'\]"):
         split_seeds(*setup, 3, mode="uneven")

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -36,9 +37,10 @@ def _close(a, b, rtol=1e-5):
     np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=rtol, atol=1e-7)
 
 
-@pytest.mark.parametrize("workers,model", [(2, "sage"), (3, "gcn")])
-def test_ranks_equal_the_single_process_reference(workers, model):
-    config = _config().replace(model=model)
+@pytest.mark.parametrize("workers,model,split", [(2, "sage", "balanced"), (3, "gcn", "balanced"), (3, "gcn", "own")])
+def test_ranks_equal_the_single_process_reference(workers, model, split):
+    config = _config().replace(model=model).with_strings({"sample.split": split})
+    assert _config().sample.split == "balanced"                # the recipe's default: DistDGL's Fig. 7
     ref = _run(config.with_strings({"sample.trainers": str(workers)}), "single", 1)
     dist = _run(config, "local", workers)
     _close(dist["losses"], ref["losses"])
@@ -51,6 +53,8 @@ def test_ranks_equal_the_single_process_reference(workers, model):
     assert dist["sampled_edges"] >= ref["sampled_edges"] and dist["steps"] == ref["steps"]
     assert dist["accuracy"] == pytest.approx(ref["accuracy"])
     assert ref["remote_feature_rows"] == [0] * 3 and min(dist["remote_feature_rows"]) > 0
+    if split == "balanced":                                   # equal shares: the largest share's batches
+        assert dist["steps"] == [math.ceil(math.ceil(ref["split_sizes"]["train"] / workers) / 32)] * 3
 
 
 @pytest.mark.parametrize("policy,ratio", [("none", 0.0), ("degree", 0.1), ("random", 0.3), ("lru", 0.2)])

@@ -19,6 +19,9 @@ rule per *sender*: a STALE sender sends nothing (its pieces are emptied, so noth
 every receiver reuses the piece that sender last sent it (decisions H1, H2 in
 :mod:`workbench.train.staleness`).
 
+Inside :meth:`SkipBroadcastCommunicator.fresh` (an evaluation pass) every round is executed and nothing
+is cached: the cache, the versions and the sent blocks stay as training left them.
+
 Example:
     >>> import threading, torch
     >>> from workbench.communicate.inprocess import InProcessGroup
@@ -39,6 +42,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Optional, Sequence
 
@@ -101,6 +105,17 @@ class SkipBroadcastCommunicator(Communicator):
         self.sent: dict[int, torch.Tensor] = {}
         self.active: dict[int, list[bool]] = {}
         self.skipped: list[tuple[int, int, int]] = []
+        self._fresh = False
+
+    @contextlib.contextmanager
+    def fresh(self):
+        """Inside: every round executed, nothing skipped and nothing cached (an evaluation pass; the cache,
+        versions and sent blocks stay as training left them)."""
+        old, self._fresh = self._fresh, True
+        try:
+            yield self
+        finally:
+            self._fresh = old
 
     def set_epoch(self, epoch: int) -> None:
         super().set_epoch(epoch)
@@ -135,6 +150,8 @@ class SkipBroadcastCommunicator(Communicator):
 
     # ------------------------------------------------------------------------------------------------ verbs
     def broadcast(self, tensor: torch.Tensor, src: int, *, kind: str, layer: int = -1) -> torch.Tensor:
+        if self._fresh:
+            return super().broadcast(tensor, src, kind=kind, layer=layer)
         flags = self.active.get(layer)
         if kind in self.skip_kinds and flags is not None and not flags[src]:
             self.skipped.append((self.epoch, layer, src))
@@ -155,7 +172,7 @@ class SkipBroadcastCommunicator(Communicator):
 
     def all_to_all(self, tensors: Sequence[torch.Tensor], *, kind: str, layer: int = -1) -> list[torch.Tensor]:
         flags = self.active.get(layer)
-        if kind not in self.skip_kinds or flags is None:
+        if kind not in self.skip_kinds or flags is None or self._fresh:
             return super().all_to_all(tensors, kind=kind, layer=layer)
         me = self.rank
         sends = [t if flags[me] else t[:0] for t in tensors]   # a STALE sender sends nothing

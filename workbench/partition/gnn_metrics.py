@@ -6,8 +6,9 @@ partition costs such a trainer:
 
 * **per-split balance**: labelled vertices of each split (train/val/test) per part, and ``max / mean``;
 * **blocks**: the K-hop neighbourhood blocks of ByteGNN's step 1 (:func:`~workbench.partition.bytegnn.
-  neighbourhood_blocks`), their count and size distribution, and the fraction of block vertices that sit in
-  their centre's part (``block_vertices_local``; 1.0 = every block kept whole);
+  neighbourhood_blocks`; a ``bytegnn`` partition's own tie rule), their count and size distribution, and the
+  fraction of block vertices that sit in their centre's part (``block_vertices_local``; 1.0 = every block kept
+  whole);
 * **remote K-hop accesses per split**: each split's vertices are seeds of their owner's trainer (the sample
   stage's ``own`` split, batches of ``batch_size``), sampled with the ``neighbor`` sampler's keyed draws; an
   *access* is one sampled edge (reading the source vertex's adjacency or, in the input layer, its
@@ -110,7 +111,9 @@ def sampling_metrics(result: Any, *, fanouts: tuple = (10, 10), batch_size: int 
     counts = {s: torch.bincount(node_part[v], minlength=P).tolist() for s, v in ids.items()}
     balance = {s: (max(c) / (sum(c) / P) if sum(c) else None) for s, c in counts.items()}
     labelled = torch.cat(list(ids.values())).numpy()
-    block = neighbourhood_blocks(graph, labelled, len(fanouts))
+    opts = result.options if result.method == "bytegnn" else {}
+    block = neighbourhood_blocks(graph, labelled, len(fanouts), ties=opts.get("ties", "most"),
+                                 seed=int(opts.get("seed", 0)))
     sizes = block_sizes(block)
     has = block >= 0
     npart = node_part.numpy()

@@ -274,8 +274,8 @@ class Sampler(Stage):
         seed: Annotated[int, Interval(0, None)] = 0
         """Seed of every random draw (neighbours and the per-epoch shuffle of the seeds)."""
         split: Annotated[str, Options(*SPLIT_MODES)] = "own"
-        """How training vertices go to trainers: ``own`` (each trainer its part's, DistDGL's locality rule) or
-        ``even`` (DGL's ``node_split(force_even=True)``)."""
+        """How training vertices go to trainers: ``own`` (each trainer its part's), ``balanced`` (DistDGL's Fig. 7:
+        equal shares, each from its own part first) or ``even`` (DGL's ``node_split(force_even=True)``)."""
         trainers: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
         """Trainers whose split is simulated: None = one per rank. A 1-rank run with ``trainers=P`` trains on the
         union of the P trainers' batches every step: the single-process reference of a P-rank run."""

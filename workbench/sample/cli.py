@@ -72,8 +72,8 @@ def register(subparsers: Any) -> None:
                    help=f"sampling method: one of {', '.join(block_samplers())} (default: neighbor)")
     p.add_argument("--replace", action="store_true", help="sample with replacement")
     p.add_argument("--split", default="own", choices=SPLIT_MODES,
-                   help="own: each trainer samples its part's training vertices (default); even: DGL's "
-                        "node_split(force_even=True)")
+                   help="own: each trainer samples its part's training vertices (default); balanced: "
+                        "DistDGL's equal shares, own part first; even: DGL's node_split(force_even=True)")
     p.add_argument("--cache", default="none", metavar="POLICY", help="feature cache policy (default: none)")
     p.add_argument("--cache-ratio", type=float, default=0.0, metavar="R",
                    help="cache capacity as a fraction of the vertices a rank does not own (default 0)")

@@ -19,9 +19,11 @@ psc            Algorithm 2 with the KKT solution of §3.3 (Eq. 19): ``p_ij`` min
                ``h_j = sum_l ||H_j^(l) W^(l+1)||^2`` (digest §3.1); ``estimator`` picks ``h``: ``embeddings``
                (the last forward's rows and the current weights; a boundary vertex's ``h_j`` is shipped by
                its owner, one float per boundary vertex and refresh, kind ``prefetch_stats``; A6),
-               ``features`` (``||X_j||^2``, static) or ``none`` (``h = 1``). Until the first refresh
-               ``p_ij = epsilon`` (line 2); ``p`` is recomputed every ``refresh`` iterations
-               (semi-dynamic, A7).
+               ``features`` (``||X_j||^2``, static) or ``none`` (``h = 1``). At t = 0, before any
+               forward, ``embeddings`` takes the one term already known, the features with the initial
+               weights: ``h_j = ||X_j W^(1)||^2`` (Algorithm 2 estimates y from what is known before it
+               draws; line 2's ``p_ij = epsilon`` is only the value without any estimate, ``h=None``);
+               ``p`` is recomputed every ``refresh`` iterations (semi-dynamic, A7).
 uniform_edge   ``p_ij = epsilon`` for every edge (the uniform baseline of Lemma 3).
 nodewise       GraphSAGE-style node-wise sampling: target ``i`` keeps exactly
                ``max(1, round(epsilon |N_i|))`` in-neighbours, uniformly without replacement

@@ -1,13 +1,21 @@
 """DistDGL's split of the training vertices over trainers, and the per-epoch seed batches.
 
-Synchronous SGD needs every trainer to run the same number of steps per epoch (digest 000 §2.6). Two
-splits, both with trainer ``r`` = part ``r``:
+Synchronous SGD needs every trainer to run the same number of steps per epoch (digest 000 §2.6). Three
+splits, all with trainer ``r`` = part ``r``:
 
-* ``own`` (default, DistDGL's locality rule): trainer ``r``'s seeds are the training vertices its part
-  owns (multi-constraint METIS, ``balance_train``, keeps the counts close). Steps per epoch =
+* ``own`` (the sample stage's default): trainer ``r``'s seeds are the training vertices its part owns
+  (multi-constraint METIS, ``balance_train``, keeps the counts close, but not equal). Steps per epoch =
   ``max_r ceil(n_r / batch_size)``; a trainer with fewer batches starts its (same) shuffled list again
   (step ``s`` uses its batch ``s mod ceil(n_r / batch_size)``; a part without training vertices gets
-  empty batches but still takes part in every step's collectives).
+  empty batches but still takes part in every step's collectives), so small parts' seeds are over-sampled.
+* ``balanced`` (DistDGL's balanced split, Fig. 7; the ``distdgl`` recipe's default): every trainer gets an
+  equal share (``n // P``, one more for ``n mod P`` of them), taken from its own part first: trainer ``r``
+  keeps ``min(share_r, n_r)`` of its part's training vertices (the lowest ids), and the parts' surplus, in
+  the relabeled order (by part, then global id), goes to the short trainers in rank order, so a short
+  trainer takes the following parts' surplus as Fig. 7's ranges take their neighbours'. The extra vertices
+  go to the trainers whose parts own the most training vertices, so the local seeds
+  ``sum_r min(share_r, n_r)`` are the most any equal split keeps (DistDGL's "range to the machine with the
+  largest overlap" keeps fewer when a range straddles parts).
 * ``even`` (DGL's ``node_split(force_even=True)``): the training ids in part order (DistDGL's relabeled
   order: by part, then global id) are cut into ``P`` contiguous chunks whose sizes differ by at most one,
   chunk ``r`` to trainer ``r``; exact balance for a little locality.
@@ -25,6 +33,9 @@ Example:
     >>> [s.tolist() for s in split_seeds(torch.tensor([0, 1, 2, 5]), torch.tensor([0, 0, 0, 1, 1, 1]), 2,
     ...                                  mode="even").seeds]
     [[0, 1], [2, 5]]
+    >>> part = torch.tensor([0, 0, 0, 0, 0, 1, 1, 2, 2, 2])                  # training counts 5, 2, 3
+    >>> [s.tolist() for s in split_seeds(torch.arange(10), part, 3, mode="balanced").seeds]
+    [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ from workbench.sample.keyed import mix64, stream_key
 
 __all__ = ["SeedSplit", "split_seeds", "SPLIT_MODES"]
 
-SPLIT_MODES = ("own", "even")
+SPLIT_MODES = ("own", "balanced", "even")
 
 
 @dataclasses.dataclass(eq=False)
@@ -79,10 +90,32 @@ def split_seeds(train_gid: torch.Tensor, node_part: torch.Tensor, num_parts: int
     part = node_part[train_gid]
     order = torch.argsort(part * max(node_part.numel(), 1) + train_gid)   # by (part, global id)
     ordered, part = train_gid[order], part[order]
+    own = torch.bincount(part, minlength=num_parts).tolist()
     if mode == "own":
-        counts = torch.bincount(part, minlength=num_parts).tolist()
+        chunks = torch.split(ordered, own)
+    elif mode == "balanced":
+        chunks = _balanced(ordered, own, num_parts)
     else:
         n = ordered.numel()
         counts = [n // num_parts + (1 if r < n % num_parts else 0) for r in range(num_parts)]
-    chunks = [torch.sort(c).values for c in torch.split(ordered, counts)]
-    return SeedSplit(seeds=chunks, mode=mode)
+        chunks = torch.split(ordered, counts)
+    return SeedSplit(seeds=[torch.sort(c).values for c in chunks], mode=mode)
+
+
+def _balanced(ordered: torch.Tensor, own: list[int], num_parts: int) -> list[torch.Tensor]:
+    """Equal shares, each from its own part first (``ordered``: the training ids by part, then id)."""
+    n = ordered.numel()
+    share = [n // num_parts] * num_parts
+    for r in sorted(range(num_parts), key=lambda r: (-own[r], r))[: n % num_parts]:
+        share[r] += 1                                                  # the extras to the fullest parts
+    kept, surplus = [], []
+    for r, mine in enumerate(torch.split(ordered, own)):
+        kept.append(mine[: share[r]])
+        surplus.append(mine[share[r]:])
+    pool = torch.cat(surplus) if surplus else ordered[:0]
+    lo, chunks = 0, []
+    for r in range(num_parts):
+        need = share[r] - kept[r].numel()
+        chunks.append(torch.cat([kept[r], pool[lo: lo + need]]))
+        lo += need
+    return chunks

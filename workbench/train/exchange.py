@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Annotated, Any, ClassVar, Optional
 
@@ -90,6 +91,11 @@ class Exchange(Stage):
         skip: Annotated[str, Options(*SKIP_TARGETS)] = "embeddings"
         """What stale copies replace: ``embeddings`` (SANCUS: forward rows) or ``gradients`` (the SkipG
         baseline: backward rows, with the epoch-fixed bound; decision D9)."""
+        eval_pass: Annotated[str, Options("auto", "always")] = "auto"
+        """Accuracy from one more forward pass after the update, eval mode, every block fresh (its traffic
+        ``eval_*``): ``auto`` when the model has dropout or a staleness policy skips blocks (the training
+        forward is then not the model's), ``always`` after every update (the ``sancus`` recipe: CAGNET and its
+        stale variants then report the same thing, the updated model's accuracy)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             if getattr(STALENESS_RULES.get(self.staleness), "whole_epochs", False):
@@ -142,12 +148,31 @@ class RankExchange:
         self.kinds = kinds
         self.epoch = 0
         self.timer = PhaseTimer()
+        self.evaluating = False
 
     def aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        """``(num_owned, F)`` = ``Â H`` of the owned rows; the policy agrees this layer's flags first."""
-        self.before_layer(h, layer)
-        self.policy.before_layer(self.comm, self.ctx, layer, self.epoch, h)
+        """``(num_owned, F)`` = ``Â H`` of the owned rows; the policy agrees this layer's flags first (not in
+        an :meth:`evaluation` pass)."""
+        if not self.evaluating:
+            self.before_layer(h, layer)
+            self.policy.before_layer(self.comm, self.ctx, layer, self.epoch, h)
         return self._aggregate(h, layer)
+
+    @contextlib.contextmanager
+    def evaluation(self):
+        """An evaluation forward pass: every block fresh and every round executed (the staleness policy is
+        not consulted; its cache, versions, flags and events stay as training left them), the traffic counted
+        under ``eval_`` kinds, apart from the training epoch's."""
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.ctx.comm.phase("eval_"))
+            if self.comm is not self.ctx.comm:          # the staleness wrapper counts its own verbs
+                stack.enter_context(self.comm.phase("eval_"))
+                stack.enter_context(self.comm.fresh())
+            self.evaluating = True
+            try:
+                yield self
+            finally:
+                self.evaluating = False
 
     def before_layer(self, h: torch.Tensor, layer: int) -> None:
         """Called before the policy, e.g. to keep a layer's input for a weight-gradient form."""

@@ -41,10 +41,14 @@ class FullGraphLoop(TrainLoop):
         return StepOutput(loss, logits, self.labels, self.masks)
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
-        if getattr(self.model, "dropout", 0.0) > 0:   # accuracy without dropout: one more forward pass, eval mode
+        # accuracy without dropout and, under a staleness policy, with every block fresh (SANCUS's accuracy is
+        # the model's, not the stale training forward's): one more forward pass, eval mode, whose exchange is
+        # evaluation traffic (kinds eval_*), not the training epoch's
+        policy = self.exchange.policy
+        if (getattr(self.model, "dropout", 0.0) > 0 or policy.active
+                or getattr(policy.config, "eval_pass", "auto") == "always"):
             self.model.eval()
-            # the halo rows of this pass are evaluation traffic (kinds eval_*), not the training epoch's
-            with torch.no_grad(), self.ctx.comm.phase("eval_"):
+            with torch.no_grad(), self.exchange.evaluation():
                 logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
             self.model.train()
             o = outputs[0]

@@ -221,7 +221,7 @@ class PrefetchRank(RankExchange):
             est = sampler.config.estimator
             if est == "none":
                 h = torch.ones(self.n + self.nh, dtype=torch.float64)
-            elif est == "features" or (est == "embeddings" and self.inputs):
+            else:                                   # embeddings at t = 0: features x initial weights
                 h = self._estimates(est)
         self.p = sampler.probabilities(self.edges, h) if sampler is not None else \
             torch.ones(self.edges.num_edges, dtype=torch.float64)
@@ -251,16 +251,18 @@ class PrefetchRank(RankExchange):
 
     def _estimates(self, est: str) -> torch.Tensor:
         """``(n + nh,)`` h_j: inner from the last forward's rows and the current weights (or features),
-        boundary shipped by the owners (one float per row, kind ``prefetch_stats``)."""
+        boundary shipped by the owners (one float per row, kind ``prefetch_stats``). Before the first forward
+        (t = 0) the only layer input known is the features: ``h_j = ||X_j W^(1)||^2`` with the initial weights."""
         if est == "features":
             x = self.shard.data.features.to(torch.float64)
             h_inner = (x * x).sum(1)
         else:
             h_inner = torch.zeros(self.n, dtype=torch.float64)
+            inputs = self.inputs or {0: self.shard.data.features}
             with torch.no_grad():
-                for layer, hin in sorted(self.inputs.items()):
+                for layer, hin in sorted(inputs.items()):
                     w = self.model.neigh[layer].weight
-                    h_inner += (hin @ w.t()).to(torch.float64).pow(2).sum(1).cpu()
+                    h_inner += (hin.to(w.device) @ w.t()).to(torch.float64).pow(2).sum(1).cpu()
         me = self.plan.rank
         sends = [torch.zeros(0) if j == me else h_inner[self.plan.send_local_nid[j]].to(torch.float32)
                  for j in range(self.plan.world_size)]
