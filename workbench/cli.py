@@ -22,6 +22,7 @@ _CORE_COMMAND_MODULES = (
     "workbench.data.cli",
     "workbench.runtime.reproduce_cli",
     "workbench.testing.netcluster",
+    "workbench.communicate.netprobe",
 )
 
 

@@ -63,6 +63,10 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a rank may wait for its peers before the run fails (default 120)")
     p.add_argument("--json", action="store_true", help="print only the run summary as one JSON object")
+    p.add_argument("--network", metavar="NET",
+                   help="add modelled_comm_s per epoch to the summary: a preset (1GbE, 10GbE, 25GbE, 100GbE, nvlink), "
+                        "BANDWIDTH[,LATENCY] such as 117MB/s,85us or 1gbit,0.1ms, or a JSON file from "
+                        "'workbench netprobe --out'")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="set a recipe option: STAGE.FIELD=VALUE (partition.method=random, sample.fanouts=10,5, "
                         "exchange.staleness=epoch-fixed) or a flat FIELD=VALUE (epochs=5)")
@@ -247,7 +251,8 @@ def run_command(args: argparse.Namespace) -> int:
     recipe = Path(args.recipe).stem if args.recipe.endswith(".py") else args.recipe
     try:
         handle = launch(program, runner=args.runner, workers=args.workers, scheduler=args.scheduler, out=args.out,
-                        listeners=listeners, timeout=args.timeout, device=args.device, recipe=recipe)
+                        listeners=listeners, timeout=args.timeout, device=args.device, recipe=recipe,
+                        network=getattr(args, "network", None))
     except BaseException:
         bars.close()   # a run that fails while preparing leaves no bar behind
         raise
@@ -268,9 +273,22 @@ def run_command(args: argparse.Namespace) -> int:
         print(json.dumps(summary, default=str))
     else:
         status = handle.status
+        if summary.get("modelled_comm_s"):
+            _print_modelled(summary, out_stream)
         print(f"{status} in {summary.get('wall_s', 0.0):.2f} s" + (f"; dashboard was {handle.dashboard_link}"
                                                                   if handle.dashboard_link else ""), file=out_stream)
     return 0 if handle.status in ("finished", "stopped") else 1
+
+
+def _print_modelled(summary: dict, stream) -> None:
+    """One line: measured and modelled communication per epoch (medians after the first epoch)."""
+    import statistics
+
+    measured, modelled = summary["comm_s"], summary["modelled_comm_s"]
+    skip = 1 if len(measured) > 1 else 0
+    m, n = statistics.median(measured[skip:]), statistics.median(modelled[skip:])
+    print(f"communication per epoch (median): measured {m * 1000:.1f} ms, modelled {n * 1000:.1f} ms on "
+          f"{summary['network']['spec']} (ratio {n / m if m else float('nan'):.2f})", file=stream)
 
 
 def _wait(handle) -> dict:

@@ -219,7 +219,7 @@ def _validate(runner, workers, timeout, device, scheduler) -> None:
 def launch(config: Union[Any, Program], *, runner: str = "local", workers: int = 2, scheduler: Any = None,
            out: Optional[Union[str, Path]] = "runs", run_id: Optional[str] = None, blocking: bool = False,
            listeners: Iterable[Listener] = (), timeout: float = 120.0, device: str = "auto",
-           recipe: Optional[str] = None) -> RunHandle:
+           recipe: Optional[str] = None, network: Any = None) -> RunHandle:
     """Start a run of ``config`` (a recipe config with ``build()``, or a :class:`Program`).
 
     Args:
@@ -238,6 +238,10 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
             run fails; bounds how long a failure takes to surface.
         device: ``auto`` (a GPU where the rank has its own), ``cpu`` or ``cuda``.
         recipe: name stored in the run log (default: the program's name).
+        network: a network model (a preset such as ``10GbE``, a spec such as ``117MB/s,85us``, a JSON file
+            from ``workbench netprobe``, or a :class:`~workbench.communicate.netmodel.NetworkModel`): the
+            summary then holds ``modelled_comm_s`` per epoch beside the measured ``comm_s`` (the transport
+            model of :mod:`workbench.communicate.netmodel` on the run's counted traffic) and ``network``.
 
     Returns:
         The :class:`RunHandle`; ``wait()`` gives the summary or raises the typed error.
@@ -247,6 +251,10 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
             An unreachable ``scheduler`` address is found by the run itself: ``wait()`` raises it.
     """
     _validate(runner, workers, timeout, device, scheduler)
+    if network is not None:
+        from workbench.communicate.netmodel import resolve_network
+
+        network = resolve_network(network, name="network", owner="launch")   # ParamError before anything starts
     program = config if isinstance(config, Program) else config.build()
     cfg = getattr(program, "config", None)
     cfg_dict = cfg.to_dict() if hasattr(cfg, "to_dict") else {}
@@ -273,13 +281,26 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
     env = RunEnv(run_id=run_id, world_size=world_size, emit=program.client_emit(handle.emit),
                  stop_flag=handle._stop, timeout_s=float(timeout), device=device, set_info=handle._set_info)
     if blocking:
-        _run(handle, program, payloads, env, runner, scheduler)
+        _run(handle, program, payloads, env, runner, scheduler, network)
     else:
-        handle._thread = threading.Thread(target=_run, args=(handle, program, payloads, env, runner, scheduler),
+        handle._thread = threading.Thread(target=_run, args=(handle, program, payloads, env, runner, scheduler,
+                                                             network),
                                           name=f"workbench-run-{run_id}", daemon=True)
         handle._thread.start()
         _LIVE_RUNS.add(handle)
     return handle
+
+
+def modelled_comm(events: Iterable[Event], network: Any, world_size: int, num_epochs: int) -> dict:
+    """``{"modelled_comm_s": [seconds per epoch], "network": {...}}``: the transport model
+    (:func:`~workbench.communicate.netmodel.transport_seconds`) of the run's counted traffic, every kind,
+    beside the measured ``comm_s`` (which also holds the waits for slower ranks the model leaves out)."""
+    from workbench.communicate.netmodel import resolve_network, transport_seconds
+
+    net = resolve_network(network)
+    per_epoch = transport_seconds([e for e in events if e.type == "traffic"], net, world_size=world_size)
+    return {"modelled_comm_s": [float(per_epoch.get(e, 0.0)) for e in range(num_epochs)],
+            "network": {**net.to_dict(), "spec": net.spec}}
 
 
 # Runs still going when the interpreter exits are stopped and waited for (bounded): their ranks are
@@ -298,7 +319,8 @@ def _stop_live_runs(timeout_s: float = 30.0) -> None:
             handle._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runner: str, scheduler: Any) -> None:
+def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runner: str, scheduler: Any,
+         network: Any = None) -> None:
     handle.status = "running"
     t0 = time.perf_counter()
     try:
@@ -319,6 +341,8 @@ def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runne
             summary.setdefault("process_group", handle.process_group)
         if getattr(program, "notes", None):
             summary.setdefault("notes", list(program.notes))
+        if network is not None and "comm_s" in summary:
+            summary.update(modelled_comm(handle.events, network, env.world_size, len(summary["comm_s"])))
         handle._finish("finished", summary)
     except BaseException as exc:  # noqa: BLE001 - surfaced by wait()
         handle._finish("failed", error=exc)
