@@ -22,8 +22,6 @@ Example:
 
 from __future__ import annotations
 
-from typing import Optional
-
 import holoviews as hv
 import pandas as pd
 import panel as pn
