@@ -113,6 +113,8 @@ def test_matrix_holds_the_issues_cells_and_prints(capsys):
     assert cells[("neighbor", "schedule", "launch-score")] == "composes"
     assert cells[("neighbor", "exchange", "halo")] == "refused"
     assert cells[("none", "exchange", "block_row")] == "composes"
+    assert cells[("none", "sync", "model_avg")] == cells[("neighbor", "sync", "model_avg")] == "composes"
+    assert cells[("psc", "sync", "model_avg")] == "refused"
     assert main(["stages", "--matrix"]) == 0
     out = capsys.readouterr().out
     assert "sample.method=neighbor" in out and "cache.method=inclusion" in out and "refused: " in out

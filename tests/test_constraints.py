@@ -23,8 +23,8 @@ UNCONSTRAINED = {
     ("partition", "metis", "edge_weights"): "a (num_edges,) tensor: checked against the graph in "
                                             "MetisPartitioner._check",
 }
-"""Stage fields without a declared constraint. Nested configs and graph specs live in RunConfig and
-ModelAveragingConfig (checked by their _validate against the registries), not in a stage's Config."""
+"""Stage fields without a declared constraint. Nested configs and graph specs live in RunConfig (checked by its
+_validate against the registries), not in a stage's Config."""
 
 
 def _stage_configs():

@@ -10,6 +10,8 @@ Sections (each a nested, validated config)::
     model       {method, ...} registry("model"):    gcn, sage (hidden, num_layers)
     schedule    {method, ...} registry("schedule"): None = sample inline; launch-score, prefetch, ... =
                               sampling DAGs in worker processes (ByteGNN; needs a sampler)
+    sync        {method, ...} registry("sync"):     allreduce = gradients every step; model_avg = CATGNN's
+                              local training per part, models averaged every ``interval`` epochs
     train       epochs, lr, optimizer, weight_decay, seed (the training loop)
 
 A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(balance_train=True)``);
@@ -136,6 +138,8 @@ class RunConfig(Config):
     """The training loop: epochs, learning rate, optimiser, weight decay, seed."""
     schedule: Any = None
     """Sampling DAGs in worker processes and their scheduler (ByteGNN); ``none`` = sample inline."""
+    sync: Any = dataclasses.field(default_factory=_default("sync", "allreduce"))
+    """How the replicas stay together: gradients all-reduced every step, or CATGNN's model averaging."""
     _methods: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     """Section -> method name chosen by name (two methods may share one ``Config`` class)."""
     _derived: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
@@ -360,7 +364,7 @@ class RunConfig(Config):
         return derived
 
     def _exchange_follows_sample(self, new: dict, methods: dict, fields: dict, chosen: dict, derived: dict) -> None:
-        """When these settings switch the sample method and give no exchange, an exchange that the new
+        """When these settings switch the sample or sync method and give no exchange, an exchange that the new
         program cannot use becomes that program's ``default_exchange`` (full-graph training ``halo``,
         edge sampling ``prefetch``, mini-batch training none), noted in ``derived``. An exchange given in
         the same settings is never replaced: :func:`~workbench.composition.check_composition` judges it."""
@@ -371,10 +375,11 @@ class RunConfig(Config):
         exchange = name_of("exchange")
         if "exchange" in methods and self.method("exchange") != (exchange or NONE):
             derived.pop("exchange.method", None)   # the user's exchange replaces the derived one
-        if "sample" not in methods or "exchange" in methods or "exchange" in fields:
+        if not {"sample", "sync"} & set(methods) or "exchange" in methods or "exchange" in fields:
             return
         try:
-            program = program_for(name_of("sample"), scheduled=new.get("schedule") is not None)
+            program = program_for(name_of("sample"), scheduled=new.get("schedule") is not None,
+                                  sync=name_of("sync"))
         except ParamError:
             return
         cls = registry("exchange").get(exchange) if exchange else None
@@ -386,7 +391,7 @@ class RunConfig(Config):
         chosen.pop("exchange", None)
         if target:
             chosen["exchange"] = target
-        derived["exchange.method"] = "sample.method"
+        derived["exchange.method"] = "sample.method" if "sample" in methods else "sync.method"
 
     @staticmethod
     def _is_method_alias(section: str, field: str) -> bool:
@@ -530,7 +535,7 @@ def _field_lines(cls: type) -> list[str]:
 
 
 def composition_matrix() -> list[dict]:
-    """Every method of the optional stage kinds (cache, exchange, schedule) under every sample method (and
+    """Every method of the optional stage kinds (cache, exchange, schedule) and of sync under every sample method (and
     none), on the recipes' defaults otherwise: one row per cell with ``status`` ``composes`` or ``refused``
     and, when refused, ``why`` (what the method lacks). ``workbench stages --matrix`` prints it.
 
@@ -544,7 +549,7 @@ def composition_matrix() -> list[dict]:
     rows = []
     for sample in RunConfig.method_choices("sample"):
         base = RunConfig.compose(sample=None if sample == "none" else sample)   # the exchange follows the sample
-        for section in ("cache", "exchange", "schedule"):
+        for section in ("cache", "exchange", "schedule", "sync"):
             for method in RunConfig.method_choices(section):
                 row = {"sample": sample, "section": section, "method": method, "status": "composes", "why": ""}
                 unmet = []

@@ -27,6 +27,9 @@ capability                    what it is                                        
 Fields can declare needs too (``TrainLoopConfig.field_requires``: G3's ``bin_limit``, ``memory_budget`` and
 ``pipeline`` need ``whole-part layers``): set away from their default under another trainer they are refused.
 
+A program may check more of the composition than capabilities say (:meth:`~workbench.runtime.program.Program.
+check_config`: model averaging takes block samplers only, and no sampler setting that would have no effect).
+
 Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`` also ``whole-part layers``;
 ``prefetch`` runs in both programs: without a sampler it is PipeGCN); every cache a ``feature source`` (``inclusion``
 also ``inclusion probabilities``); every schedule ``sampling tasks``. A new method declares its own.
@@ -67,6 +70,7 @@ PROGRAMS: dict[str, str] = {
     "minibatch": "workbench.train.minibatch:MiniBatchProgram",
     "scheduled": "workbench.schedule.program:ScheduledProgram",
     "edge_sampled": "workbench.train.prefetch:PrefetchProgram",
+    "model_averaging": "workbench.train.model_averaging:ModelAveragingProgram",
 }
 """The training programs a config can pick (``module:Class``, imported when needed)."""
 
@@ -77,15 +81,22 @@ def _load(spec: str) -> type:
 
 
 def program_class(cfg: Any) -> type:
-    """The program ``cfg`` trains with: full-graph training when ``sample`` is none; the program a sample
-    method names (edge samplers: edge-sampled training); mini-batch training with a schedule when
-    ``schedule`` is set; mini-batch training otherwise."""
+    """The program ``cfg`` trains with: the program a sync method names (``model_avg``: local training per
+    part); else full-graph training when ``sample`` is none; the program a sample method names (edge samplers:
+    edge-sampled training); mini-batch training with a schedule when ``schedule`` is set; mini-batch training
+    otherwise."""
+    sync = getattr(cfg, "sync", None)
     return program_for(None if cfg.sample is None else cfg.method("sample"),
-                       scheduled=getattr(cfg, "schedule", None) is not None, owner=type(cfg).__name__)
+                       scheduled=getattr(cfg, "schedule", None) is not None,
+                       sync=None if sync is None else cfg.method("sync"), owner=type(cfg).__name__)
 
 
-def program_for(sample: Any, *, scheduled: bool = False, owner: str = "RunConfig") -> type:
-    """The program of a sample method (``None``: full-graph training), with or without a schedule."""
+def program_for(sample: Any, *, scheduled: bool = False, sync: Any = None, owner: str = "RunConfig") -> type:
+    """The program of a sync method that trains its own way, else of a sample method (``None``: full-graph
+    training), with or without a schedule."""
+    own = getattr(registry("sync").get(sync), "program", None) if sync else None
+    if own:
+        return _load(own)
     if sample is None:
         return _load(PROGRAMS["full_graph"])
     own = getattr(registry("sample").get(sample), "program", None)
@@ -154,6 +165,7 @@ def check_composition(cfg: Any) -> type:
     """
     program, unmet = unmet_needs(cfg)
     errs = ErrorCollector(type(cfg).__name__)
+    program.check_config(cfg, errs)
     if program.default_exchange is not None and getattr(cfg, "exchange", None) is None:
         usable = sorted(n for n, cls in registry("exchange").items() if set(cls.requires) <= set(program.provides))
         errs.add(param_error("exchange.method", type(cfg).__name__, f"one of {usable}: {program.trainer} moves "

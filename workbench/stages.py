@@ -51,7 +51,8 @@ from workbench._validation import ParamError, check_choice
 __all__ = ["Stage", "Registry", "registry", "REGISTRIES", "STAGE_SECTIONS", "resolve_config", "switch_config"]
 
 STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", "cache": "cache",
-                                  "exchange": "exchange", "model": "model", "schedule": "schedule"}
+                                  "exchange": "exchange", "model": "model", "schedule": "schedule",
+                                  "sync": "sync"}
 """Section of a run config (:class:`workbench.compose.RunConfig`) -> stage kind (its registry)."""
 
 

@@ -144,7 +144,7 @@ def _training(epochs: int) -> dict:
     central = run_config(full_graph.recipe(epochs=epochs, num_parts=1), 1)
     runs = {"central": _test_at_best_val(central)}
     for name, cfg in (("every 1", catgnn.recipe(epochs=epochs, num_parts=4)),
-                      ("every 10", catgnn.recipe(epochs=epochs, num_parts=4, sync_interval=10)),
+                      ("every 10", catgnn.recipe(epochs=epochs, num_parts=4, **{"sync.interval": 10})),
                       ("K = 0", catgnn.no_full_neighbours(epochs=epochs, num_parts=4))):
         s = run_config(cfg, 2)
         runs[name] = s["test_acc_at_best_val"]

@@ -18,7 +18,7 @@ def _run(cfg, workers):
 def test_one_part_equals_centralised_training():
     from recipes import catgnn, full_graph
 
-    ours = _run(catgnn.recipe(graph=SMALL, epochs=6, num_parts=1, sync_interval=1, hidden=8), 1)
+    ours = _run(catgnn.recipe(graph=SMALL, epochs=6, num_parts=1, hidden=8, **{"sync.interval": 1}), 1)
     central = _run(full_graph.recipe(graph=SMALL, epochs=6, num_parts=1, hidden=8), 1)
     assert ours["losses"] == pytest.approx(central["losses"], rel=1e-5)
     # Same weights after training. (Accuracies differ by one update: the centralised loop scores the logits of
@@ -33,7 +33,7 @@ def test_one_part_equals_centralised_training():
 def test_averaging_traffic_is_params_times_4_times_ring_factor(num_parts, workers):
     from recipes import catgnn
 
-    s = _run(catgnn.recipe(graph=SMALL, epochs=4, num_parts=num_parts, sync_interval=2, hidden=8), workers)
+    s = _run(catgnn.recipe(graph=SMALL, epochs=4, num_parts=num_parts, hidden=8, **{"sync.interval": 2}), workers)
     p = workers
     per_sync = p * (2 * (p - 1) * 4 * s["num_params"] // p)
     assert s["num_syncs"] == 2 and s["bytes_by_kind"]["model_avg"] == 2 * per_sync == s["predicted_model_avg_bytes"]
@@ -58,7 +58,7 @@ def test_part_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypat
         torch.testing.assert_close(r[s.agg_rows] * c[s.agg_cols], s.agg_weights.to(torch.float32))
     pytest.importorskip("dgl")
     make = catgnn.recipe if model == "gcn" else catgnn.sage
-    cfg = make(graph=SMALL, epochs=4, num_parts=3, sync_interval=2, hidden=8)
+    cfg = make(graph=SMALL, epochs=4, num_parts=3, hidden=8, **{"sync.interval": 2})
     reference = _run(cfg.with_strings({"train.kernel": "numba"}), 2)
     forced = _run(cfg.with_strings({"train.kernel": "dgl"}), 2)
     assert forced["losses"] == pytest.approx(reference["losses"], rel=1e-5)
@@ -85,12 +85,40 @@ def test_part_subgraph_halo_hops(karate):
 
 
 def test_config_errors_use_the_template():
-    from workbench.train.model_averaging import ModelAveragingConfig
+    from recipes import catgnn
+    from workbench.train.sync import ModelAveraging
 
-    with pytest.raises(ParamError, match="'sync_interval' parameter of ModelAveragingConfig must be an int >= 1"):
-        ModelAveragingConfig(sync_interval=0)
+    with pytest.raises(ParamError, match="'interval' parameter of ModelAveraging.Config must be an int >= 1"):
+        ModelAveraging.Config(interval=0)
     with pytest.raises(ParamError, match="'halo_hops' parameter"):
-        ModelAveragingConfig(halo_hops=5)
+        catgnn.recipe().with_strings({"sync.halo_hops": "5"})
+
+
+def test_catgnn_is_a_run_config_with_a_sync_section():
+    """CATGNN is a RunConfig (sync.method=model_avg), so every section's setting goes through the one
+    composition check: a cache, an exchange or a schedule is refused with the template, before any worker."""
+    from recipes import catgnn, distdgl, full_graph
+    from workbench.compose import RunConfig
+
+    cfg = catgnn.recipe()
+    assert isinstance(cfg, RunConfig) and cfg.method("sync") == "model_avg" and cfg.exchange is None
+    for settings, section in (({"cache.method": "degree", "sample.method": "neighbor"}, "cache.method"),
+                              ({"exchange.method": "halo"}, "exchange.method"),
+                              ({"sample.method": "neighbor", "schedule.method": "fifo"}, "schedule.method")):
+        with pytest.raises(ParamError, match=rf"'{section}' parameter of RunConfig must be none or a method that "
+                                             r"local training per part with model averaging \(CATGNN\) can use"):
+            cfg.with_strings(settings).build()
+    # switching the sync switches the program; the exchange follows (noted), as it does for a sample switch
+    back = cfg.with_strings({"sync.method": "allreduce"})
+    assert type(back.build()).__name__ == "FullGraphProgram" and back.method("exchange") == "halo"
+    assert "exchange.method=halo (from sync.method)" in back.notes()
+    averaged = full_graph.recipe().with_strings({"sync.method": "model_avg"})
+    assert averaged.exchange is None and type(averaged.build()).__name__ == "ModelAveragingProgram"
+    with pytest.raises(ParamError, match=r"'sample.split' parameter of RunConfig must be 'own' under "
+                                         r"sync.method=model_avg .*Got 'balanced'"):
+        distdgl.recipe().with_strings({"sync.method": "model_avg"}).build()   # DistDGL's split has no effect there
+    local = distdgl.recipe().with_strings({"sync.method": "model_avg", "sample.split": "own"})
+    assert type(local.build()).__name__ == "ModelAveragingProgram" and local.method("sample") == "neighbor"
 
 
 @pytest.mark.parametrize("method", ["metis", "random", "hdrf"])
@@ -104,8 +132,9 @@ def test_catgnn_averages_models_trained_on_any_partitioner(method, tmp_path, cap
     assert main(["run", "catgnn", "--set", f"partition.method={method}", "--epochs", "2", "--runner", "local",
                  "--workers", "2", "--json", "--out", str(tmp_path)]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["partition"] == method and summary["stages"]["partition"]["__type__"].lower().startswith(
-        method[:3])
+    assert summary["partition"] == summary["stages"]["partition"]["method"] == method
+    assert summary["stages"]["sync"] == {"method": "model_avg", "interval": 1, "halo_hops": 1, "weighting": "train",
+                                         "replica_init": "same"}
     assert summary["bytes_by_kind"]["model_avg"] == summary["predicted_model_avg_bytes"] > 0
 
 
@@ -116,7 +145,7 @@ def test_catgnn_method_switch_keeps_shared_fields_and_lists_choices():
                                         "model.method": "sage", "hidden": "16"})
     assert (cfg.method("partition"), cfg.partition.balance_train, cfg.method("model"), cfg.model.hidden) == \
         ("metis", True, "sage", 16)
-    with pytest.raises(ParamError, match=r"'partition.method' parameter of ModelAveragingConfig must be one of .*"
+    with pytest.raises(ParamError, match=r"'partition.method' parameter of RunConfig must be one of .*"
                                          r"did you mean 'metis'"):
         catgnn.recipe().with_strings({"partition.method": "metiss"})
 
@@ -141,7 +170,7 @@ def test_local_minibatch_on_one_part_equals_minibatch_training():
 def test_local_minibatch_per_part_trains_and_averages_with_the_same_bytes():
     from recipes import catgnn
 
-    base = catgnn.recipe(graph=SMALL, epochs=4, num_parts=3, sync_interval=2, hidden=8)
+    base = catgnn.recipe(graph=SMALL, epochs=4, num_parts=3, hidden=8, **{"sync.interval": 2})
     sampled = base.with_strings({"sample.method": "neighbor", "sample.fanouts": "5,5", "batch_size": "16"})
     s = _run(sampled, 2)
     full = _run(base, 2)
@@ -160,10 +189,10 @@ def test_local_minibatch_settings_without_effect_are_refused():
     cfg = catgnn.recipe().with_strings({"sample.method": "neighbor"})
     assert cfg.model.num_layers == len(cfg.sample.fanouts)
     assert catgnn.recipe().with_strings({"sample.method": "neighbor", "fanouts": "5,5,5"}).model.num_layers == 3
-    with pytest.raises(ParamError, match=r"'sample.split' parameter of ModelAveragingConfig must be 'own' under "
-                                         r"model averaging"):
-        cfg.with_strings({"sample.split": "even"})
-    with pytest.raises(ParamError, match=r"'sample.method' parameter of ModelAveragingConfig must be one of"):
-        catgnn.recipe().with_strings({"sample.method": "psc"})
+    with pytest.raises(ParamError, match=r"'sample.split' parameter of RunConfig must be 'own' under "
+                                         r"sync.method=model_avg"):
+        cfg.with_strings({"sample.split": "even"}).build()
+    with pytest.raises(ParamError, match=r"'sample.method' parameter of RunConfig must be none or a block sampler"):
+        catgnn.recipe().with_strings({"sample.method": "uniform_edge"}).build()
     assert catgnn.recipe().with_strings({"sample.method": "neighbor"}).with_strings(
         {"sample.method": "none"}).sample is None

@@ -88,6 +88,12 @@ class Program(abc.ABC):
     #: section -> what this program offers instead of a refused method of that section (said in the refusal)
     instead: ClassVar[dict] = {}
 
+    @classmethod
+    def check_config(cls, config: Any, errs: Any) -> None:
+        """Add to ``errs`` (an :class:`~workbench._validation.ErrorCollector`) what this program refuses in
+        ``config`` beyond the declared capabilities; called by :func:`~workbench.composition.check_composition`
+        before anything is loaded. Default: nothing."""
+
     def __init__(self, config: Any):
         self.config = config
         self.notes: list[str] = list(config.notes()) if callable(getattr(config, "notes", None)) else []

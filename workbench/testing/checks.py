@@ -23,6 +23,7 @@ exchange         3 thread ranks reproduce the single-process run to 1e-5, bytes 
                  for the duration of the run: a run names its stages by registry name)
 model            seeded, the input widths it declares
 schedule         its coarse policy builds
+sync             2 thread ranks train (finite losses), the summary names it, and both end with equal weights
 ================ ============================================================================================
 
 Checks that do not apply (a staleness policy the exchange refuses, a library that does not import here) raise
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import unittest
 from typing import Any, Callable, Iterable, Iterator
 
@@ -65,7 +67,7 @@ from workbench.testing.sampling import check_minibatch, edge_set, same_minibatch
 __all__ = ["check_stage", "stage_checks", "check_name", "parametrize_with_checks", "registered", "check_selectable",
            "check_partitioner", "check_sampler", "check_sampler_seeded", "check_cache", "check_cache_ratio_zero",
            "check_cache_ratio_one", "check_cache_deterministic", "check_exchange", "check_exchange_staleness",
-           "check_model", "check_schedule", "StageCheckFailed"]
+           "check_model", "check_schedule", "check_sync", "StageCheckFailed"]
 
 
 def _make(stage: Any, **options: Any) -> Any:
@@ -383,6 +385,23 @@ def check_schedule(stage: Any) -> None:
     assert isinstance(policy, CoarsePolicy), f"policy() returned a {type(policy).__name__}, not a CoarsePolicy"
 
 
+# ------------------------------------------------------------------------------------------------ sync
+@stage_check
+def check_sync(stage: Any) -> None:
+    """On 2 thread ranks (karate, 3 epochs, the program it composes with from the defaults), the run trains
+    (finite losses), names the method in its summary, and every rank ends with the same weights: what keeping
+    the replicas together means."""
+    from workbench.compose import RunConfig
+
+    with registered(stage, "sync") as name:
+        cfg = RunConfig.compose(graph="karate", num_parts=2, epochs=3, hidden=8).replace(sync=_make(stage).config)
+        summary, results, _ = run_program(cfg.build(), 2)
+    assert summary["stages"]["sync"]["method"] == name, f"the summary names sync {summary['stages']['sync']}"
+    assert all(math.isfinite(v) for v in summary["losses"]), f"losses {summary['losses']}"
+    for key, value in results[0]["params"].items():
+        assert torch.equal(value, results[1]["params"][key]), f"ranks 0 and 1 end with different {key}"
+
+
 # ------------------------------------------------------------------------------------------------ dispatch
 def stage_checks(stage: Any, *, kind: str | None = None) -> Iterator[Callable[[Any], None]]:
     """The checks of ``stage``'s kind, in order: each a callable ``check(stage)``."""
@@ -407,6 +426,8 @@ def stage_checks(stage: Any, *, kind: str | None = None) -> Iterator[Callable[[A
         yield check_model
     elif kind == "schedule":
         yield check_schedule
+    elif kind == "sync":
+        yield check_sync
 
 
 def check_name(check: Callable[..., Any]) -> str:

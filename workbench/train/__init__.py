@@ -6,6 +6,8 @@
 * :mod:`workbench.train.staleness`: SANCUS/SkipG staleness as a policy of any exchange
   (:mod:`workbench.train.sancus`: the SANCUS composition and its analysis helpers).
 * :mod:`workbench.train.models`: the ``model`` stage (GCN, GraphSAGE-mean); :mod:`workbench.train.halo`: the plan.
+* :mod:`workbench.train.sync`: the ``sync`` stage (``allreduce``; CATGNN's ``model_avg``:
+  :mod:`workbench.train.model_averaging`).
 * :mod:`workbench.train.timing`: each rank's time per epoch by step phase (logged as ``StepTimes``).
 
 Example:
@@ -25,8 +27,9 @@ from workbench.train.models import MODELS, GNNModel
 from workbench.train.sancus import SancusConfig, compare_runs, staleness_table
 from workbench.train.staleness import StalenessPolicy
 from workbench.train.prefetch import PrefetchExchange, PrefetchProgram  # noqa: E402 (registers ``prefetch``)
+from workbench.train.sync import SYNCS, Sync  # noqa: E402 (registers ``allreduce`` and ``model_avg``)
 
 __all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "BlockRowConfig", "SancusConfig", "TrainLoop",
            "TrainLoopConfig", "StepOutput", "EXCHANGES", "Exchange", "RankExchange", "OwnerComputeHalo",
            "BlockRowBroadcast", "StalenessPolicy", "MODELS", "GNNModel", "HaloExchangePlan", "build_halo_plans",
-           "predicted_halo_bytes", "compare_runs", "staleness_table"]
+           "predicted_halo_bytes", "compare_runs", "staleness_table", "SYNCS", "Sync"]

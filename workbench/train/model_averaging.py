@@ -11,7 +11,7 @@ mini-batches sampled inside the part (``sample``: any block sampler, e.g. ``--se
 CATGNN's local training, digest 002 §1.4): every epoch a part's owned training vertices are shuffled (keyed by
 the sampler's seed, the epoch and the part) and cut into batches of ``batch_size`` seeds, whose blocks are
 sampled from the part's subgraph only (its halo is the edge of its world), one optimiser step per batch.
-Every ``sync_interval`` epochs (and after the last epoch) the models are averaged, ``W = sum_k alpha_k W_k``
+Every ``sync.interval`` epochs (and after the last epoch) the models are averaged, ``W = sum_k alpha_k W_k``
 with ``alpha_k`` the part's share of training vertices (``weighting="train"``, CATGNN §1.5) or ``1 / P``, in ONE all-reduce of the
 flattened parameters (kind ``model_avg``; a ring all-reduce of ``4 * num_params`` bytes). Optimiser state is
 never averaged (each part keeps its Adam moments, as the reference code). More parts than ranks: rank ``r``
@@ -20,10 +20,15 @@ trains parts ``r, r + q, ...`` one after another, each with its own model and op
 Evaluation is on the full graph with full-neighbour inference, on rank 0, with the model rank 0 holds (the
 averaged one after a sync); the summary reports the last epoch and the best-validation epoch (§5).
 
+It is the program of ``sync.method=model_avg`` (:class:`~workbench.train.sync.ModelAveraging`, whose config
+holds ``interval``, ``halo_hops``, ``weighting`` and ``replica_init``) in a :class:`~workbench.compose.RunConfig`:
+any partitioner, either model, full batch or any block sampler.
+
 Example:
-    >>> cfg = ModelAveragingConfig(graph="karate", num_parts=2, sync_interval=2)
-    >>> cfg.method("partition"), cfg.build().world_size_for(4)
-    ('spring', 2)
+    >>> from workbench.compose import RunConfig
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, partition="spring", sync="model_avg", interval=2)
+    >>> cfg.method("exchange"), cfg.build().world_size_for(4)
+    ('none', 2)
 """
 
 from __future__ import annotations
@@ -33,161 +38,38 @@ from typing import Annotated, Any, Callable, Optional
 
 import torch
 
-from workbench._validation import Config, ErrorCollector
-from workbench.constraints import Interval, OneOf, Options
+from workbench._validation import ErrorCollector
 from workbench.composition import stages_summary
 from workbench.events import Event, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import Program, RankContext
-from workbench.stages import registry, switch_config
+from workbench.stages import registry
 from workbench.sample.base import Sampler, block_samplers
 from workbench.sample.sources import LocalSource
-from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig, make_optimizer, summarize_ranks
+from workbench.train.loop import StepOutput, TrainLoop, make_optimizer, summarize_ranks
 from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
 
-__all__ = ["ModelAveragingConfig", "ModelAveragingProgram", "PartShard", "part_subgraph", "AveragingLoop"]
-
-WEIGHTINGS = ("train", "uniform")
-INITS = ("same", "independent")
+__all__ = ["check_model_averaging", "ModelAveragingProgram", "PartShard", "part_subgraph", "AveragingLoop"]
 
 
-def _spring_config():
-    from workbench.partition.streaming import SpringPartitioner
-
-    return SpringPartitioner.Config()
-
-
-def _gcn_config():
-    from workbench.train.models import GCN
-
-    return GCN.Config(hidden=32, num_layers=2)
-
-
-@dataclasses.dataclass(kw_only=True)
-class ModelAveragingConfig(Config):
-    """A CATGNN-style run: partition, local training per part, weighted model averaging."""
-
-    graph: Any = "karate"
-    """Graph spec for ``workbench.data.load_graph`` (or a Graph)."""
-    num_parts: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
-    """Number of parts (``None``: one per rank). More parts than ranks: round-robin over the ranks."""
-    partition: Any = dataclasses.field(default_factory=_spring_config)
-    """The partitioner's config (any registered partitioner; default SPRING)."""
-    model: Any = dataclasses.field(default_factory=_gcn_config)
-    """The model stage's config (``gcn`` or ``sage``)."""
-    train: Any = dataclasses.field(default_factory=TrainLoopConfig)
-    """Epochs, learning rate, optimiser, seed of the local training."""
-    sync_interval: Annotated[int, Interval(1, None)] = 1
-    """Average the models every this many epochs (and after the last one)."""
-    halo_hops: Annotated[int, Interval(0, 3)] = 1
-    """Halo depth K of each part's subgraph: 0 (no full neighbourhood), 1 (CATGNN's default), 2, 3."""
-    weighting: Annotated[str, Options(*WEIGHTINGS)] = "train"
-    """Averaging weights: 'train' (share of training vertices, CATGNN) or 'uniform'."""
-    sample: Any = None
-    """None: full-batch training inside each part; a block sampler's Config (``--set sample.method=neighbor``):
-    local mini-batch training per part with its fan-outs (one per layer) and batch size."""
-    init: Annotated[str, Options(*INITS)] = "same"
-    """'same' seed on every part (identical replicas, as a broadcast from rank 0 would give, without its
-    traffic) or 'independent' (seed + part id, the reference code's choice)."""
-
-    def _validate(self, errs: ErrorCollector) -> None:
-        errs.check(registry("partition").name_of(self.partition) is not None, "partition",
-                   "a registered partitioner's Config", type(self.partition).__name__)
-        errs.check(MODELS.name_of(self.model) is not None, "model", "a registered model's Config",
-                   type(self.model).__name__)
-        errs.check(isinstance(self.train, TrainLoopConfig), "train", "a TrainLoopConfig", type(self.train).__name__)
-        self._validate_sample(errs)
-
-    def _validate_sample(self, errs: ErrorCollector) -> None:
-        if self.sample is None:
-            return
-        name = registry("sample").name_of(self.sample)
-        if name not in block_samplers():
-            errs.check(False, "sample", f"None or the Config of a block sampler ({'|'.join(block_samplers())}): "
-                       "each part samples its own blocks", name or type(self.sample).__name__)
-            return
-        default = Sampler.Config()
-        for field, why in (("split", "each part trains its own training vertices"),
-                           ("trainers", "each part is its own trainer")):
-            value = getattr(self.sample, field)
-            errs.check(value == getattr(default, field), f"sample.{field}",
-                       f"{getattr(default, field)!r} under model averaging ({why}; the setting would have no effect)",
-                       value)
-        layers = getattr(self.model, "num_layers", None)
-        errs.check(layers is None or len(self.sample.fanouts) == layers, "sample.fanouts",
-                   f"one fan-out per model layer (model.num_layers = {layers})", self.sample.fanouts)
-
-    def method(self, section: str) -> str:
-        """The registered method name of ``partition``, ``model`` or ``sample`` (``none``: full batch)."""
-        if section == "sample":
-            return "none" if self.sample is None else registry("sample").name_of(self.sample)
-        return (registry("partition") if section == "partition" else MODELS).name_of(getattr(self, section))
-
-    def with_strings(self, settings) -> "ModelAveragingConfig":
-        """``--set`` strings: ``SECTION.FIELD`` (``partition``, ``model``, ``train``), a flat name of one section
-        (``epochs``, ``lr``, ``hidden``, ``variant``, ...; ``seed`` seeds the weights and the partitioner), or a
-        field of this config.
-
-        Example:
-            >>> c = ModelAveragingConfig().with_strings({"epochs": "3", "seed": "2", "partition.variant": "reference"})
-            >>> c.train.epochs, c.partition.seed, c.partition.variant
-            (3, 2, 'reference')
-        """
-        settings = dict(settings)
-        switched = self._switch_methods(settings)
-        sections = {"partition": switched.partition, "model": switched.model, "train": self.train,
-                    **({"sample": switched.sample} if switched.sample is not None else {})}
-        per: dict = {name: {} for name in sections}
-        own: dict = {}
-        for key, text in settings.items():
-            section, _, field = key.partition(".")
-            if field and section in sections:
-                per[section][field] = text
-            elif key == "seed":
-                per["train"][key] = text
-                if "seed" in type(self.partition).field_names():
-                    per["partition"][key] = text
-            else:
-                owner = next((s for s, cfg in sections.items() if key in type(cfg).field_names()), None)
-                (per[owner] if owner and key not in type(self).field_names() else own)[key] = text
-        changes = {s: sections[s].with_strings(v).validate() for s, v in per.items() if v}
-        if "sample" in changes and "model" not in changes and "num_layers" not in per["model"] \
-                and len(changes["sample"].fanouts) != switched.model.num_layers:   # fan-outs set the depth
-            changes["model"] = dataclasses.replace(switched.model, num_layers=len(changes["sample"].fanouts))
-        base = super(ModelAveragingConfig, switched).with_strings(own) if own else switched
-        return dataclasses.replace(base, **changes) if changes else base
-
-    def _switch_methods(self, settings: dict) -> "ModelAveragingConfig":
-        """Take ``partition.method`` / ``model.method`` (or ``partition`` / ``model``) out of ``settings`` and
-        switch those sections to the named method's Config, keeping the fields both methods have (as
-        :class:`~workbench.compose.RunConfig` does): ``--set partition.method=metis`` gives CATGNN's local
-        training and averaging METIS parts (edge-cut: each part's owned vertices, completed by the halo)."""
-        from workbench._validation import check_choice
-
-        changes = {}
-        for key in [k for k in ("sample.method", "sample") if k in settings]:   # none, or a block sampler
-            name = str(settings.pop(key))
-            check_choice(name, "sample.method", type(self).__name__, ["none", *block_samplers()])
-            if name == "none":
-                changes["sample"] = None
-            elif name != self.method("sample"):
-                cls = registry("sample").config_class(name)
-                changes["sample"] = switch_config(self.sample, cls) if self.sample is not None else cls()
-        for section, reg in (("partition", registry("partition")), ("model", MODELS)):
-            keys = [k for k in (f"{section}.method", section) if k in settings]
-            if not keys:
-                continue
-            name = str(settings.pop(keys[0]))
-            for extra in keys[1:]:
-                settings.pop(extra)
-            check_choice(name, f"{section}.method", type(self).__name__, sorted(reg))
-            if name != self.method(section):
-                changes[section] = switch_config(getattr(self, section), reg.config_class(name))
-        return dataclasses.replace(self, **changes) if changes else self
-
-    def build(self) -> "ModelAveragingProgram":
-        return ModelAveragingProgram(self)
+def check_model_averaging(cfg: Any, errs: ErrorCollector) -> None:
+    """What model averaging refuses in a run config: a sampler that is not a block sampler (each part samples
+    its own blocks) and sampler settings it would ignore (``split``, ``trainers``)."""
+    if cfg.sample is None:
+        return
+    name = cfg.method("sample")
+    if name not in block_samplers():
+        errs.check(False, "sample.method", f"none or a block sampler ({'|'.join(block_samplers())}) under "
+                   "sync.method=model_avg: each part samples its own blocks", name)
+        return
+    default = Sampler.Config()
+    for field, why in (("split", "each part trains its own training vertices"),
+                       ("trainers", "each part is its own trainer")):
+        value = getattr(cfg.sample, field)
+        errs.check(value == getattr(default, field), f"sample.{field}",
+                   f"{getattr(default, field)!r} under sync.method=model_avg ({why}; the setting would have no "
+                   "effect)", value)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -308,12 +190,18 @@ class ModelAveragingProgram(Program):
     """Prepare the parts' subgraphs on the client; train locally and average on the ranks."""
 
     name = "catgnn"
+    trainer = "local training per part with model averaging (CATGNN)"
 
-    def __init__(self, config: ModelAveragingConfig, *, graph: Optional[Graph] = None):
+    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Any = None):
         super().__init__(config)
         self._graph = graph
+        self._node_part = node_part
         self.partition_result: Any = None
         self.shard_sizes: list[dict] = []
+
+    @classmethod
+    def check_config(cls, config: Any, errs: ErrorCollector) -> None:
+        check_model_averaging(config, errs)
 
     def world_size_for(self, requested: Optional[int]) -> int:
         ranks = int(requested or 1)
@@ -324,7 +212,7 @@ class ModelAveragingProgram(Program):
 
         cfg = self.config
         num_parts = cfg.num_parts or world_size
-        graph, node_part, result = load_and_partition(cfg, world_size, graph=self._graph if self._graph is not None else cfg.graph,
+        graph, node_part, result = load_and_partition(cfg, world_size, graph=self._graph, node_part=self._node_part,
                                                       owner=type(self).__name__, emit=emit, num_parts=num_parts)
         self.partition_result = result
         if result is not None:
@@ -333,11 +221,11 @@ class ModelAveragingProgram(Program):
             except Exception:  # a metrics failure must not stop training
                 pass
         model = cfg.method("model")
-        emit(Progress(stage="subgraphs", done=0, total=num_parts, message=f"K = {cfg.halo_hops}"))
-        shards = [part_subgraph(graph, node_part, p, cfg.halo_hops, model) for p in range(num_parts)]
+        emit(Progress(stage="subgraphs", done=0, total=num_parts, message=f"K = {cfg.sync.halo_hops}"))
+        shards = [part_subgraph(graph, node_part, p, cfg.sync.halo_hops, model) for p in range(num_parts)]
         total_train = sum(s.num_train for s in shards)
         for s in shards:
-            s.alpha = (s.num_train / total_train if total_train else 1.0 / num_parts) if cfg.weighting == "train" \
+            s.alpha = (s.num_train / total_train if total_train else 1.0 / num_parts) if cfg.sync.weighting == "train" \
                 else 1.0 / num_parts
         self.shard_sizes = [{"part": s.part, "owned": s.num_owned, "local": s.num_local, "train": s.num_train,
                              "alpha": s.alpha, "local_edges": int(s.agg_rows.numel())} for s in shards]
@@ -357,7 +245,7 @@ class ModelAveragingProgram(Program):
         stage = MODELS.build(cfg.method("model"), cfg.model)
         in_dim = payload.shards[0].features.shape[1]
         models = [stage.build(in_dim=in_dim, out_dim=payload.num_classes,
-                              seed=cfg.train.seed + (s.part if cfg.init == "independent" else 0)).to(ctx.device)
+                              seed=cfg.train.seed + (s.part if cfg.sync.replica_init == "independent" else 0)).to(ctx.device)
                   for s in payload.shards]
         return AveragingLoop(ctx, models, cfg, payload).run()
 
@@ -368,8 +256,8 @@ class ModelAveragingProgram(Program):
                                   extra={**stages_summary(cfg), "sample": cfg.method("sample"),
                                          **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
                                             if cfg.sample is not None else {}),
-                                         "sync_interval": cfg.sync_interval,
-                                         "halo_hops": cfg.halo_hops,
+                                         "sync_interval": cfg.sync.interval,
+                                         "halo_hops": cfg.sync.halo_hops,
                                          "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
         summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
                                            "num_params")})
@@ -384,7 +272,7 @@ class AveragingLoop(TrainLoop):
     """Local training of a rank's parts (full batch, or mini-batches sampled inside each part; no gradient
     all-reduce) and weighted model averaging."""
 
-    def __init__(self, ctx, models: list, config: ModelAveragingConfig, payload: _Payload):
+    def __init__(self, ctx, models: list, config: Any, payload: _Payload):
         tc = config.train
         super().__init__(ctx, models[0], tc, exchange_kinds=("model_avg",))
         self.cfg = config
@@ -481,7 +369,7 @@ class AveragingLoop(TrainLoop):
         self.num_syncs += 1
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
-        if (epoch + 1) % self.cfg.sync_interval == 0 or epoch + 1 == self.config.epochs:
+        if (epoch + 1) % self.cfg.sync.interval == 0 or epoch + 1 == self.config.epochs:
             with self.timer.phase("grad_sync"):   # the model averaging is CATGNN's synchronisation
                 self.average()
         per_part: dict = {}   # the epoch's loss: sum over parts of alpha_k x the part's mean step loss

@@ -1,0 +1,85 @@
+"""The sync stage: how the ranks' model replicas are kept together.
+
+A run's ``sync`` section (:class:`~workbench.compose.RunConfig`) picks one method (``--set sync.method=NAME``):
+
+=============== =============================================================================================
+``allreduce``   synchronous SGD: every step's gradients are all-reduced (kind ``allreduce``) before the
+                optimiser steps, so every replica takes the same step (DistDGL, SANCUS, HP-GCN, PSC-GCN, G3,
+                ByteGNN). Whichever trainer the other sections choose (full graph, sampled blocks, a
+                schedule, edge samples, G3 bins) runs it.
+``model_avg``   CATGNN's local training with periodic model averaging: each part trains alone on its own
+                standalone subgraph (owned targets plus a ``halo_hops`` halo; full batch, or mini-batches of
+                any block sampler sampled inside the part), and every ``interval`` epochs the replicas are
+                replaced by ``sum_k alpha_k W_k`` in ONE all-reduce (kind ``model_avg``). It trains with its own
+                program (:class:`~workbench.train.model_averaging.ModelAveragingProgram`): no embedding exchange,
+                no feature source (so no cache), no schedule.
+=============== =============================================================================================
+
+A sync that trains its own way names its ``program`` (``module:Class``); the composition check
+(:mod:`workbench.composition`) then refuses what that program cannot use, before any worker starts.
+
+Example:
+    >>> from workbench.compose import RunConfig
+    >>> cfg = RunConfig.compose(graph="karate", sync="model_avg", interval=5)
+    >>> cfg.method("sync"), cfg.sync.interval, cfg.method("exchange"), type(cfg.build()).__name__
+    ('model_avg', 5, 'none', 'ModelAveragingProgram')
+    >>> cfg.replace(cache="degree", sample="neighbor").build()
+    Traceback (most recent call last):
+    ...
+    workbench._validation.ParamError: The 'cache.method' parameter of RunConfig must be none or a method that local training per part with model averaging (CATGNN) can use: 'degree' needs batches that read their remote input rows through a feature source (what a cache wraps), provided by mini-batch training on sampled blocks, mini-batch training with a schedule, full-graph training on sampled edges. Got 'degree' instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, ClassVar, Optional
+
+from workbench.constraints import Interval, Options
+from workbench.stages import Stage, registry
+
+__all__ = ["SYNCS", "Sync", "GradientAllReduce", "ModelAveraging", "WEIGHTINGS", "REPLICA_INITS"]
+
+SYNCS = registry("sync")
+"""Every registered sync method, by name (``--set sync.method=NAME``)."""
+
+WEIGHTINGS = ("train", "uniform")
+REPLICA_INITS = ("same", "independent")
+
+
+class Sync(Stage):
+    """Base of the sync methods."""
+
+    kind = "sync"
+    program: ClassVar[Optional[str]] = None
+    """``module:Class`` of the program a sync trains with when it is not the other sections' (None: theirs)."""
+
+
+@SYNCS.register
+class GradientAllReduce(Sync):
+    """Synchronous SGD: the gradients of every step all-reduced (kind ``allreduce``), one step on every replica."""
+
+    name = "allreduce"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Sync.Config):
+        pass
+
+
+@SYNCS.register
+class ModelAveraging(Sync):
+    """CATGNN (digest 002 §1.5): parts train alone; every ``interval`` epochs ``W = sum_k alpha_k W_k``."""
+
+    name = "model_avg"
+    program = "workbench.train.model_averaging:ModelAveragingProgram"
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Sync.Config):
+        interval: Annotated[int, Interval(1, None)] = 1
+        """Average the models every this many epochs (and after the last one)."""
+        halo_hops: Annotated[int, Interval(0, 3)] = 1
+        """Halo depth K of each part's subgraph: 0 (no full neighbourhood), 1 (CATGNN's default), 2, 3."""
+        weighting: Annotated[str, Options(*WEIGHTINGS)] = "train"
+        """Averaging weights: 'train' (share of training vertices, CATGNN) or 'uniform'."""
+        replica_init: Annotated[str, Options(*REPLICA_INITS)] = "same"
+        """'same' seed on every part (identical replicas, as a broadcast from rank 0 would give, without its
+        traffic) or 'independent' (seed + part id, the reference code's choice)."""
