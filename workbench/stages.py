@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Optional
 
 from workbench._validation import Config as BaseConfig
 from workbench._validation import ParamError, check_choice
+from workbench.constraints import declared
 
 __all__ = ["Stage", "Registry", "registry", "REGISTRIES", "STAGE_SECTIONS", "resolve_config", "switch_config"]
 
@@ -100,10 +101,15 @@ def resolve_config(stage: Any, config: Any, options: dict) -> Any:
 
 
 def switch_config(current: Any, cls: type) -> Any:
-    """A ``cls`` config keeping the fields ``current`` (a config of another method, or None) shares with it:
-    what switching a section's method keeps (``--set partition.method=metis`` keeps ``seed``)."""
+    """A ``cls`` config keeping the fields ``current`` (a config of another method, or None) shares with it
+    where ``cls`` accepts the value: what switching a section's method keeps (``--set partition.method=metis``
+    keeps ``seed``). A shared name whose value the new method declares invalid (the hypergraph partitioner's
+    ``objective='km1'``, which METIS does not offer) takes the new method's default: it is another option that
+    happens to share the name, not a setting the user gave the new method."""
     shared = type(current).field_names() if current is not None else ()
-    return cls(**{f: getattr(current, f) for f in cls.field_names() if f in shared})
+    constraints = declared(cls)
+    keep = {f: getattr(current, f) for f in cls.field_names() if f in shared}
+    return cls(**{f: v for f, v in keep.items() if f not in constraints or constraints[f].check(v)})
 
 
 class Registry(dict):
