@@ -207,9 +207,15 @@ class Dashboard(Viewer):
             self.control.show_error("The selected run is not running.")
 
     def _show(self, run_id: Optional[str]) -> None:
-        if not run_id or (self.view is not None and self.view.store.run_id == run_id):
+        """Show the views of ``run_id``; again when the registry's store of the shown run changed: a run
+        started from the form writes its log folder before the registry has its handle, and a page that
+        had nothing selected yet took it from the folder listing, as a saved run (its views followed the
+        log, and Stop said the run was not running)."""
+        if not run_id:
             return
         store = self.registry.store(run_id)
+        if self.view is not None and self.view.store.run_id == run_id and store in (None, self.view.store):
+            return
         if store is None:
             self.content.objects = [pn.pane.Alert(f"Run {run_id!r} could not be read.", alert_type="warning")]
             return
@@ -221,6 +227,8 @@ class Dashboard(Viewer):
         if self.registry.run_ids() and self.registry.version != self._reg_version:
             self._reg_version = self.registry.version
             self.run_select.options = self.registry.run_ids()
+            if self.view is not None:
+                self._show(self.run_select.value)  # a saved run shown that is live now: its live store
         if self._pending and self._pending in self.run_select.options:
             pending, self._pending = self._pending, None
             self.run_select.value = pending

@@ -129,6 +129,8 @@ class StoreView(Viewer):
         self.store = as_store(source)
         self._last: Any = None
         self._next_ok = 0.0
+        # what the last draw saw: no event of the view's kinds yet (its placeholder), a run that had ended
+        self._drew_empty = self._drew_done = False
         #: seconds the last redraw took (server side)
         self.draw_s = 0.0
         self._error = pn.pane.Alert("", alert_type="warning", visible=False, margin=(2, 10))
@@ -149,14 +151,29 @@ class StoreView(Viewer):
     def _stream_plots(self) -> list:
         return [v for v in vars(self).values() if isinstance(v, StreamPlot)]
 
+    def _catching_up(self, done: bool) -> bool:
+        """Whether a redraw skips the throttle: the view shows its placeholder and its first events came,
+        or the run ended since the last draw. A view built before its run's first event (a run started
+        from the dashboard's form is shown at once) must not keep its placeholder for a whole throttle
+        period, and the end of a run is drawn in the refresh that shows its status: a short run used to
+        end with the status line saying "finished" beside curves still waiting for their first epoch."""
+        if done and not self._drew_done:
+            return True
+        return self._drew_empty and any(self.store.version(*self.kinds))
+
     def refresh(self, force: bool = False) -> bool:
-        """Re-render if new events arrived (or ``force``). Returns whether it re-rendered."""
+        """Re-render if new events arrived (or ``force``). Returns whether it re-rendered.
+
+        At most every :attr:`min_redraw_s` (longer for a slow view), except for the view's first events
+        and the run's end, which are drawn at once (:meth:`_catching_up`)."""
         for plot in self._stream_plots():
             plot.heal()
+        # read before the version: a run seen ended then has all its events in ``ver``
+        done, empty = self.store.done, not any(self.store.version(*self.kinds))
         ver = self._version()
-        if not force and (ver == self._last or time.monotonic() < self._next_ok):
+        if not force and (ver == self._last or (time.monotonic() < self._next_ok and not self._catching_up(done))):
             return False
-        self._last = ver
+        self._last, self._drew_done, self._drew_empty = ver, done, empty
         start = time.monotonic()
         try:
             self._update()

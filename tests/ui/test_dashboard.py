@@ -9,7 +9,7 @@ import time
 import holoviews as hv
 import pytest
 
-from tests.ui.conftest import ARTIFACTS, plotted_rows, wait_until
+from tests.ui.conftest import ARTIFACTS, open_tab, plotted_rows, wait_until
 from widgets.app import RunRegistry
 from widgets.synthetic import SyntheticRun, fabricate_run
 from widgets.views import LivePlot, StreamPlot
@@ -125,5 +125,27 @@ def test_real_run_from_the_form(page, served, tmp_path):
     assert store.status == "finished", store.error
     wait_until(lambda: page.locator(".wb-status[data-status='finished']").count() == 1)
     assert store.partition is not None and store.epochs_done >= 1
+    # the page says "finished" only with the curves of the whole run beside it: the run's end is drawn in
+    # the refresh that shows its status, whatever the figures' redraw throttle (a short run used to end
+    # while the curves still waited for their first epoch, or showed the first few)
+    session, = reg.sessions
+    curves = session.view.curves
+    assert session.view.store is store and curves.up_to_date(), (
+        f"the page says finished, the curves are behind (drew {sum(map(len, curves._loss.series.values()))} "
+        f"of {len(store.frame('epoch'))} rows)")
+    page.get_by_text("Training curves", exact=True).first.click()
+    note = page.get_by_text("Waiting for the first epoch")
+    wait_until(lambda: note.count() == 0 or not note.first.is_visible(), timeout=30,
+               what=lambda: f"the curves still wait for the first epoch (store: {store.epochs_done} epochs, "
+                            f"view's store {curves.store!r}, the run's {store!r})")
+    rows = len(store.frame("epoch"))  # one per rank and epoch
+    wait_until(lambda: sum(map(len, curves._loss.series.values())) == rows and plotted_rows(curves) >= rows,
+               timeout=30, what=lambda: f"{plotted_rows(curves)} rows plotted, the run has {rows}")
+    wait_until(lambda: _canvases(page) >= 2)
+    # a second tab fed by the run's events: the communication view draws the bytes sent
+    session = open_tab(page, reg, session, "Communication", "traffic")
+    wait_until(lambda: plotted_rows(session.view.traffic) > 0, timeout=30)
+    page.get_by_text("Training curves", exact=True).first.click()
+    wait_until(lambda: _canvases(page) >= 2)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-real-run.png"), full_page=True)

@@ -78,6 +78,23 @@ def test_form_started_runs_appear_and_stop(tmp_path):
     assert _wait(lambda: d.view.store.poll() is not None and d.view.store.status == "stopped")
 
 
+def test_a_form_run_listed_from_its_folder_first_is_shown_from_its_handle(tmp_path):
+    """A run started from the form writes its log folder before the registry has its handle (``launch``
+    prepares the run first): a page with nothing selected yet took it from the folder listing, as a saved
+    run. Once the handle is registered the page shows the live store: Stop reaches the run."""
+    reg = RunRegistry(tmp_path)
+    run = SyntheticRun(fabricate_run(num_parts=2, epochs=200), delay=0.05, out=str(tmp_path), run_id="early",
+                       start=False)  # its folder exists, the registry does not know it yet
+    d = Dashboard(registry=reg)
+    assert d.view is not None and d.view.store.run_id == "early" and d.view.store.handle is None
+    live = reg.add(run.start())
+    d._on_started(run)
+    d.tick()
+    assert d.view.store is live
+    d.control.stop()
+    assert _wait(lambda: live.poll() is not None and live.status == "stopped")
+
+
 def test_stop_all_stops_live_runs(tmp_path):
     reg = RunRegistry(tmp_path)
     runs = [SyntheticRun(fabricate_run(epochs=100), delay=0.05, out=str(tmp_path), run_id=f"r{i}") for i in range(2)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import holoviews as hv
 import numpy as np
 import panel as pn
@@ -181,6 +183,28 @@ def test_live_updates_and_throttle(events):
     store.extend(events[30:])
     view._next_ok = 0
     assert view.refresh() and len(view.plot_data()) > n
+
+
+def test_first_events_and_the_end_of_a_run_are_drawn_at_once(events):
+    """The throttle holds back neither a view's first events (a view built before its run's first event,
+    as the dashboard shows a run started from its form, drops its placeholder at once) nor the end of the
+    run (drawn in the refresh that shows the status "finished", not a throttle period later)."""
+    from workbench.events import EpochEnd, RunFinished
+
+    body = [e for e in events if not isinstance(e, RunFinished)]
+    first = next(i for i, e in enumerate(body) if isinstance(e, EpochEnd))
+    store = RunStore(events=body[:first])
+    view = CurvesView(store)
+    assert view._note.visible and view._next_ok > time.monotonic()     # drawn empty just now: throttled
+    store.extend(body[first:first + 3])
+    assert view.refresh() and not view._note.visible                   # first epochs: at once
+    store.extend(body[first + 3:])
+    assert not view.refresh() and not view.up_to_date()                 # more: throttled
+    store.push(RunFinished(run_id="fab", status="finished"))
+    assert view.refresh() and view.up_to_date()                          # the end: at once
+    assert sum(map(len, view._loss.series.values())) == len(store.frame("epoch"))
+    store.push(EpochEnd(run_id="fab", rank=0, epoch=99, loss=0.1))       # after the end: throttled again
+    assert not view.refresh()
 
 
 def test_broken_view_shows_a_message_not_a_traceback(events):
