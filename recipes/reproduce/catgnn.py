@@ -6,7 +6,7 @@
   disk like the paper's edge lists; Cora, on which the digest computed reference values, is not shipped here;
 * peak memory of METIS against SPRING, each in a fresh process on the same edge file (peak RSS above the
   process's level once the input is loaded, Linux ``VmHWM``);
-* model averaging, checked on the code path itself (:meth:`AveragingLoop.average` on 2 thread ranks x 2 parts
+* model averaging, checked on the code path itself (:meth:`ModelAveraging.average` (the sync stage) on 2 thread ranks x 2 parts
   against ``Σ α_k W_k``), and trained: CATGNN on 4 SPRING parts against one process, the sync interval, K = 0.
 
 Example:
@@ -99,13 +99,12 @@ def _peak_memory(work: Path, lines: int) -> tuple[float, float]:
 
 
 def _average_error() -> float:
-    """Largest |W - Σ α_k W_k| after :meth:`AveragingLoop.average` on 2 thread ranks holding 2 parts each."""
-    import types
-
+    """Largest |W - Σ α_k W_k| after :meth:`~workbench.train.sync.ModelAveraging.average` on 2 thread ranks
+    holding 2 parts each."""
     import torch
 
     from workbench.sample.epoch import run_thread_ranks
-    from workbench.train.model_averaging import AveragingLoop
+    from workbench.train.sync import ModelAveraging
 
     gen = torch.Generator().manual_seed(0)
     alpha = torch.rand(4, generator=gen, dtype=torch.float64)
@@ -122,11 +121,9 @@ def _average_error() -> float:
 
     def body(comm):
         mine = [0, 1] if comm.rank == 0 else [2, 3]
-        fake = types.SimpleNamespace(parts=[(types.SimpleNamespace(alpha=alpha[k]),) for k in mine],
-                                     models=[model(weights[k]) for k in mine], ctx=types.SimpleNamespace(world_size=2),
-                                     comm=comm, num_syncs=0)
-        AveragingLoop.average(fake)
-        return [torch.cat([p.detach().reshape(-1) for p in m.parameters()]) for m in fake.models]
+        replicas = [(model(weights[k]), alpha[k]) for k in mine]
+        ModelAveraging().average(replicas, comm, 2)
+        return [torch.cat([p.detach().reshape(-1) for p in m.parameters()]) for m, _ in replicas]
 
     got = [w for rank in run_thread_ranks(2, body) for w in rank]
     return float(max((w - expected).abs().max() for w in got))
@@ -191,7 +188,8 @@ def claims(quick: bool = False) -> list[Claim]:
     out += [
         Claim("catgnn.averaged_weights", "model averaging sets every replica to Σ α_k W_k (largest error)",
               "§1.5, digest §10", paper=0.0, relation="<=", measured=_average_error(), unit="abs", tolerance=1e-6,
-              note="AveragingLoop.average on 2 thread ranks x 2 parts, random weights and shares; 1e-6 = float32"),
+              note="ModelAveraging.average (sync.method=model_avg) on 2 thread ranks x 2 parts, random weights and "
+                   "shares; 1e-6 = float32"),
         Claim("catgnn.same_accuracy", "CATGNN on 4 SPRING parts reaches the accuracy of centralised training "
               "(centralised - CATGNN test accuracy at the best validation epoch)", "§6.6, Fig. 7", paper=None,
               bound=0.02, relation="<=", measured=t["central"] - t["every 1"], unit="accuracy",

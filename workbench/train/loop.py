@@ -447,8 +447,9 @@ class TrainLoop:
             zero_grad; out = forward(batch)   # features in, the exchange / sampled blocks, the model
             out.loss.backward()
             after_backward(batch, out)        # e.g. SANCUS's CAGNET weight gradient
-            reduce_gradients()                # one all-reduce of the weight gradients (kind "allreduce")
+            sync.after_step(self)             # allreduce: one all-reduce of the weight gradients (kind "allreduce")
             optimizer.step()
+        sync.after_epoch(self, epoch)         # model_avg: the replicas averaged when due (kind "model_avg")
         metrics = evaluate(epoch, outputs)    # global loss and accuracies (one tiny all-reduce)
         recorder.end(metrics)                 # EpochEnd + StepTimes + Traffic events, per-epoch results
         on_epoch_end(epoch, metrics, outputs) # extra per-epoch events (staleness, cache hit rates, ...)
@@ -466,6 +467,7 @@ class TrainLoop:
         config: the :class:`TrainLoopConfig`.
         comm: the communicator the steps use (default ``ctx.comm``; a staleness wrapper for instance).
         exchange_kinds: traffic kinds reported per epoch as the exchange's bytes.
+        sync: the run's sync stage (:mod:`workbench.train.sync`; default ``allreduce``: synchronous SGD).
 
     Example:
         >>> import torch
@@ -485,10 +487,16 @@ class TrainLoop:
     """
 
     def __init__(self, ctx, model: nn.Module, config: TrainLoopConfig, *, comm=None,
-                 exchange_kinds: tuple[str, ...] = ()):
+                 exchange_kinds: tuple[str, ...] = (), sync: Any = None):
         self.ctx = ctx
         self.model = model
         self.config = config
+        if sync is None:
+            from workbench.train.sync import GradientAllReduce
+
+            sync = GradientAllReduce()
+        self.sync = sync
+        """The rank's sync stage: called after every step and after the epoch's last step."""
         self.comm = comm if comm is not None else ctx.comm
         params: Any = model.parameters()
         if config.weight_decay_layers == "first" and hasattr(model, "first_layer_parameters"):
@@ -516,9 +524,10 @@ class TrainLoop:
     def after_backward(self, batch: Any, out: StepOutput) -> None:
         """After ``loss.backward()``, before the gradient all-reduce."""
 
-    def reduce_gradients(self) -> None:
-        """Sum the weight gradients over ranks (one flat all-reduce, kind ``allreduce``)."""
-        allreduce_gradients(self.model, self.comm, self.ctx.world_size)
+    def replicas(self) -> list[tuple[nn.Module, float]]:
+        """The model replicas this rank trains and their averaging weights (a sync that averages models reads
+        them): the model, weighted ``1 / world_size``."""
+        return [(self.model, 1.0 / self.ctx.world_size)]
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict[str, Optional[float]]:
         """Global loss and train/val/test accuracy of the epoch (default: from the steps' outputs)."""
@@ -558,11 +567,13 @@ class TrainLoop:
                 out.loss.backward()
                 self.after_backward(batch, out)
             with timer.phase("grad_sync"):
-                self.reduce_gradients()
+                self.sync.after_step(self)
             with timer.phase("optimizer"):
                 self.optimizer.step()
             timer.steps += 1
             outputs.append(out)
+        with timer.phase("grad_sync"):
+            self.sync.after_epoch(self, epoch)
         with timer.phase("evaluate"):
             metrics = self.evaluate(epoch, outputs)
         self.recorder.end(metrics)
@@ -573,5 +584,6 @@ class TrainLoop:
         for epoch in range(self.config.epochs):
             self.run_epoch(epoch)
         out = self.recorder.finish(self.model)
+        out.update(self.sync.result())
         out.update(self.extra_result())
         return out

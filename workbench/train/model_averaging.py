@@ -274,7 +274,8 @@ class AveragingLoop(TrainLoop):
 
     def __init__(self, ctx, models: list, config: Any, payload: _Payload):
         tc = config.train
-        super().__init__(ctx, models[0], tc, exchange_kinds=("model_avg",))
+        super().__init__(ctx, models[0], tc, exchange_kinds=("model_avg",),
+                         sync=registry("sync").build(config.method("sync"), config.sync))
         self.cfg = config
         self.models = models
         self.optimizers = [self.optimizer] + [make_optimizer(tc.optimizer, m.parameters(), tc.lr, tc.weight_decay)
@@ -299,7 +300,6 @@ class AveragingLoop(TrainLoop):
             self.sources = [LocalSource(Graph.from_edges(s.edge_src, s.edge_dst, s.num_local)) for s in payload.shards]
             self.kind = config.method("model")
         self.num_params = sum(p.numel() for p in models[0].parameters())
-        self.num_syncs = 0
         self.steps: list[int] = []
         """Optimiser steps per epoch, over this rank's parts (one per part in full-batch training)."""
         self.best = (-1, -1.0, None)
@@ -349,29 +349,11 @@ class AveragingLoop(TrainLoop):
         yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)
         return StepOutput(loss, logits.detach(), y, (yes, ~yes, ~yes), extra={"alpha": s.alpha, "part": k})
 
-    def reduce_gradients(self) -> None:
-        """No gradient synchronisation: the parts train independently between averages."""
-
-    def average(self) -> None:
-        """``W = sum_k alpha_k W_k`` over all parts: one all-reduce of the flat parameters (kind ``model_avg``)."""
-        flat = None
-        for (s, *_), m in zip(self.parts, self.models):
-            v = torch.cat([p.detach().reshape(-1) for p in m.parameters()]) * s.alpha
-            flat = v if flat is None else flat + v
-        if self.ctx.world_size > 1:
-            self.comm.all_reduce(flat, kind="model_avg")
-        for m in self.models:
-            offset = 0
-            with torch.no_grad():
-                for p in m.parameters():
-                    p.copy_(flat[offset:offset + p.numel()].view_as(p))
-                    offset += p.numel()
-        self.num_syncs += 1
+    def replicas(self) -> list:
+        """Every part's model with its averaging weight ``alpha_k`` (what ``sync.method=model_avg`` averages)."""
+        return [(m, s.alpha) for (s, *_), m in zip(self.parts, self.models)]
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
-        if (epoch + 1) % self.cfg.sync.interval == 0 or epoch + 1 == self.config.epochs:
-            with self.timer.phase("grad_sync"):   # the model averaging is CATGNN's synchronisation
-                self.average()
         per_part: dict = {}   # the epoch's loss: sum over parts of alpha_k x the part's mean step loss
         for o in outputs:
             per_part.setdefault(o.extra.get("part", id(o)), []).append(o)
@@ -396,4 +378,4 @@ class AveragingLoop(TrainLoop):
 
     def extra_result(self) -> dict:
         return {"best_epoch": self.best[0], "best_val_acc": self.best[1], "test_acc_at_best_val": self.best[2],
-                "num_syncs": self.num_syncs, "num_params": self.num_params, "steps": self.steps}
+                "num_params": self.num_params, "steps": self.steps}

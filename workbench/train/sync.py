@@ -15,6 +15,12 @@ A run's ``sync`` section (:class:`~workbench.compose.RunConfig`) picks one metho
                 no feature source (so no cache), no schedule.
 =============== =============================================================================================
 
+At run time the loop (:class:`~workbench.train.loop.TrainLoop`) holds the rank's sync and calls it twice: after
+every step's backward pass (:meth:`Sync.after_step`: ``allreduce`` sums the weight gradients there) and after the
+epoch's last step, before the evaluation (:meth:`Sync.after_epoch`: ``model_avg`` averages the replicas there when
+the epoch is due). The loop offers its replicas through ``loop.replicas()``: ``[(model, weight), ...]``, one
+model and weight ``1 / world_size`` by default, every part's model with its ``alpha_k`` under model averaging.
+
 A sync that trains its own way names its ``program`` (``module:Class``); the composition check
 (:mod:`workbench.composition`) then refuses what that program cannot use, before any worker starts.
 
@@ -32,7 +38,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, ClassVar, Optional
+from typing import Annotated, Any, ClassVar, Optional
+
+import torch
 
 from workbench.constraints import Interval, Options
 from workbench.stages import Stage, registry
@@ -53,6 +61,16 @@ class Sync(Stage):
     program: ClassVar[Optional[str]] = None
     """``module:Class`` of the program a sync trains with when it is not the other sections' (None: theirs)."""
 
+    def after_step(self, loop: Any) -> None:
+        """After a step's backward pass, before the optimiser step (timed as ``grad_sync``)."""
+
+    def after_epoch(self, loop: Any, epoch: int) -> None:
+        """After the epoch's last step, before its evaluation (timed as ``grad_sync``)."""
+
+    def result(self) -> dict:
+        """Entries this sync adds to the rank's result (``num_syncs``, ...)."""
+        return {}
+
 
 @SYNCS.register
 class GradientAllReduce(Sync):
@@ -63,6 +81,11 @@ class GradientAllReduce(Sync):
     @dataclasses.dataclass(kw_only=True)
     class Config(Sync.Config):
         pass
+
+    def after_step(self, loop: Any) -> None:
+        from workbench.train.loop import allreduce_gradients
+
+        allreduce_gradients(loop.model, loop.comm, loop.ctx.world_size)
 
 
 @SYNCS.register
@@ -83,3 +106,40 @@ class ModelAveraging(Sync):
         replica_init: Annotated[str, Options(*REPLICA_INITS)] = "same"
         """'same' seed on every part (identical replicas, as a broadcast from rank 0 would give, without its
         traffic) or 'independent' (seed + part id, the reference code's choice)."""
+
+    def __init__(self, config: Optional["ModelAveraging.Config"] = None, **options: Any):
+        super().__init__(config, **options)
+        self.num_syncs = 0
+
+    def due(self, epoch: int, epochs: int) -> bool:
+        """Whether the replicas are averaged after ``epoch`` (every ``interval`` epochs and after the last).
+
+        Example:
+            >>> [e for e in range(7) if ModelAveraging(interval=3).due(e, 7)]
+            [2, 5, 6]
+        """
+        return (epoch + 1) % self.config.interval == 0 or epoch + 1 == epochs
+
+    def after_epoch(self, loop: Any, epoch: int) -> None:
+        if self.due(epoch, loop.config.epochs):
+            self.average(loop.replicas(), loop.comm, loop.ctx.world_size)
+
+    def average(self, replicas: list, comm: Any, world_size: int) -> None:
+        """``W = sum_k alpha_k W_k`` over every replica of every rank: one all-reduce of the weighted flat
+        parameters (kind ``model_avg``), copied into each replica."""
+        flat = None
+        for model, alpha in replicas:
+            v = torch.cat([p.detach().reshape(-1) for p in model.parameters()]) * alpha
+            flat = v if flat is None else flat + v
+        if world_size > 1:
+            comm.all_reduce(flat, kind="model_avg")
+        for model, _ in replicas:
+            offset = 0
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.copy_(flat[offset:offset + p.numel()].view_as(p))
+                    offset += p.numel()
+        self.num_syncs += 1
+
+    def result(self) -> dict:
+        return {"num_syncs": self.num_syncs}
