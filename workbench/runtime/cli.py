@@ -275,6 +275,13 @@ def run_command(args: argparse.Namespace) -> int:
         status = handle.status
         if summary.get("modelled_comm_s"):
             _print_modelled(summary, out_stream)
+        if "comm_share" in summary:
+            print(f"communication: {100 * summary['comm_share']:.0f} % of the epochs' time", file=out_stream)
+        if "target_accuracy" in summary:
+            reached = summary["time_to_accuracy_s"]
+            print(f"time to validation accuracy {summary['target_accuracy']:g}: " + (
+                f"{reached:.2f} s (epoch {summary['time_to_accuracy_epoch']})" if reached is not None
+                else "not reached"), file=out_stream)
         print(f"{status} in {summary.get('wall_s', 0.0):.2f} s" + (f"; dashboard was {handle.dashboard_link}"
                                                                   if handle.dashboard_link else ""), file=out_stream)
     return 0 if handle.status in ("finished", "stopped") else 1

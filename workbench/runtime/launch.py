@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 from workbench._validation import ErrorCollector
 from workbench.events import Event, RunFinished, RunLog, RunStarted
 from workbench.runtime.errors import RunError
+from workbench.runtime.measures import run_measures
 from workbench.runtime.program import Program
 from workbench.runtime.runners import RunEnv, run_inprocess
 
@@ -343,6 +344,7 @@ def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runne
             summary.setdefault("notes", list(program.notes))
         if network is not None and "comm_s" in summary:
             summary.update(modelled_comm(handle.events, network, env.world_size, len(summary["comm_s"])))
+        summary.update(run_measures(summary, getattr(getattr(program.config, "train", None), "target_accuracy", None)))
         handle._finish("finished", summary)
     except BaseException as exc:  # noqa: BLE001 - surfaced by wait()
         handle._finish("failed", error=exc)

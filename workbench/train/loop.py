@@ -20,10 +20,11 @@ from workbench._validation import Config, ErrorCollector
 from workbench.constraints import Interval, OneOf, Options
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.graph import Graph
+from workbench.train.sync import GradientAllReduce
 from workbench.train.kernels import KERNEL_CHOICES, available_kernels
 from workbench.train.timing import PhaseTimer
 
-__all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer", "allreduce_gradients",
+__all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer",
            "global_metrics", "EpochRecorder", "summarize_ranks", "time_breakdown", "partition_nodes", "OPTIMIZERS",
            "LabelData", "masked_loss", "TrainLoopConfig", "TrainLoop", "StepOutput", "TRAFFIC_DETAILS",
            "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS"]
@@ -96,23 +97,6 @@ def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.o
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-
-
-def allreduce_gradients(model: nn.Module, comm, world_size: int) -> None:
-    """Sum the weight gradients over ranks in one flat all-reduce (kind ``allreduce``)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    if world_size == 1:
-        return
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    comm.all_reduce(flat, kind="allreduce")
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.grad.copy_(flat[offset:offset + n].view_as(p))
-        offset += n
 
 
 def global_metrics(comm, world_size: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
@@ -404,6 +388,9 @@ class TrainLoopConfig(Config):
     """Sparse kernel of every aggregation: ``auto`` (numba on the CPU, DGL's for large factored matrices where
     DGL imports, cuSPARSE on CUDA), ``numba``, ``torch``, ``dgl`` or ``triton`` (CUDA); a kernel this machine
     lacks is refused (:mod:`workbench.train.kernels`)."""
+    target_accuracy: Annotated[Optional[float], OneOf(None, Interval(0, 1))] = None
+    """A validation accuracy to reach: the summary then reports ``time_to_accuracy_s`` (the training wall time
+    until the first epoch that reaches it, None if none does) and ``time_to_accuracy_epoch``."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         if self.kernel not in ("auto", "torch"):   # the others need numba, DGL, or CUDA and Triton here
@@ -491,11 +478,7 @@ class TrainLoop:
         self.ctx = ctx
         self.model = model
         self.config = config
-        if sync is None:
-            from workbench.train.sync import GradientAllReduce
-
-            sync = GradientAllReduce()
-        self.sync = sync
+        self.sync = sync if sync is not None else GradientAllReduce()
         """The rank's sync stage: called after every step and after the epoch's last step."""
         self.comm = comm if comm is not None else ctx.comm
         params: Any = model.parameters()

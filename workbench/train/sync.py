@@ -45,13 +45,30 @@ import torch
 from workbench.constraints import Interval, Options
 from workbench.stages import Stage, registry
 
-__all__ = ["SYNCS", "Sync", "GradientAllReduce", "ModelAveraging", "WEIGHTINGS", "REPLICA_INITS"]
+__all__ = ["SYNCS", "Sync", "GradientAllReduce", "ModelAveraging", "WEIGHTINGS", "REPLICA_INITS", "allreduce_gradients"]
 
 SYNCS = registry("sync")
 """Every registered sync method, by name (``--set sync.method=NAME``)."""
 
 WEIGHTINGS = ("train", "uniform")
 REPLICA_INITS = ("same", "independent")
+
+
+def allreduce_gradients(model: torch.nn.Module, comm, world_size: int) -> None:
+    """Sum the weight gradients over ranks in one flat all-reduce (kind ``allreduce``)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    if world_size == 1:
+        return
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    comm.all_reduce(flat, kind="allreduce")
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[offset:offset + n].view_as(p))
+        offset += n
 
 
 class Sync(Stage):
@@ -83,8 +100,6 @@ class GradientAllReduce(Sync):
         pass
 
     def after_step(self, loop: Any) -> None:
-        from workbench.train.loop import allreduce_gradients
-
         allreduce_gradients(loop.model, loop.comm, loop.ctx.world_size)
 
 
