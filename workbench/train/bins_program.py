@@ -10,6 +10,12 @@ starts) and packs every rank's bins. A rank with bins trains with :class:`Binned
 (per-layer P2P halo exchange of the ``halo`` exchange, then the layer bin by bin). The summary gains
 ``g3``: bins per layer, the measured per-bin costs' totals and, per pipeline variant, the simulated epoch
 time and idle fraction (:mod:`workbench.train.bins_pipeline`).
+
+The ``inter`` variant is simulated on **consecutive-id bins**, as the paper's ablation defines it (§7.7, Fig. 17:
+"bins are nodes with consecutive IDs, no BFS or priority"): the same packing under the same caps, walking the
+part's vertices in id order. Those bins are never executed, so their compute times are not measured: each is the
+measured time per unit of work (edges + destination rows) of the same rank and layer's executed bins, times its
+own work. The other variants use the executed priority bins. ``g3.inter_bins`` in the summary says so.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from workbench._validation import ParamError, param_error
 from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_memory_budget, bin_byte_cap,
                                   binned_forward, build_schedule, check_bin_budget, check_memory, largest_vertex_bin,
                                   priority_order)
-from workbench.train.bins_pipeline import BinCosts, simulate_all
+from workbench.train.bins_pipeline import BinCosts, simulate, simulate_all
 from workbench.train.full_graph_loop import FullGraphLoop
 from workbench.train.loop import StepOutput, masked_loss
 
@@ -43,6 +49,8 @@ class BinPlan:
             ``r`` at layer ``k`` reads (empty for layer 0).
         widths_in, widths_out: per layer widths.
         num_params: weights of the model (the all-reduce volume).
+        consecutive: the same ranks' bins packed in vertex-id order and their ``deps`` (``(schedules,
+            deps)``): what the ``inter`` variant of the simulation runs on (never executed).
     """
 
     schedules: list[BinSchedule]
@@ -50,6 +58,7 @@ class BinPlan:
     widths_in: list[int]
     widths_out: list[int]
     num_params: int = 0
+    consecutive: Optional[tuple[list[BinSchedule], list]] = None
 
 
 def _check_exchange(train: Any, exchange: str, staleness: str) -> None:
@@ -119,7 +128,7 @@ def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list
         return None
     check_bin_budget(memory_budget, largest)
     cap = bin_byte_cap(memory_budget)
-    schedules = []
+    schedules, consecutive = [], []
     for shard in shards:
         plan = shard.plan
         n = plan.num_inner
@@ -138,8 +147,13 @@ def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list
             raise AssertionError(f"part {plan.rank}: {exc} after check_bin_budget passed") from exc
         s.num_boundary = int((remote_in | (send_count > 0)).sum())
         schedules.append(s)
+        consecutive.append(build_schedule(n, plan.num_halo, shard.agg_rows, shard.agg_cols, shard.agg_weights,
+                                          np.arange(n, dtype=np.int64), widths_in=widths_in, widths_out=widths_out,
+                                          bin_limit=train.bin_limit or None, byte_cap=cap,
+                                          send_count=send_count.numpy()))
     return BinPlan(schedules=schedules, deps=_dependencies(graph, node_part, shards, schedules),
-                   widths_in=list(widths_in), widths_out=list(widths_out))
+                   widths_in=list(widths_in), widths_out=list(widths_out),
+                   consecutive=(consecutive, _dependencies(graph, node_part, shards, consecutive)))
 
 
 def _dependencies(graph: Any, node_part: torch.Tensor, shards: list, schedules: list[BinSchedule]) -> list:
@@ -216,24 +230,34 @@ class BinnedFullGraphLoop(FullGraphLoop):
         return out
 
 
-def bin_costs(plan: BinPlan, rank_results: list[dict]) -> tuple[list[list[BinCosts]], float]:
-    """Per layer and worker, the bins' :class:`BinCosts` from the plan and the ranks' measured times."""
+def bin_costs(plan: BinPlan, rank_results: list[dict], *, consecutive: bool = False
+              ) -> tuple[list[list[BinCosts]], float]:
+    """Per layer and worker, the bins' :class:`BinCosts` from the plan and the ranks' measured times;
+    ``consecutive``: of the plan's consecutive-id bins, each timed at its rank and layer's measured time per
+    unit of work (edges + destination rows)."""
     results = sorted(rank_results, key=lambda r: r.get("rank", 0))
+    schedules, deps = plan.consecutive if consecutive else (plan.schedules, plan.deps)
     layers = []
     for k, (f_in, f_out) in enumerate(zip(plan.widths_in, plan.widths_out)):
         row = []
-        for r, s in enumerate(plan.schedules):
+        for r, s in enumerate(schedules):
             lb = s.layers[k]
             measured = results[r]["g3_bins"]["bin_compute_s"]
-            comp = np.asarray(measured[k], dtype=float) if measured else np.zeros(lb.num_bins)
             work = lb.num_edges + np.array([len(d) for d in lb.dst])
+            if consecutive:
+                done = plan.schedules[r].layers[k]
+                done_work = float((done.num_edges + np.array([len(d) for d in done.dst])).sum())
+                rate = float(np.sum(measured[k])) / done_work if measured and done_work > 0 else 0.0
+                comp = rate * work.astype(float)
+            else:
+                comp = np.asarray(measured[k], dtype=float) if measured else np.zeros(lb.num_bins)
             pack = results[r]["g3_bins"]["pack_s"] / len(s.layers) * work / max(work.sum(), 1)
             halo_rows = np.array([int((src >= len(lb.inverse)).sum()) for src in lb.src])
             row.append(BinCosts(pack_s=pack, h2d_bytes=(lb.footprint - 4 * np.array([len(d) for d in lb.dst]) * f_out)
                                 + 12 * lb.num_edges, compute_s=comp,
                                 d2h_bytes=4 * f_out * np.array([len(d) for d in lb.dst], dtype=float),
                                 send_bytes=4 * f_out * lb.send_rows.astype(float),
-                                back_bytes=4 * f_in * halo_rows.astype(float), deps=plan.deps[k][r]))
+                                back_bytes=4 * f_in * halo_rows.astype(float), deps=deps[k][r]))
         layers.append(row)
     ratio = float(np.mean([r["g3_bins"]["backward_ratio"] for r in results]))
     return layers, ratio
@@ -245,6 +269,11 @@ def bins_summary(plan: BinPlan, rank_results: list[dict], train: Any, num_params
     ``memory_budget`` is in bytes; ``memory_budget_auto`` says how ``auto`` sized it (None: given)."""
     layers, ratio = bin_costs(plan, rank_results)
     sim = simulate_all(layers, ratio, 4 * num_params)
+    inter_priority = sim["inter"]["epoch_s"]
+    if plan.consecutive is not None:   # the paper's inter-layer ablation packs consecutive ids
+        inter = simulate(bin_costs(plan, rank_results, consecutive=True)[0], ratio, 4 * num_params, "inter")
+        inter["speedup"] = sim["sequential"]["epoch_s"] / inter["epoch_s"] if inter["epoch_s"] > 0 else 1.0
+        sim["inter"] = inter
     return {
         "bin_limit": train.bin_limit, "memory_budget": train.memory_budget, "memory_budget_auto": budget_auto,
         "pipeline": train.pipeline,
@@ -255,4 +284,7 @@ def bins_summary(plan: BinPlan, rank_results: list[dict], train: Any, num_params
         "idle_fraction": {v: sim[v]["idle_fraction"] for v in sim},
         "speedup_over_sequential": {v: sim[v]["speedup"] for v in sim},
         "simulated_epoch_s_chosen": sim[train.pipeline]["epoch_s"],
+        "inter_bins": "consecutive ids (the paper's ablation; compute per unit of work measured on the executed "
+                      "bins)" if plan.consecutive is not None else "priority (BFS, boundary first)",
+        "simulated_epoch_s_inter_priority_bins": inter_priority,
     }
