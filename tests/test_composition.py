@@ -210,3 +210,22 @@ def test_every_recipe_takes_every_cross_paper_setting_or_refuses_it_with_the_tem
         except ParamError as exc:
             assert all(re.fullmatch(template, e, flags=re.S) for e in exc.errors), \
                 (settings, exc.errors)
+
+
+TRAINERS = {"full-graph halo": {}, "full-graph block_row": {"exchange.method": "block_row"},
+            "G3 bins": {"train.bin_limit": "16"}, "mini-batch": {"sample.method": "neighbor"},
+            "edge-sampled": {"sample.method": "psc"}, "model averaging": {"sync.method": "model_avg"}}
+
+
+@pytest.mark.parametrize("partition", RunConfig.method_choices("partition"))
+def test_every_partitioner_trains_under_every_trainer(partition):
+    """Generated from the partition registry: each partitioner (edge-cut, or vertex-cut with owners) runs one epoch
+    on 2 ranks under full-graph training (halo, block_row, G3 bins), mini-batch, edge-sampled training and model
+    averaging (a schedule's trainer is the mini-batch one). A cell that cannot compose is refused before start."""
+    from workbench.runtime.launch import launch
+
+    for trainer, settings in TRAINERS.items():
+        cfg = RunConfig.compose(graph=TINY, epochs=1).with_strings({"partition.method": partition, **settings})
+        summary = launch(cfg, runner="local", workers=2, out=None).wait()
+        assert summary["world_size"] == 2 and len(summary["losses"]) == 1, trainer
+        assert summary["partition"].split("+")[0] == partition, (trainer, summary["partition"])
