@@ -1,10 +1,14 @@
 """Communication volume: bytes per kind and epoch, per rank pair, measured against modelled time for a
-network preset, and the running total against a baseline run from the run log folder.
+network preset, the running total against a baseline run from the run log folder, and what the run's epochs
+would take on other networks (:mod:`widgets.whatif`), beside the baseline's.
 
 Bytes per epoch and kind come from the ranks' ``EpochEnd.bytes_by_kind`` (exact for every epoch); the
 rank-pair heatmap and the modelled time from the per-link ``Traffic`` records, which a long run logs
-summed over windows of epochs (``num_epochs`` > 1, see ``traffic_detail``): totals stay exact, and the
-modelled time of a window is spread evenly over its epochs.
+summed over windows of epochs (``num_epochs`` > 1, see ``traffic_detail``): totals stay exact, and a window
+is modelled as that many epochs of its mean traffic. The modelled time is the transport model of
+:func:`workbench.communicate.netmodel.transport_seconds` (the epoch's exchanges in order, each host's link full
+duplex, the algorithms' latency rounds); a run started with ``--network`` also shows the ``modelled_comm_s`` its
+summary holds, on the link it was given.
 
 Example:
     >>> from widgets.synthetic import fabricate_run
@@ -15,12 +19,12 @@ Example:
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import holoviews as hv
-import numpy as np
 import pandas as pd
 import panel as pn
 import param
@@ -28,42 +32,17 @@ import param
 from widgets.base import PLOT_OPTS, StoreView, empty_note, kind_color
 from widgets.live_plots import LivePlot, StreamPlot
 from widgets.store import RunStore, list_runs
+from widgets.whatif import (GRID_BPS, NETWORK_PRESETS, CommCoefficients, WhatIf, crossovers, format_rate,
+                            preset_label, sweep_seconds, whatif_table)
 
-__all__ = ["TrafficView", "network_model", "modelled_per_epoch"]
+__all__ = ["TrafficView", "network_model"]
 
 
 def network_model() -> tuple[dict, Optional[Callable[..., Any]]]:
-    """``(NETWORK_PRESETS, modelled_seconds)`` from ``workbench.communicate.netmodel``, or ``({}, None)``."""
-    try:
-        from workbench.communicate.netmodel import NETWORK_PRESETS, modelled_seconds
-    except Exception:
-        return {}, None
-    return dict(NETWORK_PRESETS), modelled_seconds
+    """``(NETWORK_PRESETS, transport_seconds)`` from ``workbench.communicate.netmodel``."""
+    from workbench.communicate.netmodel import transport_seconds
 
-
-def modelled_per_epoch(traffic: pd.DataFrame, net: Any) -> pd.Series:
-    """Modelled seconds per epoch (the slowest sender) from a traffic frame: the vectorised form of
-    ``workbench.communicate.netmodel.modelled_seconds`` (a window record spreads evenly over its epochs).
-
-    Example:
-        >>> from workbench.communicate.netmodel import NETWORK_PRESETS
-        >>> t = pd.DataFrame({"epoch": [0, 1], "src_rank": [0, 0], "bytes": [1_250_000_000, 2_500_000_000],
-        ...                   "messages": [0, 0], "num_epochs": [1, 2]})
-        >>> modelled_per_epoch(t, NETWORK_PRESETS["10GbE"]).round(3).to_dict()
-        {0: 1.0, 1: 1.0, 2: 1.0}
-    """
-    if traffic.empty:
-        return pd.Series(dtype=float)
-    n = traffic["num_epochs"].fillna(1).to_numpy(dtype=np.int64) if "num_epochs" in traffic else \
-        np.ones(len(traffic), dtype=np.int64)
-    n = np.maximum(n, 1)
-    seconds = (traffic["messages"].to_numpy(dtype=float) * net.latency_s
-               + traffic["bytes"].to_numpy(dtype=float) / net.bandwidth_Bps) / n
-    rows = np.repeat(np.arange(len(traffic)), n)
-    offsets = np.arange(len(rows)) - np.repeat(np.cumsum(n) - n, n)   # 0..n-1 within each record
-    frame = pd.DataFrame({"epoch": traffic["epoch"].to_numpy(dtype=np.int64)[rows] + offsets,
-                          "src": traffic["src_rank"].to_numpy(dtype=np.int64)[rows], "s": seconds[rows]})
-    return frame.groupby(["epoch", "src"])["s"].sum().groupby(level="epoch").max()
+    return dict(NETWORK_PRESETS), transport_seconds
 
 
 class TrafficView(StoreView):
@@ -87,6 +66,8 @@ class TrafficView(StoreView):
         params.setdefault("network", "10GbE" if "10GbE" in self._presets else (self._presets[0] if self._presets
                                                                                else None))
         self._baseline_store: Optional[RunStore] = None
+        self._coefficients = CommCoefficients()            # this run's, kept up to date as traffic arrives
+        self._baseline_coefficients = CommCoefficients()
         super().__init__(source, **params)
 
     # -- data ---------------------------------------------------------------------------------------------
@@ -116,17 +97,38 @@ class TrafficView(StoreView):
         return out
 
     def time_frame(self) -> pd.DataFrame:
-        """Per epoch: measured communication seconds (slowest rank) and modelled seconds for the preset."""
+        """Per epoch: measured communication seconds (slowest rank), modelled seconds for the preset (the
+        transport model of the epoch's counted traffic) and, for a run started with ``--network``, the
+        ``modelled_comm_s`` of its summary (``run_modelled_s``; nan otherwise)."""
         e = self.store.frame("epoch")
         if e.empty:
-            return pd.DataFrame(columns=["epoch", "measured_s", "modelled_s"])
+            return pd.DataFrame(columns=["epoch", "measured_s", "modelled_s", "run_modelled_s"])
         out = e.groupby("epoch", as_index=False)["comm_s"].max().rename(columns={"comm_s": "measured_s"})
         out["modelled_s"] = float("nan")
         net = self._networks.get(self.network) if self.network else None
         if net is not None:
-            modelled = modelled_per_epoch(self.store.frame("traffic"), net)
-            out["modelled_s"] = modelled.reindex(out["epoch"].astype(int), fill_value=0.0).to_numpy(dtype=float)
+            c = self._coefficients
+            c.update(self.store.frame("traffic"), self.store.world_size or None)
+            out["modelled_s"] = [c.seconds(int(k), net) for k in out["epoch"]]
+        run_model = (self.store.summary or {}).get("modelled_comm_s") or []
+        out["run_modelled_s"] = [float(run_model[int(k)]) if int(k) < len(run_model) else float("nan")
+                                 for k in out["epoch"]]
         return out
+
+    def run_network(self) -> Optional[str]:
+        """The ``--network`` spec the run was started with (from its summary), or None."""
+        net = (self.store.summary or {}).get("network")
+        if not net:
+            return None
+        return str(net.get("spec") or net.get("name")) if isinstance(net, dict) else str(net)
+
+    def whatif_runs(self) -> list[WhatIf]:
+        """This run and the baseline (when one is chosen), as :class:`~widgets.whatif.WhatIf` over their
+        complete epochs."""
+        runs = [WhatIf(self.store, coefficients=self._coefficients)]
+        if self._baseline_store is not None:
+            runs.append(WhatIf(self._baseline_store, coefficients=self._baseline_coefficients))
+        return [r for r in runs if len(r)]
 
     def cumulative_frame(self) -> pd.DataFrame:
         """Running total of bytes sent per epoch for this run and the baseline (column ``run``)."""
@@ -160,10 +162,14 @@ class TrafficView(StoreView):
         self._pairs = LivePlot()
         self._times = StreamPlot(self._time_curve)
         self._cum = StreamPlot(self._cum_curve)
+        self._whatif = LivePlot()
+        self._whatif_table = pn.pane.HTML("", sizing_mode="stretch_width", margin=(4, 10),
+                                          stylesheets=[_TABLE_CSS])
         self._refresh_baselines()
         return [pn.Row(self._kind_widget, self._net_widget, self._base_widget, refresh), self._note,
                 pn.Row(self._kinds.pane, self._pairs.pane, sizing_mode="stretch_width"),
-                pn.Row(self._times.pane, self._cum.pane, sizing_mode="stretch_width")]
+                pn.Row(self._times.pane, self._cum.pane, sizing_mode="stretch_width"),
+                pn.Row(self._whatif.pane, self._whatif_table, sizing_mode="stretch_width")]
 
     def _refresh_baselines(self) -> None:
         choices = self.baseline_choices()
@@ -175,6 +181,7 @@ class TrafficView(StoreView):
     @param.depends("baseline", watch=True)
     def _load_baseline(self) -> None:
         self._baseline_store = None
+        self._baseline_coefficients = CommCoefficients()
         if self.baseline:
             try:
                 self._baseline_store = RunStore.from_log(self.baseline)
@@ -219,8 +226,11 @@ class TrafficView(StoreView):
             series[f"modelled ({self.network})"] = tf[["epoch", "modelled_s"]]
         else:
             title += " (no network model available)"
+        run_net = self.run_network()
+        if run_net is not None and tf["run_modelled_s"].notna().any():   # the run's own --network
+            series[f"modelled (--network {run_net})"] = tf[["epoch", "run_modelled_s"]]
         self._times.opts = dict(title=title, legend_position="top_right", **PLOT_OPTS)
-        self._times.show(series if len(tf) else {}, shape=title + str(self.network),
+        self._times.show(series if len(tf) else {}, shape=(title, str(self.network), tuple(series)),
                          empty=lambda: hv.Curve([], "epoch", hv.Dimension("measured_s", label="seconds")).opts(
                              title=title, **PLOT_OPTS))
         cf = self.cumulative_frame()
@@ -231,6 +241,47 @@ class TrafficView(StoreView):
         self._cum.opts = dict(title=title, legend_position="top_left", **PLOT_OPTS)
         self._cum.show(runs, shape=(title, tuple(runs)),
                        empty=lambda: hv.Curve([], "epoch", "MB").opts(title=title, **PLOT_OPTS))
+        self._draw_whatif()
+
+    def _draw_whatif(self) -> None:
+        """Modelled epoch time against link bandwidth, this run and the baseline, the presets marked, the
+        crossovers drawn; the table of the presets beside it."""
+        runs = self.whatif_runs()
+        title = "What-if: modelled epoch time by network"
+        if not runs:
+            self._whatif.show(hv.Curve([], "Gbit/s", "ms").opts(title=title, **PLOT_OPTS), shape="empty")
+            self._whatif_table.object = ("<p class='wb-whatif-empty' style='color:#666'><i>The what-if needs an "
+                                         "epoch every rank finished.</i></p>")
+            return
+        gbit = GRID_BPS * 8 / 1e9
+        layers, colors = [], ["#1f77b4", "#7f7f7f"]
+        for i, run in enumerate(runs):
+            color = colors[i % 2]
+            label = ("this run: " if i == 0 else "baseline: ") + run.label
+            layers.append(hv.Curve((gbit, sweep_seconds(run) * 1e3), hv.Dimension("Gbit/s", label="link bandwidth"),
+                                   hv.Dimension("ms", label="modelled epoch (ms)"), label=label).opts(
+                color=color, line_width=2, line_dash="solid" if i == 0 else "dashed", tools=["hover"]))
+            pts = [(net.bandwidth_Bps * 8 / 1e9, run.epoch_seconds(net) * 1e3, preset_label(name))
+                   for name, net in NETWORK_PRESETS.items()]
+            layers.append(hv.Scatter(pts, "Gbit/s", ["ms", "network"]).opts(color=color, size=7, tools=["hover"]))
+        own = runs[0].measured()
+        if own is not None:
+            x = own["network"].bandwidth_Bps * 8 / 1e9
+            layers.append(hv.Scatter([(x, own["measured_s"] * 1e3, f"measured on --network {own['spec']}")],
+                                     "Gbit/s", ["ms", "network"], label="measured (this run's link)").opts(
+                color="#d62728", marker="diamond", size=11, tools=["hover"]))
+        if len(runs) == 2:
+            for x in crossovers(*runs):
+                layers.append(hv.VLine(x * 8 / 1e9).opts(color="#2ca02c", line_dash="dotted", line_width=2))
+        ticks = [(n.bandwidth_Bps * 8 / 1e9, preset_label(k)) for k, n in NETWORK_PRESETS.items()]
+        overlay = hv.Overlay(layers).opts(title=title, logx=True, logy=True, xticks=[(0.1, "100M"), *ticks],
+                                          legend_position="top_right", **PLOT_OPTS)
+        self._whatif.show(overlay, shape=("whatif", tuple(r.run_id for r in runs), own is not None,
+                                          len(layers)))
+        self._whatif_table.object = whatif_table(runs) + (
+            f"<p class='wb-whatif-own'>This run's link (<code>--network {html.escape(own['spec'])}</code>, "
+            f"{format_rate(own['network'].bandwidth_Bps)}): measured epoch {own['measured_s'] * 1e3:.3g} ms, "
+            f"modelled {own['modelled_s'] * 1e3:.3g} ms.</p>" if own is not None else "")
 
     def _complete_epochs(self) -> int:
         """Epochs whose per-epoch aggregates are final: those every rank finished (all of them once the run
@@ -239,10 +290,11 @@ class TrafficView(StoreView):
 
     @staticmethod
     def _time_curve(name: str, data: pd.DataFrame) -> hv.Curve:
-        measured = name == "measured"
+        # measured: solid blue; the preset's model: dashed red; the run's own --network model: dash-dot purple
+        color, dash = {"measured": ("#1f77b4", "solid")}.get(
+            name, ("#9467bd", "dashdot") if name.startswith("modelled (--network") else ("#d62728", "dashed"))
         return hv.Curve(data, "epoch", hv.Dimension(data.columns[1], label="seconds"), label=name).opts(
-            color="#1f77b4" if measured else "#d62728", line_dash="solid" if measured else "dashed", line_width=2,
-            tools=["hover"])
+            color=color, line_dash=dash, line_width=2, tools=["hover"])
 
     @staticmethod
     def _cum_curve(run: str, data: pd.DataFrame) -> hv.Curve:
@@ -253,4 +305,10 @@ class TrafficView(StoreView):
 
     def _version(self) -> tuple:
         base = self._baseline_store.version() if self._baseline_store is not None else ()
-        return super()._version() + (self.network, self.baseline, self.kind) + base
+        return super()._version() + (self.network, self.baseline, self.kind) + base + (self.store.status,)
+
+
+_TABLE_CSS = """
+table.wb-whatif { border-collapse: collapse; font-size: 90%; margin-top: 30px; }
+table.wb-whatif th, table.wb-whatif td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+"""

@@ -16,7 +16,7 @@ from widgets.store import RunStore
 from widgets.synthetic import fabricate_run
 from widgets.traffic import TrafficView
 from widgets.views import ProgressView, RunView
-from workbench.communicate.netmodel import modelled_seconds
+from workbench.communicate.netmodel import transport_seconds
 from workbench.events import Progress, RunLog, Staleness
 from workbench.runtime import launch
 from workbench.train.full_graph import FullGraphConfig
@@ -77,8 +77,8 @@ def test_views_show_the_same_totals_under_coarse_traffic_detail(detail_runs):
     first = mf.index < TRAFFIC_DETAIL_EPOCHS
     assert mf[first].tolist() == pytest.approx(mc[first].tolist())
     assert mf.sum() == pytest.approx(mc.sum(), rel=1e-9)
-    # the vectorised model agrees with workbench.communicate.netmodel on the coarse records
-    ref = modelled_seconds(coarse.traffic_events(), "10GbE")
+    # the view's modelled time is workbench.communicate.netmodel's transport model of the coarse records
+    ref = transport_seconds(coarse.traffic_events(), "10GbE", world_size=coarse.world_size)
     assert [ref[e] for e in sorted(ref)] == pytest.approx(mc.loc[sorted(ref)].tolist())
     # partition heatmap (from the partition event) and run comparison: unchanged
     pd.testing.assert_frame_equal(PartitionView(fine).comm_frame(), PartitionView(coarse).comm_frame())

@@ -73,7 +73,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 from workbench._validation import ErrorCollector, ParamError, param_error
 
 __all__ = ["NetworkModel", "NETWORK_PRESETS", "ALGORITHMS", "modelled_seconds", "transport_seconds",
-           "resolve_network", "parse_network", "parse_rate_Bps", "algorithm_of", "rounds"]
+           "transport_seconds_each", "resolve_network", "parse_network", "parse_rate_Bps", "algorithm_of", "rounds"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,7 +362,24 @@ def transport_seconds(traffic_events: Iterable[Any], network: Union[str, Network
         >>> round(transport_seconds(ring, net)[0], 6)     # 2 (p - 1) = 4 rounds of 100 us + 4 kB at 1 MB/s
         0.0044
     """
-    net = resolve_network(network)
+    return transport_seconds_each(traffic_events, [network], kinds=kinds, world_size=world_size,
+                                  per_phase=per_phase)[0]
+
+
+def transport_seconds_each(traffic_events: Iterable[Any], networks: Iterable[Union[str, NetworkModel]], *,
+                           kinds: Optional[Iterable[str]] = None, world_size: Optional[int] = None,
+                           per_phase: bool = False) -> list[dict]:
+    """:func:`transport_seconds` on each of ``networks`` (a list of its results, in order), the traffic read once
+    (a what-if over several networks of a long run).
+
+    Example:
+        >>> from workbench.events import Traffic
+        >>> ring = [Traffic(epoch=0, src_rank=r, dst_rank=(r + 1) % 3, kind="allreduce", bytes=4000, messages=1)
+        ...         for r in range(3)]
+        >>> [round(t[0], 6) for t in transport_seconds_each(ring, ["1GbE", "10GbE"])]
+        [0.000232, 8.3e-05]
+    """
+    nets = [resolve_network(n) for n in networks]
     # (epoch, kind, layer) -> link (src, dst) -> [bytes, messages]
     phases: dict[tuple, dict[tuple[int, int], list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
     top = -1
@@ -372,14 +389,16 @@ def transport_seconds(traffic_events: Iterable[Any], network: Union[str, Network
         link[1] += messages
         top = max(top, src, dst)
     p = int(world_size) if world_size else top + 1
-    out: dict[int, Any] = {}
+    outs: list[dict[int, Any]] = [{} for _ in nets]
     for (epoch, kind, layer), links in sorted(phases.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
-        seconds = _phase_seconds(links, algorithm_of(kind), p, net)
-        if per_phase:
-            out.setdefault(epoch, {})[(kind, layer)] = seconds
-        else:
-            out[epoch] = out.get(epoch, 0.0) + seconds
-    return out
+        algorithm = algorithm_of(kind)
+        for net, out in zip(nets, outs):
+            seconds = _phase_seconds(links, algorithm, p, net)
+            if per_phase:
+                out.setdefault(epoch, {})[(kind, layer)] = seconds
+            else:
+                out[epoch] = out.get(epoch, 0.0) + seconds
+    return outs
 
 
 def _phase_seconds(links: Mapping[tuple[int, int], list[float]], algorithm: str, p: int, net: NetworkModel) -> float:

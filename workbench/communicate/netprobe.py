@@ -208,7 +208,7 @@ def summarize_probe(m: dict, *, world_size: int, link_rate: Optional[float] = No
 
 
 def probe(*, scheduler: Any = None, workers: int = 2, runner: str = "dask", timeout: float = 60.0,
-          **options: Any) -> dict:
+          scheduler_file: Any = None, **options: Any) -> dict:
     """Run the probe on ``workers`` ranks and return its summary (see :func:`summarize_probe`).
 
     Args:
@@ -216,12 +216,13 @@ def probe(*, scheduler: Any = None, workers: int = 2, runner: str = "dask", time
         workers: ranks (one per worker).
         runner: ``dask`` (default) or ``local`` (thread ranks: the in-process channels, for tests).
         timeout: seconds a rank may wait for its peers.
+        scheduler_file: instead of ``scheduler``, the scheduler's file (``launch(scheduler_file=...)``).
         options: :class:`NetProbe`'s arguments.
     """
     from workbench.runtime.launch import launch
 
     handle = launch(NetProbe(**options), runner=runner, workers=workers, scheduler=scheduler, out=None,
-                    timeout=timeout, device="cpu")
+                    timeout=timeout, device="cpu", scheduler_file=scheduler_file)
     return handle.wait()
 
 
@@ -236,7 +237,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("netprobe", help="measure latency and bandwidth between the Dask workers and "
                                                "print a calibrated network model (for --network)",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("--scheduler", help="Dask scheduler address (default: an embedded local cluster)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", help="Dask scheduler address (default: an embedded local cluster)")
+    where.add_argument("--scheduler-file", metavar="FILE", help="the Dask scheduler's file (instead of --scheduler)")
     p.add_argument("--workers", type=int, default=2, help="ranks, one per worker (default 2)")
     p.add_argument("--bulk-mb", type=float, default=8.0, help="MB of one bulk transfer (default 8)")
     p.add_argument("--pings", type=int, default=200, help="ping-pongs per pair (default 200)")
@@ -251,7 +254,12 @@ def register(subparsers) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    summary = probe(scheduler=args.scheduler, workers=args.workers, timeout=args.timeout, pings=args.pings,
+    if args.scheduler_file is not None:   # refused before anything starts, naming the option
+        from workbench.runtime.dask_runner import scheduler_file_address
+
+        scheduler_file_address(args.scheduler_file, "--scheduler-file", "workbench netprobe")
+    summary = probe(scheduler=args.scheduler, scheduler_file=args.scheduler_file, workers=args.workers,
+                    timeout=args.timeout, pings=args.pings,
                     bulk_bytes=int(args.bulk_mb * 2**20), repeats=args.repeats, link_rate=args.link_rate,
                     busy_s=args.busy_ms / 1e3)
     model: NetworkModel = summary["model"]

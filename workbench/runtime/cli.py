@@ -6,6 +6,7 @@ Examples::
     workbench run sancus --runner dask --workers 2 --set exchange.epsilon=2 --json
     workbench run full_graph --set exchange.staleness=epoch-fixed --set exchange.epsilon=1
     workbench run full_graph --set partition.method=metis --set partition.balance_train=true
+    workbench run full_graph --scheduler-file scheduler.json --workers 4   # a cluster started elsewhere
     workbench run ./my_recipe.py:fast --runner single
     workbench run sancus --list-stages      # the recipe's settings and every stage method
     workbench stages                        # every registered stage method and its options
@@ -54,8 +55,13 @@ def register(subparsers) -> None:
                    help="recipe module in recipes/ (NAME or NAME:VARIANT) or a path to a .py file")
     p.add_argument("--graph", help="graph spec (a path, karate, sbm:num_nodes=2000,... ): sets the recipe's 'graph'")
     p.add_argument("--workers", type=int, default=2, help="number of ranks (default 2)")
-    p.add_argument("--runner", choices=RUNNERS, default="local", help="where ranks run (default local)")
-    p.add_argument("--scheduler", help="Dask scheduler address (runner dask; default: an embedded LocalCluster)")
+    p.add_argument("--runner", choices=RUNNERS, default=None,
+                   help="where ranks run (default local; dask when --scheduler or --scheduler-file is given)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", help="Dask scheduler address (runner dask; default: an embedded LocalCluster)")
+    where.add_argument("--scheduler-file", metavar="FILE",
+                       help="the Dask scheduler's file (JSON with its address: 'dask scheduler --scheduler-file', "
+                            "dask-mpi, dask-jobqueue's SLURMRunner write one); runner dask")
     p.add_argument("--epochs", type=int, help="sets the recipe's 'epochs'")
     p.add_argument("--seed", type=int, help="sets the recipe's 'seed'")
     p.add_argument("--out", default="runs", help="folder of run logs (default runs/)")
@@ -234,6 +240,18 @@ def run_command(args: argparse.Namespace) -> int:
         from workbench._validation import ParamError
 
         raise ParamError(["workbench run needs a RECIPE (e.g. full_graph, sancus, or a path to a .py file)."])
+    given = args.scheduler is not None or getattr(args, "scheduler_file", None) is not None
+    if args.runner is None:
+        args.runner = "dask" if given else "local"
+    if given and args.runner != "dask":
+        from workbench._validation import ParamError, param_error
+
+        raise ParamError([param_error("--runner", "workbench run", "'dask' (or left out) when --scheduler or "
+                                      "--scheduler-file is given", args.runner)])
+    if getattr(args, "scheduler_file", None) is not None:   # refused before the graph is loaded or a worker starts
+        from workbench.runtime.dask_runner import scheduler_file_address
+
+        scheduler_file_address(args.scheduler_file, "--scheduler-file", "workbench run")
     config = build_config(args)
     if args.list_stages:
         print(f"settings of {args.recipe}:")
@@ -252,7 +270,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         handle = launch(program, runner=args.runner, workers=args.workers, scheduler=args.scheduler, out=args.out,
                         listeners=listeners, timeout=args.timeout, device=args.device, recipe=recipe,
-                        network=getattr(args, "network", None))
+                        network=getattr(args, "network", None), scheduler_file=getattr(args, "scheduler_file", None))
     except BaseException:
         bars.close()   # a run that fails while preparing leaves no bar behind
         raise

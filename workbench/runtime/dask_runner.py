@@ -4,7 +4,7 @@ How a run goes:
 
 1. the client connects to a cluster: an embedded ``LocalCluster`` (one single-threaded worker
    process per rank; scheduler, nannies, workers and the Dask dashboard all listen on 127.0.0.1 only,
-   the dashboard on a free port) unless a scheduler address or a ``Client`` is given; it waits
+   the dashboard on a free port) unless a scheduler address, a scheduler file or a ``Client`` is given; it waits
    (bounded) for enough workers and takes the first ``world_size`` in address order, rank 0 first;
 2. an idempotent :class:`TorchWorkerPlugin` sets a seed, ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME``
    to the interface holding the worker's address (``lo`` for loopback workers; a variable the user set
@@ -50,7 +50,8 @@ from workbench.runtime.errors import RendezvousTimeout, RunError, SchedulerLost,
 from workbench.runtime.program import Program
 from workbench.runtime.runners import RankOutcome, RunEnv, rank_failed, root_cause, threads_per_rank
 
-__all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster", "abort_runs", "interface_of"]
+__all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster", "abort_runs", "interface_of",
+           "scheduler_file_address"]
 
 _POLL_S = 0.2
 _GRACE_S = 3.0          # after a failure, how long the other ranks get to report theirs
@@ -78,15 +79,72 @@ def start_local_cluster(num_workers: int):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _connect(scheduler, world_size: int, connect_s: float = _CONNECT_S):
-    """``(client, cluster_to_close, client_to_close)`` for an embedded cluster, an address or a Client.
+def scheduler_file_address(path: Any, name: str = "scheduler_file", owner: str = "launch") -> str:
+    """The scheduler address a Dask scheduler file holds (``dask scheduler --scheduler-file FILE`` writes it, and
+    so do ``dask-mpi``, ``dask_jobqueue.SLURMRunner`` and ``Client.write_scheduler_file``).
+
+    Checked before anything starts: Dask's ``Client(scheduler_file=...)`` waits forever for a file that does not
+    exist, and reads an unparsable one as no address at all.
+
+    Raises:
+        ParamError: naming ``name`` of ``owner`` and the value, when the file is missing, not a file, unreadable,
+            or not a JSON object with a string ``address``.
+
+    Example:
+        >>> scheduler_file_address("/nonexistent/scheduler.json")
+        Traceback (most recent call last):
+        ...
+        workbench._validation.ParamError: The 'scheduler_file' parameter of launch must be a Dask scheduler file \
+(JSON with the scheduler's 'address', written by dask scheduler --scheduler-file) that exists. \
+Got '/nonexistent/scheduler.json' instead.
+    """
+    import json
+    import os
+
+    what = "a Dask scheduler file (JSON with the scheduler's 'address', written by dask scheduler --scheduler-file)"
+
+    def refuse(why: str) -> ParamError:
+        return ParamError([param_error(name, owner, f"{what} {why}", str(path))])
+
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ParamError([param_error(name, owner, f"the path of {what}", path)])
+    if not os.path.exists(path):
+        raise refuse("that exists")
+    if not os.path.isfile(path):
+        raise refuse("that is a file (this path is not)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise refuse(f"that this process can read ({type(exc).__name__}: {exc.strerror or exc})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise refuse(f"that parses as JSON ({type(exc).__name__}: {exc})") from None
+    address = data.get("address") if isinstance(data, dict) else None
+    if not isinstance(address, str) or not address:
+        raise refuse("whose JSON object holds a string 'address' (this one has none)")
+    return address
+
+
+def _connect(scheduler, world_size: int, connect_s: float = _CONNECT_S, scheduler_file: Any = None):
+    """``(client, cluster_to_close, client_to_close)`` for an embedded cluster, an address, a scheduler file
+    or a Client.
 
     Raises:
         ParamError: ``scheduler`` is an address that is malformed or does not answer within
-            ``connect_s`` seconds (Dask's own default would retry for 30 s, then raise a bare ``OSError``).
+            ``connect_s`` seconds (Dask's own default would retry for 30 s, then raise a bare ``OSError``);
+            ``scheduler_file`` is not a readable scheduler file, or its scheduler does not answer.
     """
     from distributed import Client
 
+    if scheduler_file is not None:
+        address = scheduler_file_address(scheduler_file)
+        try:
+            client = Client(scheduler_file=str(scheduler_file), timeout=connect_s)
+        except (OSError, ValueError, TypeError) as exc:
+            raise ParamError([param_error(
+                "scheduler_file", "launch", f"the file of a running Dask scheduler; the one it names, {address}, "
+                f"did not answer within {connect_s:g} s ({type(exc).__name__}: {exc})", str(scheduler_file))]) from None
+        return client, None, client
     if scheduler is None:
         cluster = start_local_cluster(world_size)
         client = Client(cluster)
@@ -187,23 +245,23 @@ def _stopped(env: RunEnv, abort: threading.Event, addrs: Sequence[str] = ()) -> 
 
 
 def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, scheduler=None,
-             num_threads: Optional[int] = None) -> list[RankOutcome]:
+             num_threads: Optional[int] = None, scheduler_file: Any = None) -> list[RankOutcome]:
     """Run the ranks on Dask workers (see the module docstring). Raises a typed :class:`RunError`, or
-    ``ParamError`` when ``scheduler`` is an address that does not answer (see :func:`_connect`)."""
+    ``ParamError`` when ``scheduler`` (an address) or ``scheduler_file`` does not answer (see :func:`_connect`)."""
     abort = threading.Event()
     with _ABORTS_LOCK:
         _ABORTS[env.run_id] = abort
     try:
-        return _run_dask(program, payloads, env, abort, scheduler, num_threads)
+        return _run_dask(program, payloads, env, abort, scheduler, num_threads, scheduler_file)
     finally:
         with _ABORTS_LOCK:
             _ABORTS.pop(env.run_id, None)
 
 
 def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: threading.Event, scheduler,
-              num_threads: Optional[int]) -> list[RankOutcome]:
+              num_threads: Optional[int], scheduler_file: Any = None) -> list[RankOutcome]:
     world_size = env.world_size
-    client, own_cluster, own_client = _connect(scheduler, world_size, min(_CONNECT_S, env.timeout_s))
+    client, own_cluster, own_client = _connect(scheduler, world_size, min(_CONNECT_S, env.timeout_s), scheduler_file)
     topic = f"workbench-{env.run_id}"
     stop_name = f"workbench-stop-{env.run_id}"
     inbox = _Inbox(env)

@@ -10,7 +10,8 @@ runner     where the ranks run
 single     one rank (world size 1) in this process: the reference
 local      one thread per rank in this process, over in-memory channels (fast default)
 dask       one rank per Dask worker process over ``torch.distributed`` (gloo / NCCL); an
-           embedded ``LocalCluster`` unless ``scheduler`` is an address or a ``Client``
+           embedded ``LocalCluster`` unless ``scheduler`` is an address or a ``Client``, or
+           ``scheduler_file`` names a Dask scheduler file
 =========  ===============================================================================
 
 Every event (from ``prepare`` on the client and from every rank) goes, in arrival order, to the
@@ -205,7 +206,7 @@ def _new_run_id(name: str) -> str:
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def _validate(runner, workers, timeout, device, scheduler) -> None:
+def _validate(runner, workers, timeout, device, scheduler, scheduler_file=None) -> None:
     errs = ErrorCollector("launch")
     errs.check(runner in RUNNERS, "runner", f"one of {list(RUNNERS)}", runner)
     errs.check(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, "workers",
@@ -214,13 +215,22 @@ def _validate(runner, workers, timeout, device, scheduler) -> None:
                "a number in (0, inf]", timeout)
     errs.check(device in DEVICES, "device", f"one of {list(DEVICES)}", device)
     errs.check(scheduler is None or runner == "dask", "scheduler", "None unless runner='dask'", scheduler)
+    shown = str(scheduler_file) if isinstance(scheduler_file, Path) else scheduler_file
+    errs.check(scheduler_file is None or runner == "dask", "scheduler_file", "None unless runner='dask'", shown)
+    errs.check(scheduler is None or scheduler_file is None, "scheduler_file",
+               "None when a scheduler is given (the scheduler is found one way: its address or its file)", shown)
     errs.raise_if_any()
+    if scheduler_file is not None:   # missing, unreadable or not a scheduler file: refused before anything starts
+        from workbench.runtime.dask_runner import scheduler_file_address
+
+        scheduler_file_address(scheduler_file)
 
 
 def launch(config: Union[Any, Program], *, runner: str = "local", workers: int = 2, scheduler: Any = None,
            out: Optional[Union[str, Path]] = "runs", run_id: Optional[str] = None, blocking: bool = False,
            listeners: Iterable[Listener] = (), timeout: float = 120.0, device: str = "auto",
-           recipe: Optional[str] = None, network: Any = None) -> RunHandle:
+           recipe: Optional[str] = None, network: Any = None,
+           scheduler_file: Optional[Union[str, Path]] = None) -> RunHandle:
     """Start a run of ``config`` (a recipe config with ``build()``, or a :class:`Program`).
 
     Args:
@@ -231,6 +241,11 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
         scheduler: Dask only: a scheduler address or a ``distributed.Client`` (default: an embedded
             ``LocalCluster`` with one worker process per rank, closed after the run). An address that
             does not answer within 10 s (at most ``timeout``) fails the run with ``ParamError``.
+        scheduler_file: Dask only, instead of ``scheduler``: a scheduler file (JSON with the scheduler's
+            ``address``), as ``dask scheduler --scheduler-file FILE``, ``dask-mpi`` or
+            ``dask_jobqueue.SLURMRunner`` write it; the client connects with ``Client(scheduler_file=...)``.
+            A file that is missing, unreadable or holds no address is refused with ``ParamError`` here,
+            before anything starts (Dask itself would wait for it forever).
         out: folder of run logs (``None``: keep events in memory only).
         run_id: the run's id (default ``<program>-<date>-<time>-<random>``).
         blocking: run in the calling thread and return when the run has ended.
@@ -249,9 +264,10 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
 
     Raises:
         ParamError: a bad argument, or a bad value found while preparing (before any worker starts).
-            An unreachable ``scheduler`` address is found by the run itself: ``wait()`` raises it.
+            An unreachable ``scheduler`` address (or the scheduler a ``scheduler_file`` names) is found by
+            the run itself: ``wait()`` raises it.
     """
-    _validate(runner, workers, timeout, device, scheduler)
+    _validate(runner, workers, timeout, device, scheduler, scheduler_file)
     if network is not None:
         from workbench.communicate.netmodel import resolve_network
 
@@ -282,10 +298,10 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
     env = RunEnv(run_id=run_id, world_size=world_size, emit=program.client_emit(handle.emit),
                  stop_flag=handle._stop, timeout_s=float(timeout), device=device, set_info=handle._set_info)
     if blocking:
-        _run(handle, program, payloads, env, runner, scheduler, network)
+        _run(handle, program, payloads, env, runner, scheduler, network, scheduler_file)
     else:
         handle._thread = threading.Thread(target=_run, args=(handle, program, payloads, env, runner, scheduler,
-                                                             network),
+                                                             network, scheduler_file),
                                           name=f"workbench-run-{run_id}", daemon=True)
         handle._thread.start()
         _LIVE_RUNS.add(handle)
@@ -321,14 +337,14 @@ def _stop_live_runs(timeout_s: float = 30.0) -> None:
 
 
 def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runner: str, scheduler: Any,
-         network: Any = None) -> None:
+         network: Any = None, scheduler_file: Any = None) -> None:
     handle.status = "running"
     t0 = time.perf_counter()
     try:
         if runner == "dask":
             from workbench.runtime.dask_runner import run_dask
 
-            outcomes = run_dask(program, payloads, env, scheduler=scheduler)
+            outcomes = run_dask(program, payloads, env, scheduler=scheduler, scheduler_file=scheduler_file)
         else:
             outcomes = run_inprocess(program, payloads, env)
         if any(o.status == "stopped" for o in outcomes):

@@ -145,10 +145,14 @@ class NetCluster:
         workers: start the Dask scheduler and workers (False: only the network).
         python: the interpreter of the scheduler and workers (default: this one).
         start_timeout: seconds to wait for the workers to register.
+        scheduler_file: the scheduler writes its address to a scheduler file (:attr:`scheduler_file`) and
+            the workers find it there (``dask scheduler --scheduler-file F``, ``dask worker --scheduler-file
+            F``), as on a cluster started by MPI or a batch system; clients may connect either way.
     """
 
     def __init__(self, hosts: int = 2, bandwidth: str = "1gbit", latency: Optional[str] = None, *,
-                 workers: bool = True, python: Optional[str] = None, start_timeout: float = 60.0):
+                 workers: bool = True, python: Optional[str] = None, start_timeout: float = 60.0,
+                 scheduler_file: bool = False):
         if not isinstance(hosts, int) or isinstance(hosts, bool) or not 1 <= hosts <= 200:
             raise ValueError(f"The 'hosts' parameter of NetCluster must be an int in [1, 200]. Got {hosts!r} instead.")
         self.rate_bps = parse_rate(bandwidth)
@@ -165,6 +169,9 @@ class NetCluster:
         self.hosts: list[Host] = []
         self.scheduler_host: Optional[Host] = None
         self.scheduler_port = 8786
+        #: the scheduler file (inside :attr:`log_dir`, removed with it) when ``scheduler_file=True``, else None
+        self.scheduler_file: Optional[Path] = (Path(f"/tmp/workbench-netcluster-{self.tag}") / "scheduler.json"
+                                               if scheduler_file else None)
         self._up = False
 
     # -- addresses -----------------------------------------------------------------------------------------
@@ -260,14 +267,16 @@ class NetCluster:
 
     def _start_dask(self) -> None:
         s = self.scheduler_host
+        to_file = ("--scheduler-file", str(self.scheduler_file)) if self.scheduler_file else ()
         self._spawn(s, "-m", "distributed.cli.dask_scheduler", "--host", s.address, "--port",
-                    str(self.scheduler_port), "--no-dashboard", "--no-show", log="scheduler.log")
+                    str(self.scheduler_port), "--no-dashboard", "--no-show", *to_file, log="scheduler.log")
         for host in self.hosts:
             self._start_worker(host)
         self.wait_for_workers(self.num_hosts)
 
     def _start_worker(self, host: Host) -> None:
-        self._spawn(host, "-m", "distributed.cli.dask_worker", self.scheduler_address, "--host", host.address,
+        where = ("--scheduler-file", str(self.scheduler_file)) if self.scheduler_file else (self.scheduler_address,)
+        self._spawn(host, "-m", "distributed.cli.dask_worker", *where, "--host", host.address,
                     "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--name", host.name,
                     "--death-timeout", "60", log=f"worker-{host.name}.log")
 
@@ -363,6 +372,7 @@ class NetCluster:
     def to_state(self) -> dict:
         return {"tag": self.tag, "subnet": self.subnet, "bridge": self.bridge, "bandwidth": self.bandwidth,
                 "latency": self.latency, "scheduler": self.scheduler_address,
+                "scheduler_file": str(self.scheduler_file) if self.scheduler_file else None,
                 "hosts": [dataclasses.asdict(h) for h in [self.scheduler_host, *self.hosts]]}
 
     @classmethod
@@ -373,6 +383,7 @@ class NetCluster:
         hosts = [Host(**h) for h in state["hosts"]]
         c.scheduler_host, c.hosts = hosts[0], hosts[1:]
         c.num_hosts, c._up, c.scheduler_port = len(c.hosts), True, int(state["scheduler"].rsplit(":", 1)[1])
+        c.scheduler_file = Path(state["scheduler_file"]) if state.get("scheduler_file") else None
         return c
 
 
@@ -457,12 +468,12 @@ def run_cli(args) -> int:
             print(f"workbench cluster: a cluster is up already ({args.state}); 'workbench cluster down' first",
                   file=sys.stderr)
             return 2
-        cluster = NetCluster(args.hosts, args.bandwidth, args.latency).up()
+        cluster = NetCluster(args.hosts, args.bandwidth, args.latency, scheduler_file=True).up()
         _LIVE.remove(cluster)   # it outlives this process
         args.state.write_text(json.dumps(cluster.to_state(), indent=1))
-        print(f"{cluster!r}\nscheduler {cluster.scheduler_address}\n"
-              f"run: workbench run RECIPE --runner dask --scheduler {cluster.scheduler_address} "
-              f"--workers {cluster.num_hosts}")
+        print(f"{cluster!r}\nscheduler {cluster.scheduler_address} (its file: {cluster.scheduler_file})\n"
+              f"run: workbench run RECIPE --scheduler {cluster.scheduler_address} --workers {cluster.num_hosts}\n"
+              f" or: workbench run RECIPE --scheduler-file {cluster.scheduler_file} --workers {cluster.num_hosts}")
         return 0
     if not args.state.exists():
         print(f"workbench cluster: no cluster is up ({args.state} does not exist)", file=sys.stderr)
