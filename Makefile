@@ -6,18 +6,20 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS := dgl,pyg,views,lab,test
+EXTRAS := dgl,pyg,views,lab,test,docs
 PORT ?= 5006
 export TQDM_MININTERVAL ?= 2
 
-.PHONY: setup system run test test-fast lab bench notebooks clean help
+.PHONY: setup system run test test-fast lab bench notebooks docs docs-data clean help
 
 help:
 	@echo "make run    - serve the dashboard with a live demo run (http://127.0.0.1:$(PORT))"
-	@echo "make test   - the whole suite: unit tests, notebooks (nbval) and browser tests"
+	@echo "make test   - the whole suite: unit tests, notebooks (nbval), browser tests and the docs build"
 	@echo "make lab    - JupyterLab on notebooks/ (http://127.0.0.1:8888, the URL with its token is printed)"
 	@echo "make notebooks - re-run the notebooks in quick mode and save their outputs (what make test compares)"
 	@echo "make bench  - benchmarks (partition, full-graph training)"
+	@echo "make docs   - the documentation, offline, into docs/_build/html (warnings are errors)"
+	@echo "make docs-data - re-run the quick reproduction of the seven systems for the docs' Systems pages"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +40,7 @@ setup: $(STAMP) system
 run: setup
 	$(VENV)/bin/workbench serve --port $(PORT) --demo
 
+# tests/ includes tests/ui/test_docs.py: the docs built as `make docs` builds them (-W), then opened in chromium.
 test: setup
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest tests -q
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest -q --doctest-modules workbench widgets recipes
@@ -61,9 +64,23 @@ lab: setup
 	$(VENV)/bin/jupyter lab --no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
 	  --ServerApp.root_dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
+# The documentation: Sphinx, offline, warnings as errors (tests/ui/test_docs.py builds it the same way in
+# `make test` and opens it in chromium). Its inputs are the code, the committed notebooks and docs/reproduce/quick.json;
+# -E reads every page again, since the generated pages (CLI, stages, API) follow the code, not their sources.
+docs: setup
+	TQDM_DISABLE=1 $(VENV)/bin/sphinx-build -b html -E -W --keep-going -q docs docs/_build/html
+	@echo "docs: open docs/_build/html/index.html"
+
+# The Systems pages' reproduction tables: `workbench reproduce --quick --json` (with its date and machine), kept
+# under docs/ so a docs build runs no training. About 45 s on two cores; commit the result.
+docs-data: setup
+	TQDM_DISABLE=1 $(VENV)/bin/workbench reproduce --quick --json > docs/reproduce/quick.json.tmp
+	$(PY) -m json.tool --indent 1 docs/reproduce/quick.json.tmp > docs/reproduce/quick.json
+	rm -f docs/reproduce/quick.json.tmp
+
 bench: setup
 	$(PY) benchmarks/partition.py
 	$(PY) benchmarks/full_graph.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache docs/_build

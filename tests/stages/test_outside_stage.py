@@ -131,17 +131,18 @@ def test_an_outside_exchange_runs_registered_only_while_checked():
     assert PARTITIONERS["block"].name == "block" and set(CACHES) >= {"none", "degree"}
 
 
-def test_the_readme_example_of_a_new_method_passes_the_conformance_checks(tmp_path, monkeypatch):
-    """The README's "Adding a method" snippet, as printed: registered, checked, refused a bad value."""
+def test_the_docs_example_of_a_new_method_passes_the_conformance_checks(tmp_path, monkeypatch):
+    """The "Adding a method" snippet of docs/architecture.rst, as printed (the page includes the file
+    docs/snippets/stripes.py verbatim): registered, checked, refused a bad value."""
     import importlib
-    import re
     from pathlib import Path
 
     from workbench.partition.base import PARTITIONERS
     from workbench.testing import check_stage
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    code = re.search(r"\*\*Adding a method\*\*.*?```python\n(.*?)```", readme, re.S).group(1)
+    docs = Path(__file__).parents[2] / "docs"
+    assert ".. literalinclude:: snippets/stripes.py" in (docs / "architecture.rst").read_text()
+    code = (docs / "snippets" / "stripes.py").read_text()
     (tmp_path / "readme_stripes.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
