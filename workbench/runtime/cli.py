@@ -16,7 +16,7 @@ While a run goes, ``workbench run`` shows a ``tqdm`` bar per step (graph, partit
 slowest rank, evaluation), driven by the run's ``Progress`` events (hidden when ``TQDM_DISABLE=1``), and
 prints one line per epoch.
 
-A run is a composition of stages (partition, sample, cache, exchange, model, train). Options are set
+A run is a composition of stages (partition, sample, cache, exchange, model, schedule, sync, train). Options are set
 with ``--set STAGE.FIELD=VALUE`` (``--set partition.method=random`` switches a stage's method; a flat
 ``--set epochs=5`` sets the one stage with that field; ``--graph``, ``--epochs`` and ``--seed`` are
 shorthands); an unknown name or a bad value stops with exit status 2 and a message listing the valid
