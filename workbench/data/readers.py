@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import sys
 import warnings
 import zlib
 from pathlib import Path
@@ -55,7 +56,10 @@ def progress_bar(progress: Optional[bool], *, total: Optional[float], desc: str,
     if progress is None and os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
         progress = False
     disable = not (large if progress is None else progress)
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, disable=disable, leave=False)
+    from workbench._format import console
+
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, disable=disable, leave=False,
+                file=console(sys.stderr))
 
 
 # --------------------------------------------------------------------------------------------------------

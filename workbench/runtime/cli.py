@@ -146,6 +146,9 @@ def _write(line: str, stream) -> None:
     """Print ``line`` above any progress bar on the terminal."""
     from tqdm.auto import tqdm
 
+    from workbench._format import console
+
+    stream = console(stream)   # a reader that went away must not leave tqdm's lock taken (the run would hang)
     tqdm.write(line, file=stream)
     stream.flush()
 
