@@ -1,4 +1,4 @@
-"""``workbench info GRAPH``, and the flags that attach features, labels and a split to an edge list.
+"""``workbench info GRAPH``, ``workbench generate SPEC --out FILE``, and the flags that attach features, labels and a split to an edge list.
 
 Examples::
 
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["register", "add_attach_arguments", "graph_spec_from_args", "info_command"]
+__all__ = ["register", "add_attach_arguments", "graph_spec_from_args", "info_command", "generate_command"]
 
 
 def add_attach_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,7 +76,23 @@ def graph_spec_from_args(graph: Optional[str], args: argparse.Namespace) -> Opti
 
 
 def register(subparsers) -> None:
-    """Add ``info`` to the ``workbench`` command."""
+    """Add ``info`` and ``generate`` to the ``workbench`` command."""
+    from workbench.data.edgefiles import EDGE_DTYPES
+
+    gen = subparsers.add_parser(
+        "generate", help="write a seeded power-law edge file chunk by chunk, with features, labels and a split",
+        description="Write a seeded generator's lines to FILE chunk by chunk (never holding the graph), and its node "
+                    "features, labels and split as .npy files beside it (FILE's stem + .features.npy, .labels.npy, "
+                    ".train/.val/.test.npy). FILE.bin: raw int32/int64 pairs with a FILE.bin.json sidecar; FILE.npy: "
+                    "an (E, 2) array; else text. Example: workbench generate "
+                    "papers-like:num_nodes=700000,num_features=16 --out g.bin")
+    gen.add_argument("spec", metavar="SPEC", help="rmat:..., chunglu:..., sbm:..., papers-like:..., products-like:... "
+                                                  "or reddit-like:... with settings (workbench info SPEC lists them)")
+    gen.add_argument("--out", required=True, metavar="FILE", help="the edge file (.bin, .npy or text)")
+    gen.add_argument("--dtype", default="int32", metavar="|".join(EDGE_DTYPES),
+                     help="vertex id type of a binary edge file (default int32)")
+    gen.add_argument("--json", action="store_true", help="print the sidecar as one JSON object")
+    gen.set_defaults(func=generate_command)
     p = subparsers.add_parser("info", help="what a graph spec holds: sizes, cleaning, features, classes, split",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graph", metavar="GRAPH", help="a graph spec: a path (edge list, OGB, Planetoid, GraphSAINT or "
@@ -83,6 +100,21 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_attach_arguments(p)
     p.set_defaults(func=info_command)
+
+
+def generate_command(args: argparse.Namespace) -> int:
+    import sys
+
+    from workbench.data.generate_files import generate_files
+
+    log = None if args.json else (lambda line: print(f"  {line}", file=sys.stderr))
+    info = generate_files(args.spec, args.out, dtype=args.dtype, log=log)
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"wrote {args.out}: {info['num_lines']:,} lines over {info['num_nodes']:,} vertices, and "
+              + ", ".join(Path(v).name for v in info["files"].values()))
+    return 0
 
 
 def info_command(args: argparse.Namespace) -> int:

@@ -275,6 +275,17 @@ def _read_edges_any(path: Path, owner: str, progress: Optional[bool]) -> tuple[n
         if src.size and min(int(src.min()), int(dst.min())) < 0:
             raise _error(owner, path, "non-negative vertex ids", min(int(src.min()), int(dst.min())))
         return np.ascontiguousarray(src), np.ascontiguousarray(dst), None
+    from workbench.data.edgefiles import is_binary_edge_file
+
+    if is_binary_edge_file(path):   # a .bin of raw pairs with its sidecar (workbench.data.edgefiles)
+        from workbench.data.edgefiles import edge_file_info
+
+        info = edge_file_info(path, owner=owner)
+        e = np.fromfile(path, dtype=info.dtype, offset=info.offset, count=2 * info.num_lines).reshape(-1, 2)
+        src, dst = e[:, 0].astype(np.int64), e[:, 1].astype(np.int64)
+        if src.size and min(int(src.min()), int(dst.min())) < 0:
+            raise _error(owner, path, "non-negative vertex ids", min(int(src.min()), int(dst.min())))
+        return src, dst, info.num_nodes
     from workbench.data.readers import read_edge_list
 
     g = read_edge_list(path, progress=progress)
@@ -397,7 +408,7 @@ class FilesConfig(Config):
     e.g. ``files:edges=g.txt,labels=y.npy,structural=degree`` (what ``--features/--labels/--split`` build)."""
 
     edges: str = ""
-    """The edge file: a text edge list or an (E, 2) ``.npy``."""
+    """The edge file: a text edge list, an (E, 2) ``.npy`` or a ``.bin`` of raw pairs with its sidecar."""
     features: str = ""
     """(N, F) float ``.npy`` features (empty: none, or ``structural``)."""
     labels: str = ""

@@ -3,8 +3,10 @@
 A spec is one of:
 
 - a :class:`~workbench.graph.Graph` (returned as it is);
-- a path: a directory holding ``raw/edge.csv.gz`` (an OGB node-property dataset), a ``*.bin`` file
-  (``dgl.save_graphs``), or any other file (an edge list, ``.gz`` allowed);
+- a path: a directory holding ``raw/edge.csv.gz`` (an OGB node-property dataset), a partition folder
+  (``manifest.json``, :mod:`workbench.data.partfolder`), a ``*.bin`` file (``dgl.save_graphs``; raw id pairs
+  when a ``FILE.bin.json`` sidecar is beside it, :mod:`workbench.data.edgefiles`), or any other file (an edge
+  list, ``.gz`` allowed);
 - a name from :data:`GENERATORS`, optionally with settings: ``karate``, ``lesmis``,
   ``sbm:num_nodes=20000,num_blocks=16,seed=0``, ``rmat:scale=12,edge_factor=8``,
   ``products-like:num_nodes=50000``.
@@ -31,6 +33,7 @@ from workbench._validation import Config, ParamError, param_error, parse_setting
 from workbench.data.builtin import KarateConfig, LesMisConfig
 from workbench.data.cleaning import CleaningReport, clean_graph
 from workbench.data.folders import FilesConfig, is_array_folder, is_saint_folder
+from workbench.data.partfolder import PartsConfig, is_part_folder, parse_parts_spec
 from workbench.data.readers import read_dgl_binary, read_edge_list, read_ogb_node_dataset
 from workbench.data.synthetic import (ChungLuConfig, PapersLikeConfig, ProductsLikeConfig, RedditLikeConfig,
                                       RMATConfig, SBMConfig)
@@ -65,6 +68,8 @@ GENERATORS: dict[str, GraphSource] = {
         GraphSource("lesmis", LesMisConfig, "Les Miserables co-appearances (77 vertices)", kind="builtin"),
         GraphSource("files", FilesConfig, "an edge list with features, labels and a split from .npy files attached",
                     kind="files"),
+        GraphSource("parts", PartsConfig, "a partition folder (workbench partition --stream --out DIR "
+                                          "--with-features ...): parts:DIR or parts:dir=DIR,select=0+1", kind="files"),
     )
 }
 """Every named graph source, by spec name. Add an entry to make a new generator reachable by name."""
@@ -97,6 +102,8 @@ def parse_spec(spec: GraphSpec) -> ParsedSpec:
     text = spec.strip()
     head, sep, tail = text.partition(":")
     name = head.strip().lower()
+    if name == "parts" and sep:   # parts:DIR (a path, not NAME=VALUE) or parts:dir=DIR,select=...
+        return ParsedSpec("named", text, config=parse_parts_spec(tail))
     if name in GENERATORS:
         source = GENERATORS[name]
         settings = parse_settings([p for p in tail.split(",") if p.strip()], owner=name) if sep else {}
@@ -122,6 +129,8 @@ def _parse_path(path: Path) -> ParsedSpec:
     if path.is_dir():
         from workbench.data.planetoid import find_planetoid
 
+        if is_part_folder(path):
+            return ParsedSpec("named", str(path), config=PartsConfig(dir=str(path)))
         if (path / "raw" / "edge.csv.gz").is_file():
             return ParsedSpec("ogb", str(path), path=path)
         if is_saint_folder(path):
@@ -134,6 +143,10 @@ def _parse_path(path: Path) -> ParsedSpec:
     if not path.exists():
         raise ParamError([param_error("spec", "load_graph", "an existing path", str(path))])
     if path.suffix == ".bin":
+        from workbench.data.edgefiles import sidecar_path
+
+        if sidecar_path(path).is_file():   # raw pairs with a sidecar (workbench.data.edgefiles), not DGL's format
+            return ParsedSpec("named", str(path), config=FilesConfig(edges=str(path)))
         return ParsedSpec("dgl", str(path), path=path)
     return ParsedSpec("edge_list", str(path), path=path)
 
@@ -218,7 +231,8 @@ def describe_spec(spec: GraphSpec) -> str:
                 "arrays": "folder of your own arrays (edges, features.npy, labels.npy, split)",
                 "edge_list": "edge-list text file"}[parsed.kind]
         return f"{parsed.path}: {what}"
-    name = parsed.text.partition(":")[0].strip().lower()
+    name = next((k for k, src in GENERATORS.items() if type(parsed.config) is src.config_cls),   # a path, too
+                parsed.text.partition(":")[0].strip().lower())
     source = GENERATORS[name]
     docs = source.config_cls.field_docs()
     lines = [f"{name}: {source.summary} [{source.kind}]"]

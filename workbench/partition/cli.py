@@ -64,6 +64,24 @@ def register(subparsers: Any) -> None:
     p.add_argument("--chunk-edges", type=int, default=1 << 20, metavar="N", help="lines per chunk with --stream")
     p.add_argument("--directed", action="store_true",
                    help="with --stream: a line u v is the directed edge u->v (default: an undirected edge)")
+    f = p.add_argument_group("partition folder (with --stream --out DIR; read back by the graph spec parts:DIR)")
+    f.add_argument("--with-features", metavar="NPY",
+                   help="(N, F) float .npy features: --out DIR becomes a partition folder, each part's completed "
+                        "subgraph as CSR with its feature rows, labels and split, and manifest.json")
+    f.add_argument("--labels", metavar="NPY", help="(N,) integer .npy labels (-1 = unlabelled); needed with "
+                                                   "--with-features")
+    for name in ("train", "val", "test"):
+        f.add_argument(f"--{name}", metavar="NPY", help=f"{name} vertices: a (N,) bool mask or an id list (.npy); "
+                                                        "none of the three: a seeded 0.6/0.2/0.2 split of the "
+                                                        "labelled vertices")
+    f.add_argument("--edge-dtype", default=None, metavar="int32|int64",
+                   help="ids of a raw .bin edge file (default: its sidecar FILE.bin.json)")
+    f.add_argument("--num-nodes", type=int, default=None, metavar="N",
+                   help="vertex count of the edge file (default: the features' rows, the sidecar's, or max id + 1)")
+    f.add_argument("--bucket-edges", type=int, default=1 << 23, metavar="N",
+                   help="edges sorted at once while a part's CSR is written (default 8388608)")
+    f.add_argument("--temp-budget-mb", type=int, default=4096, metavar="MB",
+                   help="temporary disk per pass over the edges (parts are grouped below it; default 4096)")
     p.set_defaults(func=_partition_command)
 
     e = subparsers.add_parser(
@@ -131,6 +149,13 @@ def _khop(text: str) -> tuple[int, ...]:
 
 
 def _partition_command(args: argparse.Namespace) -> int:
+    folder_flags = [f"--{n.replace('_', '-')}" for n in ("with_features", "labels", "train", "val", "test",
+                                                        "edge_dtype", "num_nodes") if getattr(args, n) is not None]
+    if folder_flags and not args.stream:
+        from workbench._validation import ParamError, param_error
+
+        raise ParamError([param_error(folder_flags[0], "workbench partition", "used with --stream (binary edge "
+                                      "files and partition folders are streamed)", "no --stream")])
     if args.stream:
         from workbench.partition.streaming.cli import stream_command
 

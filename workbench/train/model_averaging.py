@@ -20,6 +20,13 @@ trains parts ``r, r + q, ...`` one after another, each with its own model and op
 Evaluation is on the full graph with full-neighbour inference, on rank 0, with the model rank 0 holds (the
 averaged one after a sync); the summary reports the last epoch and the best-validation epoch (§5).
 
+From a partition folder (``graph="parts:DIR"`` or ``"parts:dir=DIR,select=0+1"``, written by ``workbench partition
+FILE --stream --out DIR --with-features X.npy --labels Y.npy``) nothing is loaded on the client: each rank reads
+its own parts from their files (:func:`folder_shard`, the same shards as :func:`part_subgraph` of the whole
+graph), so its memory follows its parts, not the graph. The whole graph is then never in one place, so rank 0
+evaluates its own parts instead, side by side, each on its owned vertices (:class:`_FolderEval`): the accuracies
+of every selected part when one rank trains them all, of rank 0's parts otherwise.
+
 It is the program of ``sync.method=model_avg`` (:class:`~workbench.train.sync.ModelAveraging`, whose config
 holds ``interval``, ``halo_hops``, ``weighting`` and ``replica_init``) in a :class:`~workbench.compose.RunConfig`:
 any partitioner, either model, full batch or any block sampler.
@@ -34,8 +41,10 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Annotated, Any, Callable, Optional
 
+import numpy as np
 import torch
 
 from workbench._validation import ErrorCollector
@@ -50,7 +59,8 @@ from workbench.train.loop import StepOutput, TrainLoop, make_optimizer, summariz
 from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
 
-__all__ = ["check_model_averaging", "ModelAveragingProgram", "PartShard", "part_subgraph", "AveragingLoop"]
+__all__ = ["check_model_averaging", "ModelAveragingProgram", "PartShard", "part_subgraph", "folder_shard",
+           "AveragingLoop"]
 
 
 def check_model_averaging(cfg: Any, errs: ErrorCollector) -> None:
@@ -162,22 +172,135 @@ def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: i
     g2l = torch.full((n,), -1, dtype=torch.int64)
     g2l[gid] = torch.arange(gid.numel())
     local_src, local_dst = g2l[src[keep]], g2l[dst[keep]]
-    rows, cols, w, scales = _triplets(model, local_src, local_dst, gid.numel())
     num_owned = int(owned.sum())
-    labels = graph.labels[gid]
+    train = None if graph.train_mask is None else graph.train_mask[gid[:num_owned]]
+    return _shard(part, gid, num_owned, local_src, local_dst, graph.features[gid], graph.labels[gid], train, model)
+
+
+def _shard(part: int, gid: torch.Tensor, num_owned: int, local_src: torch.Tensor, local_dst: torch.Tensor,
+           features: torch.Tensor, labels: torch.Tensor, train_owned: Optional[torch.Tensor], model: str) -> PartShard:
+    """A :class:`PartShard` from a part's local edges and node data (``train_owned``: the owned vertices' train
+    mask, or ``None``): the one construction of :func:`part_subgraph` and :func:`folder_shard`."""
+    rows, cols, w, scales = _triplets(model, local_src, local_dst, gid.numel())
     train = torch.zeros(gid.numel(), dtype=torch.bool)
-    if graph.train_mask is not None:
-        train[:num_owned] = graph.train_mask[gid[:num_owned]] & (labels[:num_owned] >= 0)
+    if train_owned is not None:
+        train[:num_owned] = train_owned & (labels[:num_owned] >= 0)
+    e = local_src.numel()   # Â's entries start with the edges (self-loops after): the edges are views of them
     return PartShard(part=part, gid=gid, num_owned=num_owned, agg_rows=rows, agg_cols=cols, agg_weights=w,
-                     agg_scales=scales, features=graph.features[gid], labels=labels, train_mask=train,
-                     edge_src=local_src, edge_dst=local_dst)
+                     agg_scales=scales, features=features, labels=labels, train_mask=train,
+                     edge_src=cols[:e], edge_dst=rows[:e])
+
+
+def folder_shard(folder: Any, part: int, model: str) -> PartShard:
+    """Part ``part`` of a partition folder (:class:`~workbench.data.partfolder.PartFolder`) as a :class:`PartShard`:
+    the folder holds ``part_subgraph(graph, owner, part, 1, model)``'s subgraph, and its edges are put in that
+    function's order (destinations, then sources, by global id), so the shard is the same. Reads the part's
+    memory maps into this process's memory (the rank's memory follows its parts)."""
+    a = folder.open_part(part)
+    num_owned = int(folder.parts[part]["num_owned"])
+    gid = np.array(a["gid"], dtype=np.int64)
+    indptr = np.asarray(a["indptr"])
+    rows = np.argsort(gid, kind="stable")          # local rows in global id order
+    lens = np.diff(indptr)[rows]
+    ends = np.cumsum(lens)
+    edge = np.arange(int(lens.sum())) - np.repeat(ends - lens - indptr[rows], lens)
+    local_src = torch.from_numpy(np.asarray(a["indices"])[edge].astype(np.int64))
+    local_dst = torch.from_numpy(np.repeat(rows, lens).astype(np.int64))
+    features = torch.from_numpy(np.array(a["features"]))
+    labels = torch.from_numpy(np.array(a["labels"], dtype=np.int64))
+    train = torch.from_numpy(np.array(a["train_mask"][:num_owned], dtype=bool))
+    return _shard(part, torch.from_numpy(gid), num_owned, local_src, local_dst, features, labels, train, model)
+
+
+class _FolderPart:
+    """A part of a partition folder, loaded by the rank that trains it the first time it reads the subgraph
+    (:func:`folder_shard`). ``part``, ``alpha``, ``num_owned``, ``num_local`` and ``num_train`` come from the
+    manifest; every other attribute is the loaded :class:`PartShard`'s. Pickled without the loaded shard."""
+
+    def __init__(self, path: str, part: int, model: str, info: dict):
+        self.path, self.part, self.model = str(path), part, model
+        self.num_owned, self.num_local, self.num_train = info["num_owned"], info["num_local"], info["num_train"]
+        self.alpha = 1.0
+        self._shard: Optional[PartShard] = None
+
+    def load(self) -> PartShard:
+        if self._shard is None:
+            from workbench.data.partfolder import PartFolder
+
+            self._shard = folder_shard(PartFolder(self.path), self.part, self.model)
+            self._shard.alpha = self.alpha
+        return self._shard
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.load(), name)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_shard": None}
+
+
+class _FolderEval(Mapping):
+    """Rank 0's evaluation graph for a partition folder: its parts side by side (block-diagonal ``Â``), the masks
+    on owned vertices only, so each part's owned train/val/test vertices are scored on the subgraph it trains on
+    and the accuracies are over all of rank 0's parts (all selected parts when one rank trains them). Built in
+    the rank: features, labels and masks on first use (a copy of its parts'), ``Â``'s triplets on each read
+    (the loop reads them once, to build its aggregator, and keeps no copy). Pickled without them."""
+
+    _TRIPLETS = ("rows", "cols", "weights", "scales")
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        self._d: Optional[dict] = None
+
+    def _node_data(self) -> dict:
+        if self._d is None:
+            from workbench.data.partfolder import PartFolder
+
+            shards = [p.load() for p in self.parts]
+            masks = [torch.cat([s.train_mask for s in shards])]
+            for name in ("val_mask", "test_mask"):
+                own = []
+                for p, s in zip(self.parts, shards):
+                    m = torch.zeros(s.num_local, dtype=torch.bool)
+                    m[:s.num_owned] = torch.from_numpy(
+                        np.array(PartFolder(p.path).open_part(p.part)[name][:s.num_owned], dtype=bool))
+                    own.append(m)
+                masks.append(torch.cat(own))
+            self._d = {"features": torch.cat([s.features for s in shards]),
+                       "labels": torch.cat([s.labels for s in shards]), "masks": tuple(masks)}
+        return self._d
+
+    def _triplet(self, key: str):
+        shards = [p.load() for p in self.parts]
+        if key == "scales":
+            if any(s.agg_scales is None for s in shards):
+                return None
+            return tuple(torch.cat([s.agg_scales[i] for s in shards]) for i in (0, 1))
+        if key == "weights":
+            return torch.cat([s.agg_weights for s in shards])
+        offsets = np.cumsum([0] + [s.num_local for s in shards[:-1]])
+        name = "agg_rows" if key == "rows" else "agg_cols"
+        return torch.cat([getattr(s, name) + int(o) for s, o in zip(shards, offsets)])
+
+    def __getitem__(self, key: str):
+        return self._triplet(key) if key in self._TRIPLETS else self._node_data()[key]
+
+    def __iter__(self):
+        return iter(self._TRIPLETS + ("features", "labels", "masks"))
+
+    def __len__(self) -> int:
+        return len(self._TRIPLETS) + 3
+
+    def __getstate__(self) -> dict:
+        return {"parts": self.parts, "_d": None}
 
 
 @dataclasses.dataclass(eq=False)
 class _Payload:
-    shards: list
+    shards: list                   # PartShard, or _FolderPart (a partition folder's part, loaded in the rank)
     num_classes: int
-    full: Optional[dict] = None   # rank 0: the full graph for evaluation
+    full: Optional[Mapping] = None   # rank 0: the full graph for evaluation (_FolderEval: its parts)
     num_params_bytes: int = 0
 
 
@@ -208,8 +331,12 @@ class ModelAveragingProgram(Program):
         return min(ranks, self.config.num_parts) if self.config.num_parts else ranks
 
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
+        from workbench.data.partfolder import parts_config_of
         from workbench.train.full_graph import load_and_partition
 
+        folder = None if self._graph is not None else parts_config_of(self.config.graph)
+        if folder is not None:
+            return self._prepare_folder(folder, world_size, emit)
         cfg = self.config
         num_parts = cfg.num_parts or world_size
         graph, node_part, result = load_and_partition(cfg, world_size, graph=self._graph, node_part=self._node_part,
@@ -238,6 +365,49 @@ class ModelAveragingProgram(Program):
                                for m in (graph.train_mask, graph.val_mask, graph.test_mask))}
         return [_Payload(shards=shards[r::world_size], num_classes=graph.num_classes, full=full if r == 0 else None)
                 for r in range(world_size)]
+
+    def _prepare_folder(self, spec: Any, world_size: int, emit: Callable[[Event], None]) -> list:
+        """``graph='parts:DIR'``: train the folder's selected parts; each rank reads only its own (lazily, in the
+        rank), nothing is loaded here. Evaluation: :class:`_FolderEval` (rank 0's parts, owned vertices)."""
+        from workbench.events import PartitionComputed
+
+        cfg = self.config
+        folder = spec.folder()
+        m, selected = folder.manifest, spec.selected()
+        errs = ErrorCollector(type(cfg).__name__)
+        errs.check(cfg.num_parts in (None, len(selected)), "num_parts",
+                   f"None or {len(selected)} (the parts graph={cfg.graph!r} selects)", cfg.num_parts)
+        errs.check(world_size <= len(selected), "num_parts",
+                   f"at least the world size {world_size} (a rank trains at least one part; the folder's selected "
+                   "parts)", len(selected))
+        errs.check(cfg.sync.halo_hops == 1, "sync.halo_hops",
+                   "1 with a partition folder (its parts hold the 1-hop completed subgraphs)", cfg.sync.halo_hops)
+        errs.check(cfg.method("partition") == m["method"], "partition.method",
+                   f"the folder's method {m['method']!r} (graph={cfg.graph!r} trains the parts it holds)",
+                   cfg.method("partition"))
+        errs.raise_if_any()
+        info = folder.parts
+        try:
+            emit(PartitionComputed(method=m["method"], num_parts=m["num_parts"],
+                                   metrics={"replication_factor": m["replication_factor"],
+                                            "comm_volume_rows": int(np.sum(m["comm_rows"]))},
+                                   part_sizes=[q["num_owned"] for q in info], halo_sizes=[q["num_halo"] for q in info],
+                                   comm_rows=m["comm_rows"]))
+        except Exception:  # a metrics failure must not stop training
+            pass
+        model = cfg.method("model")
+        shards = [_FolderPart(folder.path, p, model, info[p]) for p in selected]
+        total_train = sum(s.num_train for s in shards)
+        for s in shards:
+            s.alpha = (s.num_train / total_train if total_train else 1.0 / len(shards)) \
+                if cfg.sync.weighting == "train" else 1.0 / len(shards)
+        loops = MODELS.get_class(model).self_loops
+        self.shard_sizes = [{"part": s.part, "owned": s.num_owned, "local": s.num_local, "train": s.num_train,
+                             "alpha": s.alpha, "local_edges": info[s.part]["num_edges"] + (s.num_local if loops else 0)}
+                            for s in shards]
+        emit(Progress(stage="subgraphs", done=len(shards), total=len(shards), message=f"folder {folder.path}"))
+        return [_Payload(shards=shards[r::world_size], num_classes=int(m["num_classes"]),
+                         full=_FolderEval(shards[0::world_size]) if r == 0 else None) for r in range(world_size)]
 
     def run_rank(self, ctx: RankContext, payload: _Payload) -> dict:
         cfg = self.config

@@ -1,9 +1,11 @@
-"""``workbench partition EDGEFILE --stream``: partition an edge file in bounded memory."""
+"""``workbench partition EDGEFILE --stream``: partition an edge file in bounded memory; with ``--with-features``
+and ``--labels``, ``--out DIR`` becomes a partition folder (:func:`~.folders.write_part_folders`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from workbench._validation import ErrorCollector, check_choice, parse_settings
@@ -11,9 +13,51 @@ from workbench._validation import ErrorCollector, check_choice, parse_settings
 __all__ = ["stream_command"]
 
 
+def _check_folder_args(args: argparse.Namespace, errs: ErrorCollector) -> bool:
+    """Validate the partition-folder flags; True when a folder is asked for."""
+    from workbench.data.edgefiles import EDGE_DTYPES
+
+    folder = args.with_features is not None
+    if args.edge_dtype is not None:
+        errs.check(args.edge_dtype in EDGE_DTYPES, "--edge-dtype", f"one of {list(EDGE_DTYPES)}", args.edge_dtype)
+        errs.check(Path(args.graph).suffix in (".bin", ".npy"), "--edge-dtype",
+                   "given only for a binary edge file (.bin or .npy)", args.edge_dtype)
+    if args.num_nodes is not None:
+        errs.check(args.num_nodes >= 1, "--num-nodes", "an int >= 1", args.num_nodes)
+    errs.check(args.bucket_edges >= 1024, "--bucket-edges", "an int >= 1024", args.bucket_edges)
+    errs.check(args.temp_budget_mb >= 1, "--temp-budget-mb", "an int >= 1", args.temp_budget_mb)
+    if folder:
+        errs.check(args.out is not None, "--with-features", "used with --out DIR (the partition folder)",
+                   args.with_features)
+        errs.check(args.labels is not None, "--labels", "a .npy of labels with --with-features", args.labels)
+    for flag in ("with_features", "labels", "train", "val", "test"):
+        value = getattr(args, flag)
+        if value is not None:
+            name = "--" + flag.replace("_", "-")
+            errs.check(Path(value).is_file(), name, "an existing .npy file", value)
+            if flag != "with_features":
+                errs.check(folder, name, "used with --with-features (a partition folder)", value)
+    return folder
+
+
+def _num_nodes(args: argparse.Namespace):
+    """``--num-nodes``, else the features' rows (a vertex with no line still gets an owner and a row)."""
+    if args.num_nodes is not None or args.with_features is None:
+        return args.num_nodes
+    import numpy as np
+
+    try:
+        return int(np.load(args.with_features, mmap_mode="r", allow_pickle=False).shape[0])
+    except (OSError, ValueError, IndexError):
+        return None   # write_part_folders names the file
+
+
 def stream_command(args: argparse.Namespace) -> int:
     """Run a streaming partitioner on ``args.graph`` (an edge file, or any graph spec, whose edges are then
-    streamed from memory) and print or write its metrics."""
+    streamed from memory) and print or write its metrics (and the partition folder)."""
+    import numpy as np
+
+    from workbench.data.edgefiles import is_binary_edge_file
     from workbench.partition.base import PARTITIONERS
     from workbench.partition.streaming.methods import STREAMING_METHODS
     from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream
@@ -24,15 +68,19 @@ def stream_command(args: argparse.Namespace) -> int:
     errs = ErrorCollector("workbench partition --stream")
     errs.check(args.parts >= 1, "--parts", "an int >= 1", args.parts)
     errs.check(args.chunk_edges >= 1, "--chunk-edges", "an int >= 1", args.chunk_edges)
+    folder = _check_folder_args(args, errs)
     errs.raise_if_any()
-    if Path(args.graph).is_file() and not args.graph.endswith((".bin",)):
-        edges = EdgeFileStream(args.graph, chunk_edges=args.chunk_edges, directed=args.directed)
+    path = Path(args.graph)
+    if path.is_file() and (path.suffix != ".bin" or is_binary_edge_file(path, args.edge_dtype)):
+        edges = EdgeFileStream(args.graph, chunk_edges=args.chunk_edges, directed=args.directed,
+                               num_nodes=_num_nodes(args), dtype=args.edge_dtype)
     else:
         from workbench.data import load_graph
 
         edges = GraphEdgeStream(load_graph(args.graph), chunk_edges=args.chunk_edges)
     out_dir = Path(args.out) if args.out else None
-    result = cls(config).stream(edges, args.parts, keep_assignment=out_dir is not None,
+    keep = out_dir is not None and not folder   # a folder holds the parts themselves, not a part per line
+    result = cls(config).stream(edges, args.parts, keep_assignment=keep,
                                 assignment_dir=out_dir if out_dir is not None else None)
     try:
         if out_dir is not None:
@@ -40,9 +88,25 @@ def stream_command(args: argparse.Namespace) -> int:
     finally:
         result.close()
     m = result.metrics
+    manifest = None
+    if folder:
+        from workbench.partition.streaming.folders import write_part_folders
+        from workbench.partition.base import _json_safe
+
+        owner = result.owner.astype(np.int16 if args.parts < 2 ** 15 else np.int32)
+        result.owner = None   # the compact copy is all the writer needs
+        log = (lambda line: print(f"  {line}", file=sys.stderr)) if not args.json else None
+        manifest = write_part_folders(edges, owner, out_dir, features=args.with_features, labels=args.labels,
+                                      train=args.train, val=args.val, test=args.test, method=method,
+                                      options=_json_safe(config.to_dict()), metrics=m.to_dict(), source=str(args.graph),
+                                      bucket_edges=args.bucket_edges, temp_budget_bytes=args.temp_budget_mb << 20,
+                                      log=log)
     if args.json:
         d = m.to_dict()   # replication_factor: edge_assignment.npy's lines; replication_factor_completed beside
         d["method"] = method
+        if manifest is not None:
+            d["folder"] = {k: manifest[k] for k in ("replication_factor", "num_edges", "num_classes",
+                                                    "write_phase_s", "write_peak_rss_mb")}
         print(json.dumps(d))
     else:
         print(f"{result.source}: {method} ({m.shape}), {m.num_parts} parts, {m.num_lines:,} lines, "
@@ -52,6 +116,11 @@ def stream_command(args: argparse.Namespace) -> int:
         print("\n".join(f"  {k:<{width}}  {v}" for k, v in summary.items()))
         print("  phases (s): " + ", ".join(f"{k}={v}" for k, v in m.phase_s.items()))
         print("\n" + m.table().to_string())
-        if out_dir is not None:
+        if manifest is not None:
+            print(f"\nwrote the partition folder {out_dir} ({manifest['num_parts']} parts, replication factor "
+                  f"{manifest['replication_factor']:.3f}, {manifest['num_edges']:,} edges; phases (s) "
+                  f"{manifest['write_phase_s']}, peak RSS {manifest['write_peak_rss_mb']:.1f} MiB): train from it "
+                  f"with --graph parts:{out_dir}")
+        elif out_dir is not None:
             print(f"\nwrote {out_dir}/edge_assignment.npy, owner.npy and metrics.json")
     return 0

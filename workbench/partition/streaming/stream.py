@@ -30,11 +30,14 @@ class EdgeFileStream:
     Text files (``.gz`` allowed) are read in blocks of about ``chunk_edges * 16`` bytes cut after the last
     newline, the same blocks as :func:`workbench.data.read_edge_list`'s reader; a block in the plain form
     (two unsigned ids a line, blanks, commas, ``#``/``%`` comments) is parsed by a compiled loop, any other
-    block by the same pandas parser and error messages as :func:`~workbench.data.read_edge_list`. ``.npy``
-    files of shape ``(E, 2)`` are read in slices of ``chunk_edges`` rows.
+    block by the same pandas parser and error messages as :func:`~workbench.data.read_edge_list`. Binary
+    files (:mod:`workbench.data.edgefiles`: an ``(E, 2)`` int32/int64 ``.npy``, or a ``.bin`` of raw pairs whose
+    dtype is ``dtype`` or its sidecar's) are read ``chunk_edges`` rows at a time through a memory map of that
+    window alone; ``num_nodes`` defaults to the sidecar's vertex count.
 
-    Memory: one text block and one chunk of ids, in buffers reused from chunk to chunk (nothing grows with
-    the file). The arrays of a chunk are therefore overwritten by the next one: copy them to keep them.
+    Memory: one text block (or one mapped window) and one chunk of ids, in buffers reused from chunk to chunk
+    (nothing grows with the file). The arrays of a chunk are therefore overwritten by the next one: copy them
+    to keep them.
 
     Example:
         >>> import tempfile, pathlib
@@ -45,7 +48,9 @@ class EdgeFileStream:
     """
 
     def __init__(self, path: str | os.PathLike, *, chunk_edges: int = 1 << 20, directed: bool = False,
-                 num_nodes: Optional[int] = None):
+                 num_nodes: Optional[int] = None, dtype: Optional[str] = None):
+        from workbench.data.edgefiles import EDGE_DTYPES, edge_file_info, is_binary_edge_file
+
         owner = "EdgeFileStream"
         self.path = Path(path)
         errors = []
@@ -55,41 +60,48 @@ class EdgeFileStream:
             errors.append(param_error("chunk_edges", owner, "a positive int", chunk_edges))
         if num_nodes is not None and (not isinstance(num_nodes, int) or num_nodes < 1):
             errors.append(param_error("num_nodes", owner, "a positive int or None", num_nodes))
+        if dtype is not None and dtype not in EDGE_DTYPES:
+            errors.append(param_error("dtype", owner, f"one of {list(EDGE_DTYPES)} or None", dtype))
         if errors:
             raise ParamError(errors)
+        self.binary = None
+        if is_binary_edge_file(self.path, dtype):
+            self.binary = edge_file_info(self.path, dtype, owner=owner)
+            if num_nodes is None:
+                num_nodes = self.binary.num_nodes
+        elif dtype is not None:
+            raise ParamError([param_error("dtype", owner, "None for a text edge file (a .bin or .npy has ids of "
+                                                          "a dtype)", dtype)])
         self.chunk_edges, self.directed, self.num_nodes = chunk_edges, directed, num_nodes
         self.name = self.path.name
         self.train_mask: Optional[np.ndarray] = None
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        if self.path.suffix == ".npy":
-            yield from self._npy_chunks()
+        if self.binary is not None:
+            yield from self._binary_chunks()
             return
         yield from self._text_chunks()
 
-    def _npy_chunks(self):
-        """Plain reads of an ``(E, 2)`` ``.npy`` into reused buffers (no memory map: mapped file pages would count
-        as resident)."""
-        with open(self.path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(f)
-            if len(shape) != 2 or shape[1] != 2 or fortran or dtype.kind not in "iu":
-                raise ParamError([param_error("path", "EdgeFileStream", "a C-order integer .npy array of shape (E, 2)",
-                                              f"shape {shape}, dtype {dtype}")])
-            rows = min(self.chunk_edges, shape[0])
-            block = np.empty((rows, 2), dtype)
-            src, dst = np.empty(rows, np.int64), np.empty(rows, np.int64)
-            for lo in range(0, shape[0], self.chunk_edges):
-                n = min(self.chunk_edges, shape[0] - lo)
-                got = _read_into(f, block[:n].reshape(-1).view(np.uint8), "EdgeFileStream", self.path)
-                if got != block[:n].nbytes:
-                    raise ParamError([param_error("path", "EdgeFileStream", f"a complete .npy file of {shape[0]} rows",
-                                                  f"{lo + got // block.itemsize // 2} rows")])
-                np.copyto(src[:n], block[:n, 0], casting="unsafe")
-                np.copyto(dst[:n], block[:n, 1], casting="unsafe")
-                yield src[:n], dst[:n]
+    def _binary_chunks(self):
+        """Windows of a binary edge file (one mapped at a time) copied into reused int64 buffers; ids at or above
+        ``num_nodes`` (when known) are refused naming the line."""
+        from workbench.data.edgefiles import binary_chunks
+
+        rows = max(min(self.chunk_edges, self.binary.num_lines), 1)
+        src, dst = np.empty(rows, np.int64), np.empty(rows, np.int64)
+        lo = 0
+        for window in binary_chunks(self.binary, self.chunk_edges):
+            n = window.shape[0]
+            np.copyto(src[:n], window[:, 0], casting="unsafe")
+            np.copyto(dst[:n], window[:, 1], casting="unsafe")
+            del window
+            if self.num_nodes is not None and n and max(int(src[:n].max()), int(dst[:n].max())) >= self.num_nodes:
+                i = int(np.flatnonzero((src[:n] >= self.num_nodes) | (dst[:n] >= self.num_nodes))[0])
+                raise ParamError([param_error("path", "EdgeFileStream", f"vertex ids below num_nodes="
+                                              f"{self.num_nodes} ({self.path.name})",
+                                              f"line {lo + i}: {int(src[i])} {int(dst[i])}")])
+            lo += n
+            yield src[:n], dst[:n]
 
     def _text_chunks(self):
         """Blocks of whole lines (``line_blocks``' cuts: read ``chunk_edges * 16`` bytes after the carried partial

@@ -1,0 +1,271 @@
+"""Issue 28: binary edge streams, ``workbench generate``, partition folders (round trip against ``part_subgraph``)
+and CATGNN trained from a folder (equal to the same parts in memory)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from workbench._validation import ParamError
+from workbench.cli import main
+from workbench.data import load_graph
+from workbench.data.edgefiles import EdgeFileWriter, edge_file_info
+from workbench.data.partfolder import PartFolder, read_part_graph
+from workbench.graph import Graph
+from workbench.partition.streaming import EdgeFileStream, GraphEdgeStream, stream_partition
+from workbench.partition.streaming.folders import write_part_folders
+from workbench.train.model_averaging import folder_shard, part_subgraph
+
+SBM = "sbm:num_nodes=3000,num_blocks=6,avg_degree=8,num_features=8,seed=0"
+
+
+def _files_spec(d, edges):
+    return (f"files:edges={edges},features={d / 'x.npy'},labels={d / 'y.npy'},train={d / 'train.npy'},"
+            f"val={d / 'val.npy'},test={d / 'test.npy'}")
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory):
+    """A raw .bin stream of an SBM graph: shuffled lines in random orientation, a repeated pair, a reversed
+    repeat and a self-loop; features, labels and split masks beside it."""
+    d = tmp_path_factory.mktemp("raw")
+    g = load_graph(SBM)
+    s, t = g.edges()
+    keep = s < t
+    u, v = s[keep].numpy(), t[keep].numpy()
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(u.size)
+    flip = rng.random(u.size) < 0.5
+    u, v = np.where(flip, v[perm], u[perm]), np.where(flip, u[perm], v[perm])
+    u, v = np.concatenate([u, [5, u[0], v[0]]]), np.concatenate([v, [5, v[0], u[0]]])
+    with EdgeFileWriter(d / "e.bin", "int32", num_nodes=g.num_nodes) as w:
+        for lo in range(0, u.size, 1000):
+            w.write(u[lo:lo + 1000], v[lo:lo + 1000])
+    np.save(d / "x.npy", g.features.numpy())
+    np.save(d / "y.npy", g.labels.numpy())
+    for k in ("train", "val", "test"):
+        np.save(d / f"{k}.npy", getattr(g, f"{k}_mask").numpy())
+    return d, u, v, g
+
+
+@pytest.fixture(scope="module")
+def folder(raw):
+    """``workbench partition e.bin --stream --method spring --parts 4 --out pf --with-features ...`` with small
+    buckets and a small temporary budget (several ranges per part, several passes)."""
+    d = raw[0]
+    out = d / "pf"
+    args = ["partition", str(d / "e.bin"), "--stream", "--method", "spring", "--parts", "4", "--out", str(out),
+            "--with-features", str(d / "x.npy"), "--labels", str(d / "y.npy"), "--train", str(d / "train.npy"),
+            "--val", str(d / "val.npy"), "--test", str(d / "test.npy"), "--bucket-edges", "1500", "--temp-budget-mb", "1", "--json"]
+    assert main(args) == 0
+    return out
+
+
+# ------------------------------------------------------------------------------------------- binary streams
+
+def test_binary_edge_files_stream_like_text(raw, tmp_path):
+    d, u, v, _ = raw
+    text = tmp_path / "e.txt"
+    text.write_text("".join(f"{a} {b}\n" for a, b in zip(u.tolist(), v.tolist())))
+    npy = tmp_path / "e.npy"
+    with EdgeFileWriter(npy, "int64") as w:
+        w.write(u, v)
+    raw_bin = tmp_path / "plain.bin"   # no sidecar: the dtype comes from the flag
+    np.stack([u, v], 1).astype("<i8").tofile(raw_bin)
+    info = edge_file_info(d / "e.bin")
+    assert (info.dtype.name, info.num_lines, info.num_nodes) == ("int32", u.size, 3000)
+    assert np.load(npy).tolist() == np.stack([u, v], 1).tolist()
+    for path, kw in ((d / "e.bin", {}), (npy, {}), (raw_bin, {"dtype": "int64"})):
+        chunks = list((c[0].copy(), c[1].copy()) for c in EdgeFileStream(path, chunk_edges=777, **kw))
+        assert np.concatenate([c[0] for c in chunks]).tolist() == u.tolist(), path
+        assert np.concatenate([c[1] for c in chunks]).tolist() == v.tolist(), path
+        assert max(c[0].size for c in chunks) == 777
+    from workbench.partition.streaming import SpringPartitioner
+
+    want = stream_partition(text, 4, method="spring", num_nodes=3000).owner
+    for path, kw in ((d / "e.bin", {}), (npy, {}), (raw_bin, {"dtype": "int64"})):
+        got = SpringPartitioner().stream(EdgeFileStream(path, chunk_edges=500, num_nodes=3000, **kw), 4).owner
+        assert np.array_equal(got, want), path
+    assert main(["partition", str(raw_bin), "--stream", "--method", "hdrf", "--parts", "3", "--edge-dtype", "int64",
+                 "--json"]) == 0
+    # In memory too: a .bin with a sidecar is an edge list (a plain .bin stays DGL's format), cleaned as text is.
+    assert torch.equal(load_graph(str(d / "e.bin")).indices, load_graph(str(text)).indices)
+
+
+def test_binary_edge_file_errors(tmp_path, capsys):
+    plain = tmp_path / "p.bin"
+    np.arange(6, dtype="<i4").tofile(plain)
+    with pytest.raises(ParamError, match="'dtype' parameter of EdgeFileStream must be one of"):
+        EdgeFileStream(plain, dtype="int16")
+    with pytest.raises(ParamError, match="'dtype' parameter of edge_file_info must be one of \\['int32', 'int64'\\] for "
+                                         "the raw edge file"):
+        edge_file_info(plain)
+    (tmp_path / "odd.bin").write_bytes(b"\0" * 12)
+    with pytest.raises(ParamError, match="whole number of int64 pairs"):
+        edge_file_info(tmp_path / "odd.bin", "int64")
+    np.save(tmp_path / "e.npy", np.zeros((3, 2), np.int32))
+    with pytest.raises(ParamError, match="'dtype' parameter of EdgeFileStream must be the .npy header's dtype int32"):
+        EdgeFileStream(tmp_path / "e.npy", dtype="int64")
+    with EdgeFileWriter(tmp_path / "big.bin", "int32", num_nodes=3) as w:
+        w.write(np.array([0]), np.array([7]))
+    with pytest.raises(ParamError, match="vertex ids below num_nodes=3"):
+        list(EdgeFileStream(tmp_path / "big.bin"))
+    with pytest.raises(ParamError, match="'dtype' parameter of EdgeFileWriter must be int64 for ids up to"):
+        EdgeFileWriter(tmp_path / "w.bin", "int32").write(np.array([2 ** 33]), np.array([0]))
+    assert main(["partition", str(plain), "--stream", "--method", "hash", "--parts", "2", "--edge-dtype", "int8"]) == 2
+    assert "'--edge-dtype' parameter of workbench partition --stream must be one of" in capsys.readouterr().err
+    assert main(["partition", str(plain), "--stream", "--method", "hash", "--parts", "2", "--edge-dtype", "int32",
+                 "--temp-budget-mb", "0", "--bucket-edges", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "'--temp-budget-mb' parameter" in err and "Got 0" in err and "'--bucket-edges' parameter" in err
+    assert main(["partition", str(plain), "--method", "metis", "--parts", "2", "--with-features", "x.npy"]) == 2
+    assert "'--with-features' parameter of workbench partition must be used with --stream" in capsys.readouterr().err
+    np.save(tmp_path / "x.npy", np.zeros((3, 2), np.float32))
+    assert main(["partition", str(tmp_path / "e.npy"), "--stream", "--method", "hash", "--parts", "2",
+                 "--with-features", str(tmp_path / "x.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "'--with-features' parameter" in err and "must be used with --out DIR" in err and "'--labels'" in err
+
+
+# ------------------------------------------------------------------------------------------- generate
+
+def test_generate_is_seeded_and_bounded(tmp_path, capsys):
+    spec = "papers-like:num_nodes=5000,avg_degree=10,num_features=4,seed=3"
+    assert main(["generate", spec, "--out", str(tmp_path / "a.bin"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert main(["generate", spec, "--out", str(tmp_path / "b.npy"), "--dtype", "int64"]) == 0
+    capsys.readouterr()
+    a = np.fromfile(tmp_path / "a.bin", dtype="<i4").reshape(-1, 2)
+    assert np.array_equal(a, np.load(tmp_path / "b.npy"))   # the spec alone decides the lines
+    assert info["num_nodes"] == 5000 and info["num_lines"] == a.shape[0] > 20_000 and (a[:, 0] != a[:, 1]).all()
+    x, y = np.load(tmp_path / "a.features.npy"), np.load(tmp_path / "a.labels.npy")
+    assert x.shape == (5000, 4) and x.dtype == np.float32 and y.shape == (5000,)
+    train = np.load(tmp_path / "a.train.npy")
+    assert train.size == round(0.0109 * 5000) and (y[train] >= 0).all() and (y >= 0).sum() == sum(
+        np.load(tmp_path / f"a.{k}.npy").size for k in ("train", "val", "test"))
+    for k in ("rmat:scale=10,edge_factor=4", "chunglu:num_nodes=800,avg_degree=6"):
+        assert main(["generate", k, "--out", str(tmp_path / "c.bin")]) == 0
+        assert edge_file_info(tmp_path / "c.bin").num_lines > 0
+    capsys.readouterr()
+    assert main(["generate", "karate", "--out", str(tmp_path / "k.bin")]) == 2
+    assert "'spec' parameter of workbench generate must be a generator spec of ['rmat'" in capsys.readouterr().err
+    assert main(["generate", "rmat:scale=5", "--out", str(tmp_path / "r.bin"), "--dtype", "int8"]) == 2
+    assert "'dtype' parameter of workbench generate must be one of" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------- folders
+
+def _assert_shards_equal(a, b):
+    assert a.num_owned == b.num_owned and torch.equal(a.gid, b.gid)
+    for name in ("agg_rows", "agg_cols", "agg_weights", "features", "labels", "train_mask", "edge_src", "edge_dst"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert all(torch.equal(x, y) for x, y in zip(a.agg_scales, b.agg_scales))
+
+
+def test_folder_round_trips_part_subgraph(raw, folder):
+    """The streaming writer's folder equals the in-memory part_subgraph of the cleaned graph exactly (vertices,
+    edges and their order, Â, node data), and its owned rows are the whole graph."""
+    d = raw[0]
+    g = load_graph(_files_spec(d, d / "e.bin"))
+    owner = torch.from_numpy(np.load(folder / "owner.npy"))
+    pf = PartFolder(folder)
+    m = pf.manifest
+    assert m["num_parts"] == 4 and m["num_nodes"] == 3000 and m["method"] == "spring" and m["num_classes"] == 6
+    assert m["num_edges_owned_rows"] == g.num_edges
+    assert max(len(list((folder / q["dir"]).iterdir())) for q in m["parts"]) == 8
+    for p in range(4):
+        for model in ("gcn", "sage"):
+            _assert_shards_equal(folder_shard(pf, p, model), part_subgraph(g, owner, p, 1, model))
+        arrays = pf.open_part(p)
+        assert isinstance(arrays["indices"], np.memmap) and arrays["indices"].dtype == np.int32
+        q = m["parts"][p]
+        assert q["num_local"] == q["num_owned"] + q["num_halo"] == arrays["gid"].shape[0]
+        assert q["num_train"] == int(part_subgraph(g, owner, p, 1, "sage").train_mask.sum())
+    whole = read_part_graph(folder)
+    for name in ("indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(whole, name), getattr(g, name)), name
+    assert load_graph(f"parts:{folder}").num_edges == load_graph(str(folder)).num_edges == g.num_edges
+    assert not (folder / ".buckets").exists() and not (folder / "edge_assignment.npy").exists()
+
+
+def test_folder_of_a_directed_stream_and_groups(raw, tmp_path):
+    """Directed lines (u -> v kept as given, halo rows only where the halo vertex is an in-neighbour of the part's
+    owned set), several groups of parts (one pass each): still part_subgraph of the deduplicated graph."""
+    d, u, v, _ = raw
+    n = 3000
+    owner = np.random.default_rng(1).integers(0, 5, n)
+    edges = EdgeFileStream(d / "e.bin", directed=True, chunk_edges=999)
+    write_part_folders(edges, owner, tmp_path / "pf", features=d / "x.npy", labels=d / "y.npy",
+                       train=d / "train.npy", val=d / "val.npy", test=d / "test.npy", bucket_edges=1024,
+                       temp_budget_bytes=1 << 20)
+    from workbench.data.cleaning import clean_graph
+
+    g = Graph.from_edges(torch.from_numpy(u), torch.from_numpy(v), n, directed=True,
+                         features=torch.from_numpy(np.load(d / "x.npy")), labels=torch.from_numpy(np.load(d / "y.npy")),
+                         train_mask=torch.from_numpy(np.load(d / "train.npy")))
+    g, _ = clean_graph(g, symmetrize=False)
+    pf = PartFolder(tmp_path / "pf")
+    assert pf.manifest["directed"] is True and pf.manifest["num_edges_owned_rows"] == g.num_edges
+    for p in range(5):
+        _assert_shards_equal(folder_shard(pf, p, "gcn"), part_subgraph(g, torch.from_numpy(owner), p, 1, "gcn"))
+    with pytest.raises(ParamError, match="'features' parameter of write_part_folders must be a \\(3000, F\\) float"):
+        write_part_folders(edges, owner, tmp_path / "bad", features=d / "y.npy", labels=d / "y.npy")
+
+
+def test_parts_spec_errors(raw, folder, tmp_path):
+    from recipes import catgnn
+
+    with pytest.raises(ParamError, match="'select' parameter of PartsConfig must be part ids in \\[0, 4\\)"):
+        load_graph(f"parts:dir={folder},select=0+9")
+    with pytest.raises(ParamError, match="'dir' parameter of PartsConfig.* must be a partition folder"):
+        load_graph(f"parts:{tmp_path}")
+    for change, name in (({"num_parts": 3}, "num_parts"), ({"sync.halo_hops": 0}, "sync.halo_hops"),
+                         ({"partition.method": "hdrf"}, "partition.method")):
+        cfg = catgnn.recipe(graph=f"parts:dir={folder},select=0+1", epochs=1, hidden=4).replace(**change)
+        with pytest.raises(ParamError, match=f"'{name}' parameter of RunConfig must be"):
+            cfg.build().prepare(2, lambda e: None)
+
+
+# ------------------------------------------------------------------------------------------- training
+
+def _run(program_or_cfg, workers):
+    from workbench.runtime import launch
+
+    return launch(program_or_cfg, runner="local", workers=workers, out=None).wait(timeout=300)
+
+
+@pytest.mark.parametrize("recipe,workers", [("recipe", 1), ("recipe", 2), ("minibatch", 2)])
+def test_training_from_the_folder_equals_the_parts_in_memory(raw, folder, recipe, workers):
+    from recipes import catgnn
+
+    d = raw[0]
+    spec = _files_spec(d, d / "e.bin")
+    g = load_graph(spec)
+    owner = torch.from_numpy(np.load(folder / "owner.npy"))
+    make = getattr(catgnn, recipe)
+    memory = _run(make(graph=spec, epochs=4, num_parts=4, hidden=8).build(graph=g, node_part=owner), workers)
+    ours = _run(make(graph=f"parts:{folder}", epochs=4, hidden=8), workers)
+    assert ours["losses"] == pytest.approx(memory["losses"], abs=1e-5)
+    assert ours["parts"] == memory["parts"]
+    for k, v in memory["param_checksums"].items():
+        assert ours["param_checksums"][k] == pytest.approx(v, rel=1e-5)
+    assert 0 < ours["accuracy_by_epoch"]["val"][-1] <= 1   # per part, owned vertices (rank 0's parts)
+
+
+def test_folder_payloads_load_in_the_rank_and_pickle_small(folder):
+    from recipes import catgnn
+
+    program = catgnn.recipe(graph=f"parts:dir={folder},select=1+3", epochs=1, hidden=4).build()
+    payloads = program.prepare(2, lambda e: None)
+    assert [[s.part for s in p.shards] for p in payloads] == [[1], [3]]
+    part = payloads[0].shards[0]
+    assert part._shard is None and payloads[0].full._d is None   # nothing read on the client
+    assert len(pickle.dumps(payloads[0])) < 4000
+    assert part.num_local == part.gid.numel() and part._shard is not None
+    clone = pickle.loads(pickle.dumps(payloads[0]))
+    assert clone.shards[0]._shard is None and torch.equal(clone.shards[0].gid, part.gid)
+    assert sum(s["alpha"] for s in program.shard_sizes) == pytest.approx(1.0)

@@ -1,0 +1,203 @@
+"""Partition folders: each part's completed subgraph, node data and a manifest, all memory-mappable (issue 28).
+
+:func:`workbench.partition.streaming.folders.write_part_folders` writes them (``workbench partition FILE --stream
+--out DIR --with-features X.npy --labels Y.npy``; its docstring has the tree); this module reads them:
+:class:`PartFolder` opens the manifest and memory-maps one part's arrays, :func:`read_part_graph` rebuilds the
+whole graph from the owned rows (every vertex is owned by one part, which keeps its full in-neighbourhood),
+and :class:`PartsConfig` is the ``parts:`` graph spec (``parts:DIR`` or ``parts:dir=DIR,select=0+1``; a folder
+path with a manifest works too). Model averaging (``sync.method=model_avg``) trains the selected parts, each
+rank memory-mapping only its own; every other reader of the spec gets the whole graph.
+
+Example:
+    >>> parse_select("0+2", 4), parse_select("1-3", 4), parse_select("", 2)
+    ([0, 2], [1, 2, 3], [0, 1])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from workbench._validation import Config, ErrorCollector, ParamError, param_error
+from workbench.graph import Graph
+
+__all__ = ["FOLDER_FORMAT", "PART_ARRAYS", "PartFolder", "PartsConfig", "read_part_graph", "parse_select",
+           "is_part_folder", "parts_config_of", "parse_parts_spec"]
+
+FOLDER_FORMAT = "workbench-part-folder"
+"""The ``format`` entry of a partition folder's ``manifest.json``."""
+
+PART_ARRAYS = ("gid", "indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask")
+"""The ``.npy`` files of one part's directory."""
+
+
+def is_part_folder(path: Any) -> bool:
+    """Whether ``path`` is a folder whose ``manifest.json`` is a partition folder's."""
+    manifest = Path(path) / "manifest.json"
+    if not manifest.is_file():
+        return False
+    try:
+        return json.loads(manifest.read_text()).get("format") == FOLDER_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def parse_select(text: str, num_parts: int, owner: str = "parts") -> list[int]:
+    """Parts named by ``text``: ``''`` (all), ``'0+2+5'`` or a range ``'1-3'`` (ranges and ``+`` combine)."""
+    text = str(text).strip()
+    if not text:
+        return list(range(num_parts))
+    out: list[int] = []
+    try:
+        for item in text.split("+"):
+            lo, sep, hi = item.partition("-")
+            ids = range(int(lo), int(hi) + 1) if sep else [int(lo)]
+            out += [i for i in ids if i not in out]
+    except ValueError:
+        out = []
+    if not out or any(not 0 <= i < num_parts for i in out):
+        raise ParamError([param_error("select", owner, f"part ids in [0, {num_parts}) as 'A+B+C' or 'A-B' "
+                                                       "(empty: every part)", text)])
+    return out
+
+
+class PartFolder:
+    """A partition folder: its manifest and memory maps of one part's arrays at a time.
+
+    Attributes:
+        path: the folder.
+        manifest: ``manifest.json`` as a dict (see the writer's docstring).
+
+    Raises:
+        ParamError: not a folder with a partition folder's ``manifest.json``.
+    """
+
+    def __init__(self, path: Any, owner: str = "PartFolder"):
+        self.path = Path(path)
+        if not is_part_folder(self.path):
+            raise ParamError([param_error("dir", owner, f"a partition folder (manifest.json of format "
+                                                        f"{FOLDER_FORMAT!r}, written by workbench partition "
+                                                        "--stream --out DIR --with-features ...)", str(path))])
+        self.manifest = json.loads((self.path / "manifest.json").read_text())
+
+    @property
+    def num_parts(self) -> int:
+        return int(self.manifest["num_parts"])
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.manifest["num_nodes"])
+
+    @property
+    def parts(self) -> list[dict]:
+        return self.manifest["parts"]
+
+    def part_dir(self, part: int) -> Path:
+        return self.path / self.parts[part]["dir"]
+
+    def open_part(self, part: int) -> dict[str, np.ndarray]:
+        """Part ``part``'s arrays (:data:`PART_ARRAYS`), memory-mapped read-only (nothing is read yet)."""
+        folder = self.part_dir(part)
+        return {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in PART_ARRAYS}
+
+    def __repr__(self) -> str:
+        m = self.manifest
+        return (f"PartFolder({str(self.path)!r}, method={m.get('method')!r}, parts={self.num_parts}, "
+                f"nodes={self.num_nodes:,}, rf={m.get('replication_factor', float('nan')):.3f})")
+
+
+def read_part_graph(folder: Any, *, name: Optional[str] = None) -> Graph:
+    """The whole graph of a partition folder, from every part's owned rows (their in-edges are complete), with
+    the features, labels and split of the owned vertices. Holds the whole graph: for small graphs and checks;
+    model averaging reads one part at a time instead."""
+    from workbench.data.cleaning import graph_from_sorted_keys
+
+    pf = folder if isinstance(folder, PartFolder) else PartFolder(folder, owner="read_part_graph")
+    n, m = pf.num_nodes, pf.manifest
+    keys, feats, labels = [], None, np.full(n, -1, np.int64)
+    masks = {k: np.zeros(n, bool) for k in ("train_mask", "val_mask", "test_mask")}
+    for p in range(pf.num_parts):
+        a = pf.open_part(p)
+        owned = int(pf.parts[p]["num_owned"])
+        gid = np.asarray(a["gid"][:owned])
+        indptr = np.asarray(a["indptr"][:owned + 1])
+        src = np.asarray(a["gid"])[np.asarray(a["indices"][:indptr[-1]])]
+        dst = np.repeat(gid, np.diff(indptr))
+        keys.append(dst * max(n, 1) + src)
+        if feats is None:
+            feats = np.zeros((n, a["features"].shape[1]), a["features"].dtype)
+        feats[gid] = a["features"][:owned]
+        labels[gid] = a["labels"][:owned]
+        for k in masks:
+            masks[k][gid] = a[k][:owned]
+    all_keys = torch.from_numpy(np.sort(np.concatenate(keys)) if keys else np.zeros(0, np.int64))
+    return graph_from_sorted_keys(all_keys, n, directed=bool(m.get("directed", False)),
+                                  features=torch.from_numpy(feats), labels=torch.from_numpy(labels),
+                                  name=name or pf.path.name, **{k: torch.from_numpy(v) for k, v in masks.items()})
+
+
+@dataclasses.dataclass(kw_only=True)
+class PartsConfig(Config):
+    """A partition folder as a graph spec: ``parts:DIR`` or ``parts:dir=DIR,select=0+1``. Model averaging trains
+    the selected parts from their files (each rank memory-maps its own); anything else loading the spec gets the
+    whole graph rebuilt from the owned rows (:func:`read_part_graph`)."""
+
+    dir: str = ""
+    """The partition folder (holding manifest.json and part-NNN/)."""
+    select: str = ""
+    """Parts to train under model averaging: '' (all), 'A+B+C' or 'A-B' (the whole graph is loaded otherwise)."""
+
+    def _validate(self, errs: ErrorCollector) -> None:
+        if not self.dir:   # the default config: a spec names its folder (checked where it is used)
+            return
+        if not is_part_folder(self.dir):
+            errs.check(False, "dir", f"a partition folder (manifest.json of format {FOLDER_FORMAT!r})", self.dir)
+            return
+        try:
+            parse_select(self.select, PartFolder(self.dir).num_parts, "PartsConfig")
+        except ParamError as exc:
+            errs.add(str(exc))
+
+    @property
+    def name(self) -> str:
+        return "parts"
+
+    def folder(self) -> PartFolder:
+        return PartFolder(self.dir or "(empty)", owner="PartsConfig")
+
+    def selected(self) -> list[int]:
+        return parse_select(self.select, self.folder().num_parts, "PartsConfig")
+
+    def generate(self, *, progress: Optional[bool] = None) -> Graph:
+        """The whole graph (every part, whatever ``select``)."""
+        self.validate()
+        return read_part_graph(self.folder())
+
+
+def parse_parts_spec(tail: str) -> PartsConfig:
+    """The settings after ``parts:``: ``DIR``, ``DIR,select=...`` or ``dir=DIR,select=...``."""
+    from workbench._validation import parse_settings
+
+    items = [p for p in tail.split(",") if p.strip()]
+    if items and "=" not in items[0]:
+        items[0] = "dir=" + items[0]
+    return PartsConfig().with_strings(parse_settings(items, owner="parts"))
+
+
+def parts_config_of(spec: Any) -> Optional[PartsConfig]:
+    """The :class:`PartsConfig` a graph spec names (``parts:...`` or a partition folder's path), else ``None``
+    (any other spec, a :class:`Graph`, or nothing)."""
+    if spec is None or isinstance(spec, Graph):
+        return None
+    text = str(spec).strip()
+    head, sep, tail = text.partition(":")
+    if head.strip().lower() == "parts" and sep:
+        return parse_parts_spec(tail)
+    if is_part_folder(text):
+        return PartsConfig(dir=text)
+    return None
