@@ -122,3 +122,25 @@ def open_tab(page, reg, session, title: str, attr: str):
         wait_until(lambda: header.count() > 0, timeout=30)
     header.first.click()
     return session
+
+
+def guard_requests(context, allowed=None) -> tuple[list[str], list[str]]:
+    """Route every request of ``context``: continue those ``allowed(url)`` accepts (default: to 127.0.0.1),
+    abort the rest. Returns ``(requests, external)``: every URL asked for, and those refused (a test of an
+    offline page asserts ``external == []``)."""
+    from urllib.parse import urlparse
+
+    allowed = allowed or (lambda url: urlparse(url).hostname == "127.0.0.1")
+    requests: list[str] = []
+    external: list[str] = []
+
+    def route(r):
+        requests.append(r.request.url)
+        if allowed(r.request.url):
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    return requests, external

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.ui.conftest import ARTIFACTS
+from tests.ui.conftest import ARTIFACTS, guard_requests
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -97,16 +97,8 @@ def test_generated_pages_hold_their_content(html):
 def _open(browser, url: str):
     """Open ``url``; return what left 127.0.0.1, the console errors and the page (kept open for checks)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    external, errors = [], []
-
-    def route(r):
-        if urlparse(r.request.url).hostname == "127.0.0.1":
-            r.continue_()
-        else:
-            external.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
+    errors: list[str] = []
+    _, external = guard_requests(context)
     page = context.new_page()
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))

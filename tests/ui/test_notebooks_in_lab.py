@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.ui.conftest import ARTIFACTS, CHROMIUM, free_port, wait_until
+from tests.ui.conftest import ARTIFACTS, CHROMIUM, free_port, guard_requests, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -203,18 +203,7 @@ def lab_page(browser, lab):
     url, token, root = lab
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(60_000)
-    requests: list[str] = []
-    external: list[str] = []
-
-    def route(r):
-        requests.append(r.request.url)
-        if urlparse(r.request.url).hostname in LOCAL_HOSTS:
-            r.continue_()
-        else:
-            external.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
+    requests, external = guard_requests(context, lambda u: urlparse(u).hostname in LOCAL_HOSTS)
     page = context.new_page()
     page.on("websocket", lambda ws: requests.append(ws.url) if urlparse(ws.url).hostname in LOCAL_HOSTS
             else external.append(ws.url))

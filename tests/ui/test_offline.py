@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
-
-from tests.ui.conftest import wait_until
+from tests.ui.conftest import guard_requests, wait_until
 from widgets.app import RunRegistry
 from widgets.store import RunStore
 from widgets.synthetic import fabricate_run
@@ -17,17 +15,7 @@ def test_served_dashboard_requests_only_127_0_0_1(browser, served, tmp_path):
     reg.add(RunStore(events=fabricate_run(run_id="offline", num_parts=2, epochs=6)))
     url = served(reg)
     context = browser.new_context(viewport={"width": 1300, "height": 900})
-    requests, external = [], []
-
-    def route(r):
-        requests.append(r.request.url)
-        if urlparse(r.request.url).hostname == "127.0.0.1":
-            r.continue_()
-        else:
-            external.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
+    requests, external = guard_requests(context)
     page = context.new_page()
     page.goto(url)
     page.wait_for_selector(".wb-epochs", timeout=60_000)

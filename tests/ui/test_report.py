@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from tests.ui.conftest import ARTIFACTS, wait_until
+from tests.ui.conftest import ARTIFACTS, guard_requests, wait_until
 from workbench.cli import main
 from workbench.events import RunLog
 from widgets.synthetic import fabricate_run
@@ -56,16 +56,8 @@ def test_report_opens_offline_with_every_view(browser, tmp_path, capsys):
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
     assert f"Report: {out}" in capsys.readouterr().out
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    external: list[str] = []
-
-    def route(r):  # the file itself is file://; anything over the network fails the test
-        if urlparse(r.request.url).scheme in ("file", "data", "blob"):
-            r.continue_()
-        else:
-            external.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
+    # the file itself is file://; anything over the network fails the test
+    _, external = guard_requests(context, lambda url: urlparse(url).scheme in ("file", "data", "blob"))
     page = context.new_page()
     page.goto(out.as_uri())
     wait_until(lambda: page.evaluate(COUNT_IN_SECTION, "wb-report-traffic") > 0, timeout=60)
