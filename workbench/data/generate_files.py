@@ -48,7 +48,7 @@ import numpy as np
 
 from workbench._validation import ParamError, param_error
 from workbench.data.edgefiles import EDGE_DTYPES, EdgeFileWriter, NpyRowWriter, sidecar_path
-from workbench.data.synthetic import ChungLuConfig, RMATConfig, SBMConfig, random_split
+from workbench.data.synthetic import ChungLuConfig, RMATConfig, SBMConfig, random_split, rmat_pairs
 
 __all__ = ["STREAMED", "generate_files", "node_data_paths"]
 
@@ -127,14 +127,7 @@ class _Model:
         """Block ``k`` of ``count`` lines, from the seed sequence ``(seed, 1, k)``."""
         rng = np.random.default_rng([self.c.seed, 1, k])
         if self.kind == "rmat":
-            c = self.c
-            src, dst = np.zeros(count, np.int64), np.zeros(count, np.int64)
-            ab, abc = c.a + c.b, c.a + c.b + c.c
-            for level in range(c.scale):
-                r = rng.random(count, dtype=np.float32)
-                bit = np.int64(1) << np.int64(c.scale - 1 - level)
-                src += (r >= ab) * bit
-                dst += (((r >= c.a) & (r < ab)) | (r >= abc)) * bit
+            src, dst = rmat_pairs(rng, count, self.c.a, self.c.b, self.c.c, self.c.scale)
             return self.perm[src], self.perm[dst]
         if self.kind == "chunglu":
             total = self.cum[-1]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import numpy as np
 import torch
@@ -30,6 +30,7 @@ __all__ = [
     "NodeDataConfig",
     "SBMConfig",
     "RMATConfig",
+    "rmat_pairs",
     "ChungLuConfig",
     "ProductsLikeConfig",
     "RedditLikeConfig",
@@ -415,6 +416,27 @@ class PapersLikeConfig(SBMConfig):
 # --------------------------------------------------------------------------------------------------------
 
 
+def rmat_pairs(rng: np.random.Generator, count: int, a: float, b: float, c: float, scale: int,
+               on_level: Optional[Callable[[], None]] = None) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` R-MAT edges ``(src, dst)`` over ``2**scale`` vertices: one vectorised draw per recursion level,
+    quadrants with probabilities ``a, b, c, 1 - a - b - c`` (``on_level`` is called after each level).
+
+    Example:
+        >>> src, dst = rmat_pairs(np.random.default_rng(0), 5, 0.57, 0.19, 0.19, 4)
+        >>> src.shape, int(src.max()) < 16
+        ((5,), True)
+    """
+    src, dst = np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int64)
+    ab, abc = a + b, a + b + c
+    for level in range(scale):
+        r = rng.random(count, dtype=np.float32)
+        bit = np.int64(1) << np.int64(scale - 1 - level)
+        src += (r >= ab) * bit
+        dst += (((r >= a) & (r < ab)) | (r >= abc)) * bit
+        if on_level is not None:
+            on_level()
+    return src, dst
+
 @dataclasses.dataclass(kw_only=True)
 class RMATConfig(NodeDataConfig):
     """R-MAT (Graph500 parameters by default): ``2**scale`` vertices, ``edge_factor * 2**scale`` sampled
@@ -463,15 +485,7 @@ class RMATConfig(NodeDataConfig):
         m = int(round(self.edge_factor * n))
         rng = np.random.default_rng(self.seed)
         with _progress(progress, 2 * m, f"generating {self.name}", total=self.scale + 2) as bar:
-            src = np.zeros(m, dtype=np.int64)
-            dst = np.zeros(m, dtype=np.int64)
-            ab, abc = self.a + self.b, self.a + self.b + self.c
-            for level in range(self.scale):
-                r = rng.random(m, dtype=np.float32)
-                bit = np.int64(1) << np.int64(self.scale - 1 - level)
-                src += (r >= ab) * bit
-                dst += (((r >= self.a) & (r < ab)) | (r >= abc)) * bit
-                bar.update(1)
+            src, dst = rmat_pairs(rng, m, self.a, self.b, self.c, self.scale, on_level=lambda: bar.update(1))
             perm = rng.permutation(n)
             keys = _undirected_keys(perm[src], perm[dst], n)
             bar.update(1)
