@@ -10,14 +10,29 @@ workbench's epochs report their accuracies that way):
   ``dgl.nn.SAGEConv(aggregator_type="mean")``.
 
 Epoch times are medians over the epochs after the first; DGL runs before and after the workbench and the
-two medians are averaged (the machine may be shared: the load average is printed). Target (issue 24):
-workbench <= 1.0x DGL.
+two medians are averaged (the machine may be shared: the load average is printed). Targets (issue 24):
+workbench <= 1.0x DGL on one rank, and <= 0.8x with sampling and feature pulls overlapped with compute.
+
+Variants of the workbench, each run in the same invocation and compared with the same DGL median:
+
+* ``--prefetch N``: also with ``train.prefetch=N`` (a background thread samples, pulls and builds the next N
+  batches while the model computes; :mod:`workbench.train.minibatch`); the losses must equal the inline run's
+  bit for bit (printed). It hides sampling and pulls only where the model's compute leaves a core free (on 2
+  cores it does not: the epoch stays the inline one's; see "Overlap" in :mod:`workbench.train.minibatch`);
+* ``--schedule W``: also with ByteGNN's scheduled program (``schedule.method=prefetch``, ``schedule.workers=W``:
+  sampling DAGs in W worker processes, :mod:`workbench.schedule`), the other way to overlap;
+* ``--ranks R``: also on R thread ranks (``num_parts=R``, the local runner's in-process group; every trainer
+  takes ``batch_size`` seeds per step, so an epoch has about 1/R of the steps; the host's cores are shared out,
+  one intra-op thread per rank on 2 cores): the scaling of an epoch.
+
+``all epochs`` sums every epoch (the first, and the last one's test pass, which the medians leave out).
 
 Usage::
 
     python benchmarks/minibatch.py                 # products-like, 50k vertices
     python benchmarks/minibatch.py --quick         # 5k vertices, for a smoke run
     python benchmarks/minibatch.py --epochs 20 --to-accuracy 0.8   # wall time to a validation accuracy
+    python benchmarks/minibatch.py --graph products-like:num_nodes=100000,seed=0 --prefetch 2 --schedule 1
 
 ``--to-accuracy A`` also reports, for both, the training wall time (the sum of the epochs' times) until the
 first epoch whose validation accuracy reaches ``A``: a faster epoch that needs more epochs is no gain.
@@ -42,6 +57,7 @@ from workbench.data import load_graph  # noqa: E402
 DEFAULT_GRAPH = "products-like:num_nodes=50000,seed=0"
 QUICK_GRAPH = "products-like:num_nodes=5000,seed=0"
 TARGET = 1.0
+TARGET_OVERLAP = 0.8
 
 
 def _median_after_first(times: list[float]) -> float:
@@ -58,31 +74,33 @@ def time_to_accuracy(times: list[float], val_acc: list, target: float):
     return None
 
 
-def run_workbench(graph, args) -> dict:
-    """``{"median", "loss", "times", "val"}`` of the distdgl recipe on one rank."""
+def run_workbench(graph, args, label: str = "workbench", settings: dict | None = None, ranks: int = 1) -> dict:
+    """``{"median", "loss", "losses", "times", "val"}`` of the distdgl recipe on ``ranks`` thread ranks, with
+    ``settings`` (``--set`` strings) on top."""
     from recipes.distdgl import recipe
     from workbench.events import ListSink
     from workbench.runtime.runners import RunEnv, run_inprocess
 
-    cfg = recipe(graph=graph.name, num_parts=1, epochs=args.epochs, fanouts=tuple(args.fanouts),
-                 batch_size=args.batch_size)
+    cfg = recipe(graph=graph.name, num_parts=ranks, epochs=args.epochs, fanouts=tuple(args.fanouts),
+                 batch_size=args.batch_size).with_strings(settings or {})
     program = cfg.build(graph=graph)
     sink = ListSink()
-    payloads = program.prepare(1, sink.emit)
-    env = RunEnv(run_id="bench", world_size=1, emit=sink.emit, stop_flag=threading.Event(), timeout_s=3600,
+    payloads = program.prepare(ranks, sink.emit)
+    env = RunEnv(run_id="bench", world_size=ranks, emit=sink.emit, stop_flag=threading.Event(), timeout_s=3600,
                  device="cpu")
     summary = program.summarize([o.result for o in run_inprocess(program, payloads, env)])
-    _print_breakdown(summary["time_breakdown"])
+    _print_breakdown(summary["time_breakdown"], label)
     return {"median": _median_after_first(summary["epoch_times"]), "loss": summary["losses"][-1],
-            "times": list(summary["epoch_times"]), "val": list(summary["accuracy_by_epoch"]["val"])}
+            "losses": list(summary["losses"]), "times": list(summary["epoch_times"]),
+            "val": list(summary["accuracy_by_epoch"]["val"])}
 
 
-def _print_breakdown(breakdown: dict) -> None:
+def _print_breakdown(breakdown: dict, label: str = "workbench") -> None:
     """The workbench epoch by step phase (rank 0, median over the epochs after the first)."""
     rank0 = breakdown["by_rank"][0]
     median = {p: _median_after_first(rank0[p]) for p in breakdown["phases"] if rank0[p]}
     total = sum(median.values()) or 1.0
-    print("workbench epoch by phase (rank 0, median after the first epoch): " + ", ".join(
+    print(f"{label} epoch by phase (rank 0, median after the first epoch): " + ", ".join(
         f"{p} {s:.3f} s ({100 * s / total:.0f} %)" for p, s in sorted(median.items(), key=lambda kv: -kv[1]) if s))
 
 
@@ -143,6 +161,12 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"small graph ({QUICK_GRAPH})")
     parser.add_argument("--to-accuracy", type=float, default=None, metavar="A",
                         help="also report the training time until the validation accuracy first reaches A")
+    parser.add_argument("--prefetch", type=int, default=0, metavar="N",
+                        help="also run the workbench with train.prefetch=N (overlap; 0: not)")
+    parser.add_argument("--schedule", type=int, default=0, metavar="W",
+                        help="also run it with schedule.method=prefetch on W sampling worker processes (0: not)")
+    parser.add_argument("--ranks", type=int, default=1, metavar="R",
+                        help="also run it on R thread ranks and report the epoch time's scaling (1: not)")
     args = parser.parse_args(argv)
     spec = args.graph or (QUICK_GRAPH if args.quick else DEFAULT_GRAPH)
     graph = load_graph(spec)
@@ -152,6 +176,20 @@ def main(argv=None) -> int:
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     dgl_runs = [run_dgl(graph, args)]
     wb = run_workbench(graph, args)
+    variants = []   # (name, run, target, note)
+    if args.prefetch:
+        run = run_workbench(graph, args, f"prefetch {args.prefetch}", {"train.prefetch": str(args.prefetch)})
+        same = "identical" if run["losses"] == wb["losses"] else "DIFFERENT"
+        variants.append((f"prefetch {args.prefetch}", run, TARGET_OVERLAP, f"losses {same} to the inline run's"))
+    if args.schedule:
+        run = run_workbench(graph, args, f"schedule {args.schedule}", {"schedule.method": "prefetch",
+                                                                      "schedule.workers": str(args.schedule)})
+        same = "identical" if run["losses"] == wb["losses"] else "DIFFERENT"
+        variants.append((f"schedule {args.schedule}", run, TARGET_OVERLAP, f"losses {same} to the inline run's"))
+    if args.ranks > 1:
+        run = run_workbench(graph, args, f"{args.ranks} ranks", ranks=args.ranks)
+        variants.append((f"{args.ranks} ranks", run, None,
+                         f"{run['median'] / wb['median']:.2f}x the 1-rank epoch, {len(run['times'])} epochs"))
     wb_s = wb["median"]
     if dgl_runs[0] is not None:
         dgl_runs.append(run_dgl(graph, args))
@@ -162,9 +200,19 @@ def main(argv=None) -> int:
         print(f"workbench  {wb_s:8.3f} s/epoch  {wb_s / dgl_s:.2f}x DGL (target <= {TARGET}x; last loss "
               f"{wb['loss']:.3f})")
     else:
+        dgl_s = None
         print(f"workbench  {wb_s:8.3f} s/epoch (last loss {wb['loss']:.3f})")
+    for name, run, target, note in variants:
+        ratio = f"  {run['median'] / dgl_s:.2f}x DGL" if dgl_s else ""
+        goal = f" (target <= {target}x)" if dgl_s and target else ""
+        print(f"{name:10s} {run['median']:8.3f} s/epoch{ratio}{goal}; {run['median'] / wb_s:.2f}x inline; {note}")
+    # the sums include the first epoch and the last one's test pass (which the medians leave out)
+    print("all epochs: " + "; ".join(f"{name} {sum(run['times']):.2f} s" for name, run in
+                                     [("DGL", r) for r in dgl_runs if r is not None] + [("workbench", wb)]
+                                     + [(name, run) for name, run, _, _ in variants]))
     if args.to_accuracy is not None:
-        for name, run in [("DGL", r) for r in dgl_runs if r is not None] + [("workbench", wb)]:
+        for name, run in ([("DGL", r) for r in dgl_runs if r is not None] + [("workbench", wb)]
+                          + [(name, run) for name, run, _, _ in variants]):
             reached = time_to_accuracy(run["times"], run["val"], args.to_accuracy)
             best = max((a for a in run["val"] if a is not None), default=0.0)
             print(f"{name:10s} to val accuracy {args.to_accuracy}: " + (

@@ -25,7 +25,8 @@ capability                    what it is                                        
 ============================  =========================================================  =====================
 
 Fields can declare needs too (``TrainLoopConfig.field_requires``: G3's ``bin_limit``, ``memory_budget`` and
-``pipeline`` need ``whole-part layers``): set away from their default under another trainer they are refused.
+``pipeline`` need ``whole-part layers``; ``prefetch`` needs ``sampling tasks``): set away from their default under
+another trainer they are refused.
 
 A program may check more of the composition than capabilities say (:meth:`~workbench.runtime.program.Program.
 check_config`: model averaging takes block samplers only, and no sampler setting that would have no effect).

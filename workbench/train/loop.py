@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Iterable, Optional, Union
 import torch
 from torch import nn
 
-from workbench._validation import Config, ErrorCollector
+from workbench._validation import Config, ErrorCollector, ParamError, param_error
 from workbench.constraints import Interval, OneOf, Options
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.graph import Graph
@@ -354,9 +354,11 @@ class TrainLoopConfig(Config):
     """Settings of the training loop (the ``train`` section of a run config)."""
 
     field_requires: ClassVar[dict[str, frozenset[str]]] = {
-        name: frozenset({"whole-part layers"}) for name in ("bin_limit", "pipeline", "memory_budget")}
+        **{name: frozenset({"whole-part layers"}) for name in ("bin_limit", "pipeline", "memory_budget")},
+        "prefetch": frozenset({"sampling tasks"})}
     """Fields that only a trainer with these capabilities reads (``workbench.composition``): set away from
-    their default under another trainer, they are refused rather than ignored (G3's bins under sampling)."""
+    their default under another trainer, they are refused rather than ignored (G3's bins under sampling,
+    ``prefetch`` under full-graph training)."""
 
     epochs: Annotated[int, Interval(1, None)] = 20
     """Training epochs (full-graph: one forward, backward and update each; mini-batch: one pass over the seeds)."""
@@ -391,6 +393,11 @@ class TrainLoopConfig(Config):
     target_accuracy: Annotated[Optional[float], OneOf(None, Interval(0, 1))] = None
     """A validation accuracy to reach: the summary then reports ``time_to_accuracy_s`` (the training wall time
     until the first epoch that reaches it, None if none does) and ``time_to_accuracy_epoch``."""
+    prefetch: Annotated[int, Interval(0, None)] = 0
+    """Mini-batch training: batches sampled and pulled ahead, on one background thread, while the model computes
+    the current one (0 = off, inline). Same batches, same losses (bit for bit), same bytes; one rank only (its
+    sampling and pulls need no collective), refused on more (:mod:`workbench.train.minibatch`). The trainer's
+    wait for a batch is timed as ``sample``. It gains where the model's compute leaves a core free."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         if self.kernel not in ("auto", "torch"):   # the others need numba, DGL, or CUDA and Triton here
@@ -473,8 +480,18 @@ class TrainLoop:
         (3, True)
     """
 
+    prefetches: ClassVar[bool] = False
+    """Whether the loop reads ``train.prefetch`` (the mini-batch loop); any other loop refuses a value other than 0
+    when it is built, so the setting is never silently ignored (the composition check refuses it earlier under
+    the trainers it knows)."""
+
     def __init__(self, ctx, model: nn.Module, config: TrainLoopConfig, *, comm=None,
                  exchange_kinds: tuple[str, ...] = (), sync: Any = None):
+        prefetch = getattr(config, "prefetch", 0)
+        if prefetch and not self.prefetches:
+            raise ParamError([param_error("train.prefetch", type(self).__name__,
+                                          "0: this trainer samples no batches ahead (only mini-batch training on "
+                                          "sampled blocks reads it)", prefetch)])
         self.ctx = ctx
         self.model = model
         self.config = config
