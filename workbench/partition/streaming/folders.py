@@ -20,8 +20,8 @@ import numpy as np
 from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.data.edgefiles import NpyRowWriter
 from workbench.data.partfolder import FOLDER_FORMAT
-from workbench.partition.streaming.kernels import part_counts
-from workbench.partition.streaming.kernels_folders import (comm_rows_of, csr_bucket, group_pairs, inside_chunk,
+from workbench.partition.streaming.kernels import owner_comm_rows, part_counts
+from workbench.partition.streaming.kernels_folders import (csr_bucket, group_pairs, inside_chunk,
                                                            own_bits, select_chunk)
 from workbench.partition.streaming.state import _reset_peak_rss, _trim_heap, peak_rss_mb
 
@@ -229,7 +229,7 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
                                           f"{n} entries, vertex id {max(int(src.max()), int(dst.max()))}")])
         inside_chunk(src, dst, owner, both, ins, deg, part_rows)
         num_lines += src.size
-    comm = comm_rows_of(owner, ins, P)
+    comm = owner_comm_rows(ins, owner, P)   # the rows each owner sends each part that holds a replica
     local_counts = part_counts(ins, P)
     owned_counts = np.bincount(owner, minlength=P)
     phase["subgraph_bits"] = time.perf_counter() - t0

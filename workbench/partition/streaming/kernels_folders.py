@@ -15,7 +15,7 @@ import numpy as np
 
 from workbench.partition.streaming.kernels import _has, _set
 
-__all__ = ["inside_chunk", "own_bits", "select_chunk", "group_pairs", "comm_rows_of"]
+__all__ = ["inside_chunk", "own_bits", "select_chunk", "group_pairs"]
 
 
 @numba.njit(cache=True)
@@ -119,16 +119,6 @@ def group_pairs(out_b, out_s, out_d, k, counts, starts, pairs):
         acc += counts[b]
 
 
-@numba.njit(cache=True)
-def comm_rows_of(owner, ins, num_parts):
-    """``(P, P)``: rows part ``p`` sends part ``q`` per layer = vertices ``p`` owns that are halo in ``q``."""
-    out = np.zeros((num_parts, num_parts), np.int64)
-    for v in range(owner.shape[0]):
-        o = owner[v]
-        for q in range(num_parts):
-            if q != o and _has(ins, v, q):
-                out[o, q] += 1
-    return out
 
 
 @numba.njit(cache=True)
