@@ -25,6 +25,13 @@ def _first_sentence(doc: str, limit: int = 220) -> str:
     return text
 
 
+def _table(headers: list[str], rows: list[str]) -> list:
+    """A scrolling ``wb-table`` of already escaped ``<tr>`` rows under ``headers`` (plain text), as a raw node."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    return [nodes.raw("", f"<div class='wb-scroll'><table class='wb-table'><thead><tr>{head}</tr></thead>"
+                          f"<tbody>{''.join(rows)}</tbody></table></div>", format="html")]
+
+
 class StageMethods(Directive):
     def run(self):
         from workbench.compose import load_stage_modules
@@ -41,10 +48,7 @@ class StageMethods(Directive):
                             f"<span class='wb-module'>{escape(cls.__module__)}</span></td>"
                             f"<td>{escape(req)}</td><td>{escape(prov)}</td>"
                             f"<td>{escape(_first_sentence(cls.__doc__))}</td></tr>")
-        html = ("<div class='wb-scroll'><table class='wb-table'><thead><tr><th>kind</th><th>method</th><th>class</th>"
-                "<th>requires</th><th>provides</th><th>what it does</th></tr></thead>"
-                f"<tbody>{''.join(rows)}</tbody></table></div>")
-        return [nodes.raw("", html, format="html")]
+        return _table(["kind", "method", "class", "requires", "provides", "what it does"], rows)
 
 
 class CompositionMatrix(Directive):
@@ -93,10 +97,7 @@ class EventTypes(Directive):
             fields = [f.name for f in dataclasses.fields(cls) if f.name not in ("run_id", "time")]
             rows.append(f"<tr><td><code>{escape(type_name)}</code></td><td><code>{escape(cls.__name__)}</code></td>"
                         f"<td>{escape(', '.join(fields))}</td><td>{escape(_first_sentence(cls.__doc__))}</td></tr>")
-        html = ("<div class='wb-scroll'><table class='wb-table'><thead><tr><th>type</th><th>class</th>"
-                "<th>fields (besides run_id, time)</th><th>what</th></tr></thead>"
-                f"<tbody>{''.join(rows)}</tbody></table></div>")
-        return [nodes.raw("", html, format="html")]
+        return _table(["type", "class", "fields (besides run_id, time)", "what"], rows)
 
 
 def setup(app):

@@ -208,9 +208,12 @@ def simulate(layers: list[list[BinCosts]], backward_ratio: float, allreduce_byte
     return {"epoch_s": float(epoch), "idle_fraction": float(idle.mean()), "worker_idle": [float(x) for x in idle]}
 
 
-def simulate_all(layers: list[list[BinCosts]], backward_ratio: float, allreduce_bytes: int, **kw) -> dict:
-    """:func:`simulate` for every variant, plus each variant's speed-up over ``sequential``."""
-    out = {v: simulate(layers, backward_ratio, allreduce_bytes, v, **kw) for v in VARIANTS}
+def simulate_all(layers: list[list[BinCosts]], backward_ratio: float, allreduce_bytes: int, *,
+                 variant_layers: Optional[dict] = None, **kw) -> dict:
+    """:func:`simulate` for every variant, plus each variant's speed-up over ``sequential``; ``variant_layers``
+    gives a variant its own bins (G3's ``inter`` ablation packs consecutive ids)."""
+    variant_layers = variant_layers or {}
+    out = {v: simulate(variant_layers.get(v, layers), backward_ratio, allreduce_bytes, v, **kw) for v in VARIANTS}
     base = out["sequential"]["epoch_s"]
     for v in VARIANTS:
         out[v]["speedup"] = float(base / out[v]["epoch_s"]) if out[v]["epoch_s"] > 0 else 1.0
