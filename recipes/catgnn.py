@@ -28,8 +28,8 @@ Example:
     5
     >>> [c.sync.interval for c in sync_sweep((1, 5))]
     [1, 5]
-    >>> recipe().method("sync"), type(recipe().build()).__name__
-    ('model_avg', 'ModelAveragingProgram')
+    >>> recipe().method("sync"), type(recipe().build().trainer).__name__
+    ('model_avg', 'ModelAveragingTrainer')
 """
 
 from __future__ import annotations

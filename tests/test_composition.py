@@ -16,7 +16,8 @@ import pytest
 from workbench._validation import ParamError
 from workbench.cli import main
 from workbench.compose import STAGE_SECTIONS, RunConfig, composition_matrix, load_stage_modules
-from workbench.composition import CAPABILITIES, PROGRAMS, _load, check_composition
+from workbench.composition import CAPABILITIES, _load, check_composition
+from workbench.composition import TRAINERS as TRAINER_CLASSES
 from workbench.runtime.recipes import _load_module, available_recipes, load_recipe, recipe_variants
 from workbench.stages import registry
 
@@ -67,7 +68,7 @@ def test_every_recipe_variant_composes():
 
 def test_declarations_name_known_capabilities_and_each_need_has_a_provider():
     load_stage_modules()
-    programs = [_load(spec) for spec in PROGRAMS.values()]
+    programs = [_load(spec) for spec in TRAINER_CLASSES.values()]
     provided = set().union(*(p.provides for p in programs))
     for kind in STAGE_SECTIONS.values():
         for name, cls in registry(kind).items():
@@ -76,7 +77,7 @@ def test_declarations_name_known_capabilities_and_each_need_has_a_provider():
             provided |= set(getattr(cls, "provides", ()))
     assert provided == set(CAPABILITIES)
     for program in programs:
-        assert program.trainer != "this program" and set(program.provides) <= set(CAPABILITIES)
+        assert program.trainer != "this trainer" and set(program.provides) <= set(CAPABILITIES)
 
 
 TINY = "sbm:num_nodes=200,num_blocks=3,avg_degree=6,num_features=8,seed=0"

@@ -173,3 +173,18 @@ def test_modules_are_at_most_600_lines(package):
     long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / package).rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, long
+
+
+def test_one_training_program_and_one_loop():
+    """Every run is the one ``TrainingProgram`` (the other ``Program``s probe the network or test the runners),
+    and ``TrainLoop`` has no subclasses: a trainer plugs in as a ``Trainer`` with its ``Steps``."""
+    bases: dict[str, set[str]] = {}
+    for path in CORE_FILES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
+                    bases.setdefault(name, set()).add(node.name)
+    assert bases.get("Program") == {"TrainingProgram", "NetProbe", "TinyProgram"}
+    assert "TrainLoop" not in bases
+    assert {"FullGraphTrainer", "MiniBatchTrainer", "ModelAveragingTrainer"} <= bases["Trainer"]

@@ -56,7 +56,7 @@ from typing import Annotated, Any, Mapping, Optional
 
 from workbench._validation import Config, ErrorCollector, ParamError, coerce_field, param_error
 from workbench.constraints import Interval, OneOf, declared, type_name
-from workbench.composition import check_composition, program_for, unmet_needs
+from workbench.composition import check_composition, trainer_for, unmet_needs
 from workbench.stages import REGISTRIES, STAGE_SECTIONS, registry, switch_config
 
 __all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "load_stage_modules", "describe_stages",
@@ -210,7 +210,7 @@ class RunConfig(Config):
         fanouts, layers = getattr(self.sample, "fanouts", None), getattr(self.model, "num_layers", None)
         if not isinstance(fanouts, tuple) or not isinstance(layers, int) or isinstance(layers, bool):
             return None, None
-        if getattr(registry("sample").get(self.method("sample")), "program", None):   # trains its own way
+        if getattr(registry("sample").get(self.method("sample")), "trains_with", None):   # trains its own way
             return None, None
         return fanouts, layers
 
@@ -378,7 +378,7 @@ class RunConfig(Config):
         if not {"sample", "sync"} & set(methods) or "exchange" in methods or "exchange" in fields:
             return
         try:
-            program = program_for(name_of("sample"), scheduled=new.get("schedule") is not None,
+            program = trainer_for(name_of("sample"), scheduled=new.get("schedule") is not None,
                                   sync=name_of("sync"))
         except ParamError:
             return
@@ -479,15 +479,19 @@ class RunConfig(Config):
 
     # -- build ---------------------------------------------------------------------------------------------
     def build(self, *, graph: Any = None, node_part: Any = None):
-        """The program this config trains with (:func:`workbench.composition.program_class`: full-graph,
-        mini-batch, mini-batch with a schedule, or the program an edge sampler names), after
-        :func:`~workbench.composition.check_composition` found every stage's needs met.
+        """The run's :class:`~workbench.train.program.TrainingProgram` with the trainer this config trains with
+        (:func:`workbench.composition.trainer_class`: full-graph, mini-batch, mini-batch with a schedule, or the
+        trainer an edge sampler or a sync method names), after :func:`~workbench.composition.check_composition`
+        found every stage's needs met.
 
         Raises:
             ParamError: a stage needs what neither the program nor another stage provides (before anything
                 is loaded or any worker starts).
         """
-        return check_composition(self)(self, graph=graph, node_part=node_part)
+        trainer = check_composition(self)
+        from workbench.train.program import TrainingProgram   # the train package imports this module
+
+        return TrainingProgram(self, trainer, graph=graph, node_part=node_part)
 
 
 def _settable(new: dict) -> list[str]:

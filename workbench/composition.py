@@ -1,8 +1,8 @@
 """What stages need from a run, declared as data, and the one check that refuses a run lacking it.
 
 Every stage method declares ``requires`` (capabilities it needs) and ``provides`` (capabilities it gives);
-every training program declares what its training ``provides``. :func:`check_composition` takes the
-program a config trains with (:func:`program_class`), collects what it and the chosen stages provide,
+every trainer declares what its training ``provides``. :func:`check_composition` takes the
+trainer a config trains with (:func:`trainer_class`), collects what it and the chosen stages provide,
 and refuses every stage whose needs are not met, all at once and with the one message template, before
 anything is loaded or any worker starts. A setting that would crash on a rank or be silently ignored
 (a cache that the batches never go through, staleness on an exchange that a mini-batch trainer never
@@ -28,11 +28,11 @@ Fields can declare needs too (``TrainLoopConfig.field_requires``: G3's ``bin_lim
 ``pipeline`` need ``whole-part layers``; ``prefetch`` needs ``sampling tasks``): set away from their default under
 another trainer they are refused.
 
-A program may check more of the composition than capabilities say (:meth:`~workbench.runtime.program.Program.
+A trainer may check more of the composition than capabilities say (:meth:`~workbench.train.program.Trainer.
 check_config`: model averaging takes block samplers only, and no sampler setting that would have no effect).
 
 Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`` also ``whole-part layers``;
-``prefetch`` runs in both programs: without a sampler it is PipeGCN); every cache a ``feature source`` (``inclusion``
+``prefetch`` runs in both trainers: without a sampler it is PipeGCN); every cache a ``feature source`` (``inclusion``
 also ``inclusion probabilities``); every schedule ``sampling tasks``. A new method declares its own.
 
 Example:
@@ -42,8 +42,8 @@ Example:
     Traceback (most recent call last):
     ...
     workbench._validation.ParamError: The 'cache.method' parameter of RunConfig must be none or a method that mini-batch training with a schedule can use: 'inclusion' needs inclusion probabilities (each remote vertex's chance to be an input of a batch), provided by sample.method=bns|nodewise|psc|uniform_edge, mini-batch training on sampled blocks. Got 'inclusion' instead.
-    >>> program_class(cfg.replace(schedule=None)).__name__
-    'MiniBatchProgram'
+    >>> trainer_class(cfg.replace(schedule=None)).__name__
+    'MiniBatchTrainer'
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from typing import Any
 from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.stages import STAGE_SECTIONS, registry
 
-__all__ = ["CAPABILITIES", "PROGRAMS", "program_class", "program_for", "unmet_needs", "check_composition",
+__all__ = ["CAPABILITIES", "TRAINERS", "trainer_class", "trainer_for", "unmet_needs", "check_composition",
            "stage_classes", "stage_label", "stages_summary"]
 
 CAPABILITIES: dict[str, str] = {
@@ -66,14 +66,15 @@ CAPABILITIES: dict[str, str] = {
 }
 """Capability -> what it is (the words of the refusals)."""
 
-PROGRAMS: dict[str, str] = {
-    "full_graph": "workbench.train.full_graph:FullGraphProgram",
-    "minibatch": "workbench.train.minibatch:MiniBatchProgram",
-    "scheduled": "workbench.schedule.program:ScheduledProgram",
-    "edge_sampled": "workbench.train.prefetch:PrefetchProgram",
-    "model_averaging": "workbench.train.model_averaging:ModelAveragingProgram",
+TRAINERS: dict[str, str] = {
+    "full_graph": "workbench.train.full_graph:FullGraphTrainer",
+    "minibatch": "workbench.train.minibatch:MiniBatchTrainer",
+    "scheduled": "workbench.schedule.program:ScheduledTrainer",
+    "edge_sampled": "workbench.train.prefetch:EdgeSampledTrainer",
+    "model_averaging": "workbench.train.model_averaging:ModelAveragingTrainer",
 }
-"""The training programs a config can pick (``module:Class``, imported when needed)."""
+"""The trainers a config can pick (``module:Class``, imported when needed; the one
+:class:`~workbench.train.program.TrainingProgram` runs the chosen one)."""
 
 
 def _load(spec: str) -> type:
@@ -81,32 +82,32 @@ def _load(spec: str) -> type:
     return getattr(importlib.import_module(module), cls)
 
 
-def program_class(cfg: Any) -> type:
-    """The program ``cfg`` trains with: the program a sync method names (``model_avg``: local training per
-    part); else full-graph training when ``sample`` is none; the program a sample method names (edge samplers:
+def trainer_class(cfg: Any) -> type:
+    """The trainer ``cfg`` trains with: the trainer a sync method names (``model_avg``: local training per
+    part); else full-graph training when ``sample`` is none; the trainer a sample method names (edge samplers:
     edge-sampled training); mini-batch training with a schedule when ``schedule`` is set; mini-batch training
     otherwise."""
     sync = getattr(cfg, "sync", None)
-    return program_for(None if cfg.sample is None else cfg.method("sample"),
+    return trainer_for(None if cfg.sample is None else cfg.method("sample"),
                        scheduled=getattr(cfg, "schedule", None) is not None,
                        sync=None if sync is None else cfg.method("sync"), owner=type(cfg).__name__)
 
 
-def program_for(sample: Any, *, scheduled: bool = False, sync: Any = None, owner: str = "RunConfig") -> type:
-    """The program of a sync method that trains its own way, else of a sample method (``None``: full-graph
+def trainer_for(sample: Any, *, scheduled: bool = False, sync: Any = None, owner: str = "RunConfig") -> type:
+    """The trainer of a sync method that trains its own way, else of a sample method (``None``: full-graph
     training), with or without a schedule."""
-    own = getattr(registry("sync").get(sync), "program", None) if sync else None
+    own = getattr(registry("sync").get(sync), "trains_with", None) if sync else None
     if own:
         return _load(own)
     if sample is None:
-        return _load(PROGRAMS["full_graph"])
-    own = getattr(registry("sample").get(sample), "program", None)
+        return _load(TRAINERS["full_graph"])
+    own = getattr(registry("sample").get(sample), "trains_with", None)
     if own:
         return _load(own)
     try:
-        return _load(PROGRAMS["scheduled" if scheduled else "minibatch"])
+        return _load(TRAINERS["scheduled" if scheduled else "minibatch"])
     except ModuleNotFoundError as exc:
-        raise ParamError([param_error("sample", owner, "none (no mini-batch program is installed)", sample)]) from exc
+        raise ParamError([param_error("sample", owner, "none (no mini-batch trainer is installed)", sample)]) from exc
 
 
 def stage_classes(cfg: Any) -> dict[str, type]:
@@ -127,7 +128,7 @@ def _providers(capability: str) -> str:
         names = sorted(n for n, cls in registry(kind).items() if capability in getattr(cls, "provides", ()))
         if names:
             found.append(f"{section}.method={'|'.join(names)}")
-    for spec in PROGRAMS.values():
+    for spec in TRAINERS.values():
         try:
             program = _load(spec)
         except ModuleNotFoundError:
@@ -138,10 +139,10 @@ def _providers(capability: str) -> str:
 
 
 def unmet_needs(cfg: Any) -> tuple[type, list[tuple[str, str, list[str]]]]:
-    """``(program class, [(setting, value, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised):
+    """``(trainer class, [(setting, value, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised):
     ``("cache", "inclusion", [...])`` for a stage method, ``("train.bin_limit", 0, [...])`` for a field its
     config declares in ``field_requires`` and that is set away from its default."""
-    program = program_class(cfg)
+    program = trainer_class(cfg)
     stages = stage_classes(cfg)
     provided = set(program.provides).union(*(getattr(cls, "provides", ()) for cls in stages.values()))
     unmet = [(section, cfg.method(section), sorted(set(getattr(cls, "requires", ())) - provided))
@@ -155,10 +156,10 @@ def unmet_needs(cfg: Any) -> tuple[type, list[tuple[str, str, list[str]]]]:
 
 
 def check_composition(cfg: Any) -> type:
-    """Refuse ``cfg`` when a chosen stage needs what neither its program nor the other stages provide.
+    """Refuse ``cfg`` when a chosen stage needs what neither its trainer nor the other stages provide.
 
     Returns:
-        The program class ``cfg`` trains with.
+        The trainer class ``cfg`` trains with.
 
     Raises:
         ParamError: one message per stage whose needs are unmet, naming ``SECTION.method``, what the method

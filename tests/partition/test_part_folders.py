@@ -268,4 +268,4 @@ def test_folder_payloads_load_in_the_rank_and_pickle_small(folder):
     assert part.num_local == part.gid.numel() and part._shard is not None
     clone = pickle.loads(pickle.dumps(payloads[0]))
     assert clone.shards[0]._shard is None and torch.equal(clone.shards[0].gid, part.gid)
-    assert sum(s["alpha"] for s in program.shard_sizes) == pytest.approx(1.0)
+    assert sum(s["alpha"] for s in program.trainer.shard_sizes) == pytest.approx(1.0)

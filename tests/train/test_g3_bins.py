@@ -64,7 +64,7 @@ def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():
     cfg = FullGraphConfig(graph="tiny", partition="random", hidden=16, epochs=2, seed=0, order="aggregate-first")
     probe = cfg.build(graph=g)
     shards = probe.prepare(2, lambda e: None)
-    widths = probe.widths()
+    widths = probe.trainer.widths()
     need = [working_set_bytes(s.plan.num_inner, s.plan.num_halo, widths, widths[1:] + [g.num_classes]) for s in shards]
     budget = min(need) // 2                                          # below every part's working set
     whole = cfg.with_strings({"train.memory_budget": str(budget)})
@@ -161,8 +161,8 @@ def test_a_budget_too_small_is_refused_before_partitioning_naming_the_smallest_t
         cfg.replace(memory_budget=smallest - 1).build(graph=graph).prepare(2, lambda e: None)
     program = cfg.replace(memory_budget=smallest).build(graph=graph)                   # and it is the smallest
     program.prepare(2, lambda e: None)
-    assert max(int(lb.footprint.max()) for s in program.bin_plan.schedules for lb in s.layers) <= smallest // 2
-    assert program.notes == [] and program.budget_auto is None                          # a given budget: no note
+    assert max(int(lb.footprint.max()) for s in program.trainer.bin_plan.schedules for lb in s.layers) <= smallest // 2
+    assert program.notes == [] and program.trainer.budget_auto is None                          # a given budget: no note
 
 
 def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
@@ -177,7 +177,7 @@ def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
     summary, results, _ = run_program(program, 2)
     budget = summary["g3"]["memory_budget"]
     largest = program._largest_bin
-    parts = max(working_set_bytes(s.plan.num_inner, s.plan.num_halo, program.widths(), program.widths()[1:]
+    parts = max(working_set_bytes(s.plan.num_inner, s.plan.num_halo, program.trainer.widths(), program.trainer.widths()[1:]
                                   + [g.num_classes]) for s in program.prepare(2, lambda e: None))
     assert budget == max(-(-parts // 2), 4 * largest.num_bytes) and summary["g3"]["max_bin_bytes"] <= budget / 2
     assert program.notes == [f"memory_budget=auto -> {budget / 1024:.1f} KiB ({summary['g3']['memory_budget_auto']})"]
@@ -207,8 +207,8 @@ def test_inter_variant_is_simulated_on_consecutive_id_bins():
     cfg = FullGraphConfig(graph="tiny", partition="random", hidden=8, epochs=2, seed=0)
     program = cfg.with_strings({"train.bin_limit": "7"}).build(graph=g)
     summary = run_program(program, 2)[0]
-    schedules, deps = program.bin_plan.consecutive
-    for s, executed in zip(schedules, program.bin_plan.schedules):
+    schedules, deps = program.trainer.bin_plan.consecutive
+    for s, executed in zip(schedules, program.trainer.bin_plan.schedules):
         for lb, done in zip(s.layers, executed.layers):
             assert torch.cat(lb.dst).tolist() == list(range(len(lb.inverse)))          # id order, each once
             assert max(len(d) for d in lb.dst) <= 7 and lb.num_edges.sum() == done.num_edges.sum()

@@ -164,7 +164,7 @@ def test_a_partition_with_an_empty_part_never_reaches_a_rank(edges_to_part_zero)
     given = torch.zeros(400, dtype=torch.int64)
     given[:5] = 2   # part 1 owns nothing
     events = []
-    with pytest.raises(ParamError, match=r"'num_parts' parameter of MiniBatchProgram must be a count whose parts "
+    with pytest.raises(ParamError, match=r"'num_parts' parameter of MiniBatchTrainer must be a count whose parts "
                                          r"all own vertices \(part sizes \[395, 0, 5\]: 1 empty"):
         launch(_config(graph=graph).build(node_part=given), runner="local", workers=3, out=None,
                listeners=[events.append]).wait()

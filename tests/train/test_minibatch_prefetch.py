@@ -84,15 +84,15 @@ def test_prefetch_is_refused_where_nothing_reads_it():
     with pytest.raises(ParamError, match=r"'prefetch' parameter of TrainLoopConfig must be an int >= 0"):
         _config(-1)
 
-    # a loop that does not read it (CATGNN's, a user's) refuses it when built
+    # steps that do not read it (CATGNN's, a user's) refuse it when the loop is built
     from workbench.communicate.inprocess import InProcessGroup
     from workbench.runtime.program import RankContext
-    from workbench.train.loop import TrainLoop, TrainLoopConfig
+    from workbench.train.loop import Steps, TrainLoop, TrainLoopConfig
 
     ctx = RankContext(rank=0, world_size=1, comm=InProcessGroup(1).communicator(0))
-    with pytest.raises(ParamError, match=r"'train.prefetch' parameter of TrainLoop must be 0: this trainer"):
-        TrainLoop(ctx, torch.nn.Linear(2, 2), TrainLoopConfig(prefetch=2))
-    TrainLoop(ctx, torch.nn.Linear(2, 2), TrainLoopConfig())
+    with pytest.raises(ParamError, match=r"'train.prefetch' parameter of Steps must be 0: this trainer"):
+        TrainLoop(ctx, torch.nn.Linear(2, 2), TrainLoopConfig(prefetch=2), Steps(ctx))
+    TrainLoop(ctx, torch.nn.Linear(2, 2), TrainLoopConfig(), Steps(ctx))
 
 
 def test_prefetch_from_the_cli(capsys):

@@ -110,15 +110,15 @@ def test_catgnn_is_a_run_config_with_a_sync_section():
             cfg.with_strings(settings).build()
     # switching the sync switches the program; the exchange follows (noted), as it does for a sample switch
     back = cfg.with_strings({"sync.method": "allreduce"})
-    assert type(back.build()).__name__ == "FullGraphProgram" and back.method("exchange") == "halo"
+    assert type(back.build().trainer).__name__ == "FullGraphTrainer" and back.method("exchange") == "halo"
     assert "exchange.method=halo (from sync.method)" in back.notes()
     averaged = full_graph.recipe().with_strings({"sync.method": "model_avg"})
-    assert averaged.exchange is None and type(averaged.build()).__name__ == "ModelAveragingProgram"
+    assert averaged.exchange is None and type(averaged.build().trainer).__name__ == "ModelAveragingTrainer"
     with pytest.raises(ParamError, match=r"'sample.split' parameter of RunConfig must be 'own' under "
                                          r"sync.method=model_avg .*Got 'balanced'"):
         distdgl.recipe().with_strings({"sync.method": "model_avg"}).build()   # DistDGL's split has no effect there
     local = distdgl.recipe().with_strings({"sync.method": "model_avg", "sample.split": "own"})
-    assert type(local.build()).__name__ == "ModelAveragingProgram" and local.method("sample") == "neighbor"
+    assert type(local.build().trainer).__name__ == "ModelAveragingTrainer" and local.method("sample") == "neighbor"
 
 
 @pytest.mark.parametrize("method", ["metis", "random", "hdrf"])

@@ -146,8 +146,8 @@ def test_accuracy_is_a_fresh_forward_that_leaves_training_alone(monkeypatch):
     fresh (every round executed, counted as ``eval_bcast_fwd``), not the stale training forward; the training
     losses, weights, bytes and skipped rounds are those of the run without that pass."""
     from workbench.data import load_graph
-    from workbench.train.full_graph_loop import FullGraphLoop
-    from workbench.train.loop import TrainLoop
+    from workbench.train.full_graph_loop import FullGraphSteps
+    from workbench.train.loop import Steps
     from workbench.train.models import MODELS, edge_weights, with_self_loops
 
     g = load_graph("sbm:num_nodes=400,num_blocks=4,avg_degree=8,num_features=16,seed=0")
@@ -171,7 +171,7 @@ def test_accuracy_is_a_fresh_forward_that_leaves_training_alone(monkeypatch):
     assert fresh["bytes_by_kind"]["eval_bcast_fwd"] == 6 * per_epoch             # every round, every epoch
     assert not {k for k in fresh["bytes_by_kind"] if k.startswith("eval_")} - {"eval_bcast_fwd"}
 
-    monkeypatch.setattr(FullGraphLoop, "evaluate", TrainLoop.evaluate)          # the stale training forward
+    monkeypatch.setattr(FullGraphSteps, "evaluate", Steps.evaluate)          # the stale training forward
     stale, _, _ = run_program(cfg.build(graph=g), 4)
     assert stale["losses"] == fresh["losses"] and stale["param_checksums"] == fresh["param_checksums"]
     for key in ("bytes_by_epoch", "broadcast_skipped", "max_age", "cache_bytes"):

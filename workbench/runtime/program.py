@@ -79,20 +79,6 @@ class Program(abc.ABC):
 
     #: name shown in run lists (e.g. the recipe name)
     name: str = "program"
-    #: what this program's training offers the stages (``workbench.compose.CAPABILITIES``)
-    provides: ClassVar[frozenset[str]] = frozenset()
-    #: how the program trains, in the words of the composition errors ("mini-batch training (...)")
-    trainer: ClassVar[str] = "this program"
-    #: the exchange a config gets when its sample method switches to this program and it gives none
-    default_exchange: ClassVar[Optional[str]] = None
-    #: section -> what this program offers instead of a refused method of that section (said in the refusal)
-    instead: ClassVar[dict] = {}
-
-    @classmethod
-    def check_config(cls, config: Any, errs: Any) -> None:
-        """Add to ``errs`` (an :class:`~workbench._validation.ErrorCollector`) what this program refuses in
-        ``config`` beyond the declared capabilities; called by :func:`~workbench.composition.check_composition`
-        before anything is loaded. Default: nothing."""
 
     def __init__(self, config: Any):
         self.config = config

@@ -5,8 +5,8 @@ PSC-GCN does not sample mini-batches: every inner vertex of a part stays a targe
 keeps each of its in-edges ``j -> i`` with probability ``p_ij``; a kept edge weighs ``P_ij / p_ij``
 (Eq. 15, unbiased), a dropped one 0, and the **same** draw serves every layer of an iteration (A4).
 So these methods are :class:`EdgeSampler` s, not :class:`~workbench.sample.base.Sampler` s: they decide
-on a part's :class:`PartEdges` (inner targets, inner-or-boundary sources) and name the program that
-trains with them (``program``): :class:`workbench.train.prefetch.PrefetchProgram`, which
+on a part's :class:`PartEdges` (inner targets, inner-or-boundary sources) and name the trainer that
+trains with them (``trains_with``): :class:`workbench.train.prefetch.EdgeSampledTrainer`, which
 :meth:`workbench.compose.RunConfig.build` picks from the sample method (no other special case).
 
 Methods (``--set sample.method=NAME``):
@@ -176,10 +176,10 @@ class EdgeSampler(Stage):
 
     kind = "sample"
     provides = frozenset({"inclusion probabilities"})
-    program: ClassVar[str] = "workbench.train.prefetch:PrefetchProgram"
-    """The program that trains with this sample method (``module:Class``; read by ``RunConfig.build``)."""
+    trains_with: ClassVar[str] = "workbench.train.prefetch:EdgeSampledTrainer"
+    """The trainer of this sample method (``module:Class``; read by :func:`workbench.composition.trainer_class`)."""
     needs_estimates: ClassVar[bool] = False
-    """Whether :meth:`probabilities` uses per-vertex estimates ``h`` (then the program refreshes them)."""
+    """Whether :meth:`probabilities` uses per-vertex estimates ``h`` (then the trainer refreshes them)."""
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):

@@ -1,6 +1,6 @@
 """Mini-batch training fed by sampling DAGs: ByteGNN's S-Worker / T-Worker split on one machine (seed 000 §3).
 
-:class:`ScheduledProgram` is the mini-batch program (:mod:`workbench.train.minibatch`) with one change: a
+:class:`ScheduledTrainer` is the mini-batch trainer (:mod:`workbench.train.minibatch`) with one change: a
 trainer's training batches come from a :class:`~workbench.schedule.executor.Pipeline` (sampling worker
 processes under the run's ``schedule`` method) instead of being sampled inline, step by step. The batches
 are the sample stage's keyed batches of the same steps and the trainer takes them in step order, so the
@@ -21,8 +21,8 @@ Example:
     >>> from workbench.compose import RunConfig
     >>> cfg = RunConfig.compose(graph="karate", num_parts=1, sample="neighbor", fanouts=(5, 5), batch_size=8,
     ...                         epochs=1, schedule="prefetch")
-    >>> type(cfg.build()).__name__
-    'ScheduledProgram'
+    >>> type(cfg.build().trainer).__name__
+    'ScheduledTrainer'
 """
 
 from __future__ import annotations
@@ -37,14 +37,13 @@ from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.schedule.executor import trace_samples
 from workbench.stages import registry
-from workbench.train.minibatch import MiniBatchLoop, MiniBatchProgram, MiniBatchShard
-from workbench.train.models import MODELS
+from workbench.train.minibatch import MiniBatchShard, MiniBatchSteps, MiniBatchTrainer
 
-__all__ = ["ScheduledProgram", "ScheduledLoop", "schedule_summary"]
+__all__ = ["ScheduledTrainer", "ScheduledSteps", "schedule_summary"]
 
 
-class ScheduledProgram(MiniBatchProgram):
-    """The mini-batch program with a pipelined sampler (module docstring).
+class ScheduledTrainer(MiniBatchTrainer):
+    """The mini-batch trainer with a pipelined sampler (module docstring).
 
     Its sampling workers hold the whole graph and hand the trainer finished batches; with a cache the trainer
     pulls their input rows through the feature source (module docstring), so it provides one. Inclusion
@@ -68,22 +67,13 @@ class ScheduledProgram(MiniBatchProgram):
             s.graph = self._graph       # the workers' Graph Store
         return shards
 
-    def run_rank(self, ctx: RankContext, shard: MiniBatchShard) -> dict:
-        cfg = self.config
-        ctx.kernel = cfg.train.kernel
-        model = MODELS.build(cfg.method("model"), cfg.model).build(
-            in_dim=shard.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
-        loop = ScheduledLoop(ctx, model, cfg, shard)
-        try:
-            return loop.run()
-        finally:
-            loop.pipeline.close()
+    def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> "ScheduledSteps":
+        return ScheduledSteps(ctx, self.config, shard)
 
-    def summarize(self, rank_results: list[dict]) -> dict:
-        summary = super().summarize(rank_results)
+    def summarize(self, rank_results: list[dict], summary: dict) -> None:
+        super().summarize(rank_results, summary)
         summary.update(schedule_summary([r["schedule"] for r in rank_results]))
         summary["schedule"] = self.config.method("schedule")
-        return summary
 
 
 def schedule_summary(per_rank: list[dict]) -> dict:
@@ -106,11 +96,11 @@ def schedule_summary(per_rank: list[dict]) -> dict:
             "dag_latency_ms": sum(lat) / len(lat) if lat else 0.0, "train_seconds": secs}
 
 
-class ScheduledLoop(MiniBatchLoop):
-    """The mini-batch loop whose training batches come from the pipeline (in step order)."""
+class ScheduledSteps(MiniBatchSteps):
+    """The mini-batch steps whose training batches come from the pipeline (in step order)."""
 
-    def __init__(self, ctx: RankContext, model, cfg: Any, shard: MiniBatchShard):
-        super().__init__(ctx, model, cfg, shard)
+    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard):
+        super().__init__(ctx, cfg, shard)
         self.scheduler = registry("schedule").build(cfg.method("schedule"), cfg.schedule)
         self.pipeline = self.scheduler.pipeline(self.sampler, shard.graph)
         self.schedule: dict[str, list] = defaultdict(list)
@@ -199,6 +189,12 @@ class ScheduledLoop(MiniBatchLoop):
         s["cpu_util_mean"].append(st.cpu_util_mean)
         s["trainer_idle_fraction"].append(st.trainer_idle_fraction)
         s["dag_latency_ms_all"].extend(lat)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.pipeline.close()
 
     def extra_result(self) -> dict:
         return {**super().extra_result(), "schedule": dict(self.schedule)}

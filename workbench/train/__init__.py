@@ -1,6 +1,8 @@
-"""The train stage: one training loop, the exchange and model stages, and the full-graph program.
+"""The train stage: one program, one training loop, the trainers that plug into it, the exchange and model stages.
 
-* :mod:`workbench.train.loop`: :class:`TrainLoop` (the one epoch loop, with hooks) and shared pieces.
+* :mod:`workbench.train.program`: :class:`TrainingProgram` (the one program) and :class:`Trainer` (how a run trains:
+  full graph, sampled blocks, a schedule, sampled edges, local parts with model averaging).
+* :mod:`workbench.train.loop`: :class:`TrainLoop` (the one epoch loop) and the :class:`Steps` a trainer plugs in.
 * :mod:`workbench.train.exchange`: the ``exchange`` stage registry; methods ``halo``
   (:mod:`workbench.train.full_graph`) and ``block_row`` (:mod:`workbench.train.block_row`, CAGNET 1-D).
 * :mod:`workbench.train.staleness`: SANCUS/SkipG staleness as a policy of any exchange
@@ -20,16 +22,18 @@ from __future__ import annotations
 
 from workbench.train.block_row import BlockRowBroadcast, BlockRowConfig
 from workbench.train.exchange import EXCHANGES, Exchange, RankExchange
-from workbench.train.full_graph import FullGraphConfig, FullGraphLoop, FullGraphProgram, OwnerComputeHalo
+from workbench.train.full_graph import FullGraphConfig, FullGraphSteps, FullGraphTrainer, OwnerComputeHalo
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, predicted_halo_bytes
-from workbench.train.loop import StepOutput, TrainLoop, TrainLoopConfig
+from workbench.train.loop import StepOutput, Steps, TrainLoop, TrainLoopConfig
 from workbench.train.models import MODELS, GNNModel
 from workbench.train.sancus import SancusConfig, compare_runs, staleness_table
 from workbench.train.staleness import StalenessPolicy
-from workbench.train.prefetch import PrefetchExchange, PrefetchProgram  # noqa: E402 (registers ``prefetch``)
+from workbench.train.program import Trainer, TrainingProgram
+from workbench.train.prefetch import EdgeSampledTrainer, PrefetchExchange  # noqa: E402 (registers ``prefetch``)
 from workbench.train.sync import SYNCS, Sync  # noqa: E402 (registers ``allreduce`` and ``model_avg``)
 
-__all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "BlockRowConfig", "SancusConfig", "TrainLoop",
+__all__ = ["FullGraphConfig", "FullGraphTrainer", "FullGraphSteps", "TrainingProgram", "Trainer", "Steps",
+           "EdgeSampledTrainer", "BlockRowConfig", "SancusConfig", "TrainLoop",
            "TrainLoopConfig", "StepOutput", "EXCHANGES", "Exchange", "RankExchange", "OwnerComputeHalo",
            "BlockRowBroadcast", "StalenessPolicy", "MODELS", "GNNModel", "HaloExchangePlan", "build_halo_plans",
            "predicted_halo_bytes", "compare_runs", "staleness_table", "SYNCS", "Sync"]

@@ -1,5 +1,5 @@
 """Overlap for the mini-batch trainer: the batches of a fixed plan prepared ahead on one background thread
-(``train.prefetch``; :class:`~workbench.train.minibatch.MiniBatchLoop`, whose module docstring says when it is
+(``train.prefetch``; :class:`~workbench.train.minibatch.MiniBatchSteps`, whose module docstring says when it is
 exact and why it runs on one rank only).
 """
 

@@ -1,12 +1,12 @@
 """G3 bins inside the full-graph program: planning before the ranks start, the binned training loop, and the
 simulated pipeline epochs in the run summary.
 
-``FullGraphProgram`` uses this module in ``prepare`` when ``train.bin_limit`` or ``train.memory_budget`` is set:
+``FullGraphTrainer`` uses this module in ``prepare`` when ``train.bin_limit`` or ``train.memory_budget`` is set:
 :func:`check_bins_before_partition` (once the graph is loaded, before the partitioner runs) refuses bins on an
 exchange other than plain ``halo`` and a given budget too small for the largest vertex with its neighbours,
 naming the smallest that works; :func:`size_budget` (once the parts are known) sizes ``memory_budget=auto``
 from the graph; :func:`plan_bins` rejects whole-part training that would not fit the budget (before any worker
-starts) and packs every rank's bins. A rank with bins trains with :class:`BinnedFullGraphLoop`
+starts) and packs every rank's bins. A rank with bins trains with :class:`BinnedFullGraphSteps`
 (per-layer P2P halo exchange of the ``halo`` exchange, then the layer bin by bin). The summary gains
 ``g3``: bins per layer, the measured per-bin costs' totals and, per pipeline variant, the simulated epoch
 time and idle fraction (:mod:`workbench.train.bins_pipeline`).
@@ -32,10 +32,10 @@ from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_mem
                                   binned_forward, build_schedule, check_bin_budget, check_memory, largest_vertex_bin,
                                   priority_order)
 from workbench.train.bins_pipeline import BinCosts, simulate, simulate_all
-from workbench.train.full_graph_loop import FullGraphLoop
+from workbench.train.full_graph_loop import FullGraphSteps
 from workbench.train.loop import StepOutput, masked_loss
 
-__all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "BinnedFullGraphLoop", "BinPlan",
+__all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "BinnedFullGraphSteps", "BinPlan",
            "bins_summary"]
 
 
@@ -190,11 +190,11 @@ def _dependencies(graph: Any, node_part: torch.Tensor, shards: list, schedules: 
     return deps
 
 
-class BinnedFullGraphLoop(FullGraphLoop):
-    """:class:`~workbench.train.full_graph_loop.FullGraphLoop` computing each layer bin by bin (exact)."""
+class BinnedFullGraphSteps(FullGraphSteps):
+    """:class:`~workbench.train.full_graph_loop.FullGraphSteps` computing each layer bin by bin (exact)."""
 
-    def __init__(self, ctx, model, config, *, exchange, shard: Any, schedule: BinSchedule):
-        super().__init__(ctx, model, config, exchange=exchange, shard=shard)
+    def __init__(self, ctx, *, exchange, shard: Any, schedule: BinSchedule):
+        super().__init__(ctx, exchange=exchange, shard=shard)
         self.schedule = schedule
         self.build_s = schedule.build(ctx.kernel)                    # the bins' CSR blocks, built on the rank
         self.bin_times: list[list[list[float]]] = []     # per epoch, per layer, per bin: forward seconds

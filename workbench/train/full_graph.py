@@ -1,4 +1,4 @@
-"""Full-graph training: ONE program for every full-graph exchange (owner-compute halo, CAGNET block rows,
+"""Full-graph training: ONE trainer for every full-graph exchange (owner-compute halo, CAGNET block rows,
 SANCUS staleness on either), and the ``halo`` exchange method.
 
 Halo exchange (:class:`OwnerComputeHalo`, ``--set exchange.method=halo``): each rank owns the vertices
@@ -16,9 +16,10 @@ The halo bytes of an epoch are predicted from the partition alone
 exactly; with a staleness policy (``--set exchange.staleness=epoch-fixed``) every epoch's bytes are
 predicted from the agreed flags (:func:`workbench.train.staleness.predicted_bytes_by_epoch`).
 
-:class:`FullGraphProgram` runs any registered exchange: ``prepare`` loads and partitions the graph (the
-``partition`` stage) and asks the exchange for the per-rank layout; ``run_rank`` builds the model (the
-``model`` stage), attaches the exchange and runs the one :class:`~workbench.train.loop.TrainLoop`.
+:class:`FullGraphTrainer` runs any registered exchange: ``prepare`` loads and partitions the graph (the
+``partition`` stage) and asks the exchange for the per-rank layout; on a rank it builds the model (the
+``model`` stage) and attaches the exchange, whose :class:`~workbench.train.full_graph_loop.FullGraphSteps` the
+one :class:`~workbench.train.loop.TrainLoop` runs (:class:`~workbench.train.program.TrainingProgram`).
 
 Example:
     >>> from workbench.train.full_graph import FullGraphConfig
@@ -36,18 +37,18 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import ErrorCollector
-from workbench.composition import stages_summary
 from workbench.events import Event, PartitionComputed, Progress
 from workbench.graph import Graph
-from workbench.runtime.program import Program, RankContext
+from workbench.runtime.program import RankContext
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
-from workbench.train.full_graph_loop import FullGraphLoop
-from workbench.train.loop import LabelData, load_training_graph, partition_nodes, split_sizes, summarize_ranks
+from workbench.train.full_graph_loop import FullGraphSteps
+from workbench.train.loop import LabelData, Steps, load_training_graph, partition_nodes, split_sizes
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
+from workbench.train.program import Trainer
 from workbench.train.staleness import predicted_bytes_by_epoch
 
-__all__ = ["FullGraphConfig", "FullGraphProgram", "FullGraphLoop", "OwnerComputeHalo", "RankShard", "build_shards",
+__all__ = ["FullGraphConfig", "FullGraphTrainer", "FullGraphSteps", "OwnerComputeHalo", "RankShard", "build_shards",
            "load_and_partition"]
 
 
@@ -226,7 +227,7 @@ class _HaloRank(RankExchange):
         return SpMM.apply(self.a, self.a_t, self.plan.exchange(h, self.comm, layer))   # (num_inner, F_layer)
 
 
-class FullGraphProgram(Program):
+class FullGraphTrainer(Trainer):
     """Full-graph training with any registered exchange, SPMD over the ranks (see the module docstring).
 
     ``graph``/``node_part`` (runtime objects) replace loading and partitioning.
@@ -241,12 +242,10 @@ class FullGraphProgram(Program):
                         "again (layer 0 then aggregates first)"}
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
-        super().__init__(config)
+        super().__init__(config, graph=graph, node_part=node_part)
         exchange, staleness = config.method("exchange"), getattr(config.exchange, "staleness", "none")
         # run lists name the composition: full_graph (halo), block_row, and the staleness policy if any
         self.name = ("full_graph" if exchange == "halo" else exchange) + ("" if staleness == "none" else f"-{staleness}")
-        self._graph = graph
-        self._node_part = node_part
         self.predicted: dict = {}
         self.layout_info: Optional[ExchangeLayout] = None
         self._widths: list[int] = []
@@ -254,13 +253,6 @@ class FullGraphProgram(Program):
         self._largest_bin = None        # G3: the graph's largest one-vertex bin, found before partitioning
         self.bin_train = config.train   # G3: the train settings with memory_budget in bytes (auto sized)
         self.budget_auto: Optional[str] = None
-
-    def world_size_for(self, requested: Optional[int]) -> int:
-        if self.config.num_parts is not None:
-            return int(self.config.num_parts)
-        if self._node_part is not None:
-            return int(self._node_part.max()) + 1
-        return int(requested or 1)
 
     def exchange(self) -> Exchange:
         cfg = self.config
@@ -335,31 +327,29 @@ class FullGraphProgram(Program):
         n = self.config.model.num_layers
         return frozenset(range(n)) if self._binned() else frozenset(exchange.pinned_layers(n))
 
-    def run_rank(self, ctx: RankContext, shard: Any) -> dict:
-        cfg = self.config
-        ctx.kernel = cfg.train.kernel
-        stage = self.exchange()
-        model = MODELS.build(cfg.method("model"), cfg.model).build(
-            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed,
-            pinned=self._pinned(stage)).to(ctx.device)
-        exchange = stage.attach(ctx, shard)
-        exchange.setup_model(model)
+    def models(self, ctx: RankContext, shard: Any) -> list:
+        return [self.build_model(ctx, shard.data.features.shape[1], shard.num_classes,
+                                 pinned=self._pinned(self.exchange()))]
+
+    def steps(self, ctx: RankContext, shard: Any, models: list) -> Steps:
+        exchange = self.exchange().attach(ctx, shard)
+        exchange.setup_model(models[0])
         if getattr(shard, "bins", None) is not None:
-            from workbench.train.bins_program import BinnedFullGraphLoop
+            from workbench.train.bins_program import BinnedFullGraphSteps
 
-            loop = BinnedFullGraphLoop(ctx, model, cfg.train, exchange=exchange, shard=shard, schedule=shard.bins)
-        else:
-            loop = FullGraphLoop(ctx, model, cfg.train, exchange=exchange, shard=shard)
-        out = loop.run()
-        out["predicted"] = shard.predicted
-        return out
+            return BinnedFullGraphSteps(ctx, exchange=exchange, shard=shard, schedule=shard.bins)
+        return FullGraphSteps(ctx, exchange=exchange, shard=shard)
 
-    def summarize(self, rank_results: list[dict]) -> dict:
+    def rank_result(self, shard: Any, models: list) -> dict:
+        return {"predicted": shard.predicted}
+
+    def summary(self, rank_results: list[dict]) -> dict:
+        return {"predicted": self.predicted or rank_results[0].get("predicted", {}),
+                "exchange": self.config.method("exchange"), "split_sizes": self.split_sizes}
+
+    def summarize(self, rank_results: list[dict], summary: dict) -> None:
         cfg = self.config
         predicted = self.predicted or rank_results[0].get("predicted", {})
-        summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
-                                  extra={**stages_summary(cfg), "exchange": cfg.method("exchange"),
-                                         "split_sizes": getattr(self, "split_sizes", None)})
         baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
         moved = sum(summary["bytes_by_epoch"])
         # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)
@@ -393,7 +383,6 @@ class FullGraphProgram(Program):
             summary["predicted_bytes_by_epoch"] = predicted_bytes_by_epoch(
                 flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows,
                 backward_widths=self._backward_widths or None)
-        return summary
 
     def widths(self) -> list[int]:
         """Widths of the rows exchanged per layer (the model's ``exchange_widths``; needs ``prepare``)."""

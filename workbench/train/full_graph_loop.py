@@ -1,8 +1,9 @@
-"""The training loop of a full-graph rank: one step per epoch, every layer through the exchange's aggregation.
+"""The steps of a full-graph rank: one step per epoch, every layer through the exchange's aggregation.
 
-:class:`~workbench.train.full_graph.FullGraphProgram` runs it on every rank (and G3's
-:class:`~workbench.train.bins_program.BinnedFullGraphLoop` extends it to compute each layer bin by bin); it sits
-below both, so the program and the bins import it and not each other.
+The full-graph trainer (:class:`~workbench.train.full_graph.FullGraphTrainer`) runs them in the one loop on every
+rank (G3's :class:`~workbench.train.bins_program.BinnedFullGraphSteps` compute each layer bin by bin; PSC-GCN's
+:class:`~workbench.train.prefetch.PrefetchSteps` add the prefetch exchange's events); this module sits below
+them all, so they import it and not each other.
 """
 
 from __future__ import annotations
@@ -12,18 +13,17 @@ from typing import Any
 import torch
 
 from workbench.train.exchange import RankExchange
-from workbench.train.loop import StepOutput, TrainLoop, masked_loss
+from workbench.train.loop import StepOutput, Steps, masked_loss
 
-__all__ = ["FullGraphLoop"]
+__all__ = ["FullGraphSteps"]
 
 
-class FullGraphLoop(TrainLoop):
-    """The training loop of a full-graph rank: one step per epoch through the exchange's aggregation."""
+class FullGraphSteps(Steps):
+    """The steps of a full-graph rank: one step per epoch through the exchange's aggregation."""
 
-    def __init__(self, ctx, model, config, *, exchange: RankExchange, shard: Any):
-        super().__init__(ctx, model, config, comm=exchange.comm, exchange_kinds=exchange.kinds)
+    def __init__(self, ctx, *, exchange: RankExchange, shard: Any):
+        super().__init__(ctx, comm=exchange.comm, exchange_kinds=exchange.kinds)
         self.exchange = exchange
-        exchange.timer = self.timer
         self.num_train_global = shard.num_train_global
         dev = ctx.device
         self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
@@ -31,6 +31,10 @@ class FullGraphLoop(TrainLoop):
         self.train_rows = self.masks[0].nonzero().squeeze(1)              # found once, not every epoch
         gid = shard.data.global_nid
         self.node_ids = gid.to(dev) if gid is not None else None          # dropout masks are keyed by them
+
+    def bind(self, loop) -> None:
+        super().bind(loop)
+        self.exchange.timer = loop.timer
 
     def on_epoch_start(self, epoch: int) -> None:
         self.exchange.epoch = epoch

@@ -66,8 +66,8 @@ Example:
     >>> from workbench.compose import RunConfig
     >>> cfg = RunConfig.compose(graph="karate", num_parts=2, sample="neighbor", fanouts=(5, 5), batch_size=8,
     ...                         epochs=2)
-    >>> type(cfg.build()).__name__
-    'MiniBatchProgram'
+    >>> type(cfg.build().trainer).__name__
+    'MiniBatchTrainer'
 """
 
 from __future__ import annotations
@@ -79,17 +79,18 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import ErrorCollector
-from workbench.composition import stages_summary
 from workbench.events import Event, SampleStats
 from workbench.graph import Graph
-from workbench.runtime.program import Program, RankContext
+from workbench.runtime.program import RankContext
 from workbench.stages import registry
 from workbench.train.batch_prefetch import BatchPrefetcher, check_prefetch
-from workbench.train.loop import StepOutput, TrainLoop, global_metrics, split_sizes, summarize_ranks
+from workbench.train.loop import StepOutput, Steps, global_metrics, split_sizes
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
 from workbench.train.models import MODELS, GNNModel, SpMM
+from workbench.train.program import Trainer
 
-__all__ = ["MiniBatchProgram", "MiniBatchShard", "MiniBatchLoop", "BlockAggregator", "BatchPrefetcher", "block_forward",
+__all__ = ["MiniBatchTrainer", "MiniBatchShard", "MiniBatchSteps", "BlockAggregator", "BatchPrefetcher",
+           "block_forward",
            "block_aggregators"]
 
 EVAL_STEP = -2
@@ -252,7 +253,7 @@ class MiniBatchShard:
     trainers: list
 
 
-class MiniBatchProgram(Program):
+class MiniBatchTrainer(Trainer):
     """Mini-batch training with a sampler, a feature cache and a model (see the module docstring)."""
 
     name = "minibatch"
@@ -260,17 +261,8 @@ class MiniBatchProgram(Program):
     trainer = "mini-batch training on sampled blocks"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
-        super().__init__(config)
-        self._graph = graph
-        self._node_part = node_part
+        super().__init__(config, graph=graph, node_part=node_part)
         self.name = "minibatch" + ("" if config.cache is None else f"-{config.method('cache')}")
-
-    def world_size_for(self, requested: Optional[int]) -> int:
-        if self.config.num_parts is not None:
-            return int(self.config.num_parts)
-        if self._node_part is not None:
-            return int(self._node_part.max()) + 1
-        return int(requested or 1)
 
     # -- client side ---------------------------------------------------------------------------------------
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
@@ -318,19 +310,18 @@ class MiniBatchProgram(Program):
         return shards
 
     # -- rank side -----------------------------------------------------------------------------------------
-    def run_rank(self, ctx: RankContext, shard: MiniBatchShard) -> dict:
-        cfg = self.config
-        ctx.kernel = cfg.train.kernel
-        model = MODELS.build(cfg.method("model"), cfg.model).build(
-            in_dim=shard.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed).to(ctx.device)
-        return MiniBatchLoop(ctx, model, cfg, shard).run()
+    def models(self, ctx: RankContext, shard: MiniBatchShard) -> list:
+        return [self.build_model(ctx, shard.features.shape[1], shard.num_classes)]
 
-    def summarize(self, rank_results: list[dict]) -> dict:
+    def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> Steps:
+        return MiniBatchSteps(ctx, self.config, shard)
+
+    def summary(self, rank_results: list[dict]) -> dict:
         cfg = self.config
-        summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={**stages_summary(cfg), "sample": cfg.method("sample"),
-                                         "cache": cfg.method("cache"),
-                                         "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size, "split_sizes": getattr(self, "split_sizes", None)})
+        return {"sample": cfg.method("sample"), "cache": cfg.method("cache"), "fanouts": list(cfg.sample.fanouts),
+                "batch_size": cfg.sample.batch_size, "split_sizes": self.split_sizes}
+
+    def summarize(self, rank_results: list[dict], summary: dict) -> None:
         epochs = summary["epochs"]
 
         def per_epoch(key):
@@ -343,11 +334,10 @@ class MiniBatchProgram(Program):
         summary["cache_hit_rate"] = [h / r if r else 0.0 for h, r in
                                      zip(summary["cache_hits"], summary["remote_feature_rows"])]
         summary["cache_fill_bytes"] = int(sum(r["minibatch"]["fill_bytes"] for r in rank_results))
-        return summary
 
 
-class MiniBatchLoop(TrainLoop):
-    """The training loop's hooks for sampled mini-batches (one trainer).
+class MiniBatchSteps(Steps):
+    """The steps of sampled mini-batches (one trainer).
 
     With ``train.prefetch = N > 0`` (one rank) a :class:`BatchPrefetcher` samples, pulls and builds the
     aggregators of the run's batches on a background thread, N ahead of the step being computed, in the
@@ -357,8 +347,8 @@ class MiniBatchLoop(TrainLoop):
 
     prefetches = True
 
-    def __init__(self, ctx: RankContext, model: GNNModel, cfg: Any, shard: MiniBatchShard):
-        super().__init__(ctx, model, cfg.train)
+    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard):
+        super().__init__(ctx)
         errs = ErrorCollector(type(self).__name__)
         check_prefetch(errs, cfg, ctx.world_size)   # prepare() refused it already; a loop built by hand too
         errs.raise_if_any()
@@ -418,13 +408,10 @@ class MiniBatchLoop(TrainLoop):
             self._prefetcher = BatchPrefetcher(self._prefetch_plan(), self._prepare, self.prefetch,
                                                name=f"rank{self.ctx.rank}-prefetch")
 
-    def run(self) -> dict:
-        try:
-            return super().run()
-        finally:
-            if self._prefetcher is not None:
-                self._prefetcher.close()
-                self._prefetcher = None
+    def close(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+            self._prefetcher = None
 
     # -- overlap -------------------------------------------------------------------------------------------
     def _prefetch_plan(self):

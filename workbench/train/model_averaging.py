@@ -48,19 +48,19 @@ import numpy as np
 import torch
 
 from workbench._validation import ErrorCollector
-from workbench.composition import stages_summary
 from workbench.events import Event, Progress
 from workbench.graph import Graph
-from workbench.runtime.program import Program, RankContext
+from workbench.runtime.program import RankContext
 from workbench.stages import registry
 from workbench.sample.base import Sampler, block_samplers
 from workbench.sample.sources import LocalSource
-from workbench.train.loop import StepOutput, TrainLoop, make_optimizer, summarize_ranks
+from workbench.train.loop import StepOutput, Steps, make_optimizer
 from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
+from workbench.train.program import Trainer
 
-__all__ = ["check_model_averaging", "ModelAveragingProgram", "PartShard", "part_subgraph", "folder_shard",
-           "AveragingLoop"]
+__all__ = ["check_model_averaging", "ModelAveragingTrainer", "PartShard", "part_subgraph", "folder_shard",
+           "AveragingSteps"]
 
 
 def check_model_averaging(cfg: Any, errs: ErrorCollector) -> None:
@@ -309,16 +309,14 @@ class _Payload:
 # --------------------------------------------------------------------------------------------------------
 
 
-class ModelAveragingProgram(Program):
+class ModelAveragingTrainer(Trainer):
     """Prepare the parts' subgraphs on the client; train locally and average on the ranks."""
 
     name = "catgnn"
     trainer = "local training per part with model averaging (CATGNN)"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Any = None):
-        super().__init__(config)
-        self._graph = graph
-        self._node_part = node_part
+        super().__init__(config, graph=graph, node_part=node_part)
         self.partition_result: Any = None
         self.shard_sizes: list[dict] = []
 
@@ -409,47 +407,42 @@ class ModelAveragingProgram(Program):
         return [_Payload(shards=shards[r::world_size], num_classes=int(m["num_classes"]),
                          full=_FolderEval(shards[0::world_size]) if r == 0 else None) for r in range(world_size)]
 
-    def run_rank(self, ctx: RankContext, payload: _Payload) -> dict:
+    def models(self, ctx: RankContext, payload: _Payload) -> list:
         cfg = self.config
-        ctx.kernel = cfg.train.kernel
-        stage = MODELS.build(cfg.method("model"), cfg.model)
         in_dim = payload.shards[0].features.shape[1]
-        models = [stage.build(in_dim=in_dim, out_dim=payload.num_classes,
-                              seed=cfg.train.seed + (s.part if cfg.sync.replica_init == "independent" else 0)).to(ctx.device)
-                  for s in payload.shards]
-        return AveragingLoop(ctx, models, cfg, payload).run()
+        return [self.build_model(ctx, in_dim, payload.num_classes,
+                                 seed=cfg.train.seed + (s.part if cfg.sync.replica_init == "independent" else 0))
+                for s in payload.shards]
 
-    def summarize(self, rank_results: list[dict]) -> dict:
+    def steps(self, ctx: RankContext, payload: _Payload, models: list) -> Steps:
+        return AveragingSteps(ctx, models, self.config, payload)
+
+    def summary(self, rank_results: list[dict]) -> dict:
         cfg = self.config
+        return {"sample": cfg.method("sample"),
+                **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
+                   if cfg.sample is not None else {}),
+                "sync_interval": cfg.sync.interval, "halo_hops": cfg.sync.halo_hops,
+                "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes}
+
+    def summarize(self, rank_results: list[dict], summary: dict) -> None:
         r0 = min(rank_results, key=lambda r: r.get("rank", 0))
-        summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={**stages_summary(cfg), "sample": cfg.method("sample"),
-                                         **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
-                                            if cfg.sample is not None else {}),
-                                         "sync_interval": cfg.sync.interval,
-                                         "halo_hops": cfg.sync.halo_hops,
-                                         "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
         summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
                                            "num_params")})
         summary["steps"] = [sum(r["steps"][e] for r in rank_results) for e in range(len(r0["steps"]))]
         p = len(rank_results)
         per_sync = sum(2 * (p - 1) * 4 * r0["num_params"] // p for _ in range(p)) if p > 1 else 0
         summary["predicted_model_avg_bytes"] = per_sync * r0["num_syncs"]
-        return summary
 
 
-class AveragingLoop(TrainLoop):
+class AveragingSteps(Steps):
     """Local training of a rank's parts (full batch, or mini-batches sampled inside each part; no gradient
     all-reduce) and weighted model averaging."""
 
     def __init__(self, ctx, models: list, config: Any, payload: _Payload):
-        tc = config.train
-        super().__init__(ctx, models[0], tc, exchange_kinds=("model_avg",),
-                         sync=registry("sync").build(config.method("sync"), config.sync))
+        super().__init__(ctx, exchange_kinds=("model_avg",))
         self.cfg = config
         self.models = models
-        self.optimizers = [self.optimizer] + [make_optimizer(tc.optimizer, m.parameters(), tc.lr, tc.weight_decay)
-                                              for m in models[1:]]
         dev = ctx.device
         self.parts = []
         for s in payload.shards:
@@ -470,20 +463,26 @@ class AveragingLoop(TrainLoop):
             self.sources = [LocalSource(Graph.from_edges(s.edge_src, s.edge_dst, s.num_local)) for s in payload.shards]
             self.kind = config.method("model")
         self.num_params = sum(p.numel() for p in models[0].parameters())
-        self.steps: list[int] = []
+        self.step_counts: list[int] = []
         """Optimiser steps per epoch, over this rank's parts (one per part in full-batch training)."""
         self.best = (-1, -1.0, None)
 
+    def bind(self, loop) -> None:
+        super().bind(loop)
+        tc = self.cfg.train
+        self.optimizers = [loop.optimizer] + [make_optimizer(tc.optimizer, m.parameters(), tc.lr, tc.weight_decay)
+                                              for m in self.models[1:]]
+
     def batches(self, epoch: int):
-        self.steps.append(0)
+        self.step_counts.append(0)
         for k in range(len(self.models)):
             self.model, self.optimizer = self.models[k], self.optimizers[k]
             if self.sampler is None:
-                self.steps[-1] += 1
+                self.step_counts[-1] += 1
                 yield k
                 continue
             for step, seeds in enumerate(self._part_batches(k, epoch)):
-                self.steps[-1] += 1
+                self.step_counts[-1] += 1
                 yield k, step, seeds
 
     def _part_batches(self, k: int, epoch: int) -> list[torch.Tensor]:
@@ -548,4 +547,4 @@ class AveragingLoop(TrainLoop):
 
     def extra_result(self) -> dict:
         return {"best_epoch": self.best[0], "best_val_acc": self.best[1], "test_acc_at_best_val": self.best[2],
-                "num_params": self.num_params, "steps": self.steps}
+                "num_params": self.num_params, "steps": self.step_counts}

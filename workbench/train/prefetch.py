@@ -45,7 +45,7 @@ from flops, bytes from the sets above) on one serial link per worker; the link b
 that the synchronous exact iteration spends ``comm_ratio`` times its compute in communication. The same
 account is also made while the run goes: every rank logs its iteration's cost (:class:`RankTiming`, a
 :class:`~workbench.events.PipelineCost` going to the client with its other events, no traffic between
-ranks) and the program's :meth:`PrefetchProgram.client_emit` simulates each iteration once every rank's
+ranks) and the program's :meth:`EdgeSampledTrainer.client_emit` simulates each iteration once every rank's
 cost is in, logging :class:`~workbench.events.PipelineTimeline` events (the pipeline view).
 
 Example:
@@ -62,16 +62,14 @@ import torch
 
 from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.constraints import Interval
-from workbench.composition import stages_summary
 from workbench.events import PipelineCost, SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
-from workbench.train.full_graph import FullGraphLoop, FullGraphProgram, build_shards
+from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, build_shards
 from workbench.train.halo import comm_rows_from_parts
-from workbench.train.loop import summarize_ranks
-from workbench.train.models import MODELS, SpMM, sparse_aggregator
+from workbench.train.models import SpMM, sparse_aggregator
 from workbench.train.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
 
-__all__ = ["PrefetchExchange", "PrefetchProgram", "PrefetchLoop", "FLOPS_PER_S"]
+__all__ = ["PrefetchExchange", "EdgeSampledTrainer", "PrefetchSteps", "FLOPS_PER_S"]
 
 FLOPS_PER_S = 1e9
 """Nominal compute rate of the timing account (only ratios matter: the bandwidth is scaled to it)."""
@@ -389,8 +387,8 @@ class PrefetchRank(RankExchange):
                 "num_inner": self.n, "num_halo": self.nh, "full_edges": self.edges.num_edges}
 
 
-class PrefetchLoop(FullGraphLoop):
-    """The full-graph loop with the prefetch exchange's per-iteration events (cache and sample stats).
+class PrefetchSteps(FullGraphSteps):
+    """The full-graph steps with the prefetch exchange's per-iteration events (cache and sample stats).
 
     Accuracies are measured on the whole graph after the update when ``exchange.full_eval`` (the default):
     a sampled, stale forward says little about the model at small epsilon. The loss stays the training
@@ -421,7 +419,7 @@ class PrefetchLoop(FullGraphLoop):
                 self.ctx.log(self.timing.event(ex, rec, epoch))
 
 
-class PrefetchProgram(FullGraphProgram):
+class EdgeSampledTrainer(FullGraphTrainer):
     """Full-graph training on sampled edges with prefetched boundary rows: the PSC-GCN composition.
 
     Chosen by :meth:`RunConfig.build` when the sample method names it (every
@@ -454,35 +452,34 @@ class PrefetchProgram(FullGraphProgram):
         return TimelineRecorder(emit, self._world_size, int(ex.tau), float(ex.comm_ratio),
                                 last_iteration=int(self.config.train.epochs) - 1)
 
-    def run_rank(self, ctx, shard):
+    def models(self, ctx, shard):
+        cfg = self.config
+        return [self.build_model(ctx, shard.data.features.shape[1], shard.num_classes,
+                                 pinned=self.exchange().pinned_layers(cfg.model.num_layers))]
+
+    def steps(self, ctx, shard, models):
         from workbench.cache.policies import CACHES
         from workbench.sample.base import SAMPLERS
 
-        cfg = self.config
-        ctx.kernel = cfg.train.kernel
-        model = MODELS.build(cfg.method("model"), cfg.model).build(
-            in_dim=shard.data.features.shape[1], out_dim=shard.num_classes, seed=cfg.train.seed,
-            pinned=self.exchange().pinned_layers(cfg.model.num_layers)).to(ctx.device)
+        cfg, model = self.config, models[0]
         sampler = SAMPLERS.build(cfg.method("sample"), cfg.sample)
         cache = CACHES.build(cfg.method("cache"), cfg.cache) if cfg.cache is not None else None
         exchange = self.exchange().attach(ctx, shard, sampler=sampler, cache=cache)
         exchange.setup_model(model)
-        loop = PrefetchLoop(ctx, model, cfg.train, exchange=exchange, shard=shard)
-        loop.timing = RankTiming(widths=list(self._widths), cached=cache is not None, sampled=cfg.sample is not None,
-                                 allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()),
-                                                                 ctx.world_size))
-        out = loop.run()
-        out["predicted"] = shard.predicted
-        out["num_params"] = sum(p.numel() for p in model.parameters())
-        return out
+        steps = PrefetchSteps(ctx, exchange=exchange, shard=shard)
+        steps.timing = RankTiming(widths=list(self._widths), cached=cache is not None, sampled=cfg.sample is not None,
+                                  allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()),
+                                                                  ctx.world_size))
+        return steps
 
-    def summarize(self, rank_results):
-        summary = summarize_ranks(rank_results, name=self.name, predicted={},
-                                  extra={**stages_summary(self.config), "exchange": "prefetch",
-                                         "sample": self.config.method("sample"),
-                                         "cache": self.config.method("cache")})
+    def rank_result(self, shard, models):
+        return {"predicted": shard.predicted, "num_params": sum(p.numel() for p in models[0].parameters())}
+
+    def summary(self, rank_results):
+        return {"exchange": "prefetch", "sample": self.config.method("sample"), "cache": self.config.method("cache")}
+
+    def summarize(self, rank_results, summary):
         summary.update(prefetch_figures(rank_results, self._widths, self.config))
-        return summary
 
 
 @dataclasses.dataclass

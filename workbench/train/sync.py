@@ -11,7 +11,7 @@ A run's ``sync`` section (:class:`~workbench.compose.RunConfig`) picks one metho
                 standalone subgraph (owned targets plus a ``halo_hops`` halo; full batch, or mini-batches of
                 any block sampler sampled inside the part), and every ``interval`` epochs the replicas are
                 replaced by ``sum_k alpha_k W_k`` in ONE all-reduce (kind ``model_avg``). It trains with its own
-                program (:class:`~workbench.train.model_averaging.ModelAveragingProgram`): no embedding exchange,
+                trainer (:class:`~workbench.train.model_averaging.ModelAveragingTrainer`): no embedding exchange,
                 no feature source (so no cache), no schedule.
 =============== =============================================================================================
 
@@ -21,14 +21,14 @@ epoch's last step, before the evaluation (:meth:`Sync.after_epoch`: ``model_avg`
 the epoch is due). The loop offers its replicas through ``loop.replicas()``: ``[(model, weight), ...]``, one
 model and weight ``1 / world_size`` by default, every part's model with its ``alpha_k`` under model averaging.
 
-A sync that trains its own way names its ``program`` (``module:Class``); the composition check
-(:mod:`workbench.composition`) then refuses what that program cannot use, before any worker starts.
+A sync that trains its own way names its trainer (``trains_with``: ``module:Class``); the composition check
+(:mod:`workbench.composition`) then refuses what that trainer cannot use, before any worker starts.
 
 Example:
     >>> from workbench.compose import RunConfig
     >>> cfg = RunConfig.compose(graph="karate", sync="model_avg", interval=5)
-    >>> cfg.method("sync"), cfg.sync.interval, cfg.method("exchange"), type(cfg.build()).__name__
-    ('model_avg', 5, 'none', 'ModelAveragingProgram')
+    >>> cfg.method("sync"), cfg.sync.interval, cfg.method("exchange"), type(cfg.build().trainer).__name__
+    ('model_avg', 5, 'none', 'ModelAveragingTrainer')
     >>> cfg.replace(cache="degree", sample="neighbor").build()
     Traceback (most recent call last):
     ...
@@ -75,8 +75,8 @@ class Sync(Stage):
     """Base of the sync methods."""
 
     kind = "sync"
-    program: ClassVar[Optional[str]] = None
-    """``module:Class`` of the program a sync trains with when it is not the other sections' (None: theirs)."""
+    trains_with: ClassVar[Optional[str]] = None
+    """``module:Class`` of the trainer a sync trains with when it is not the other sections' (None: theirs)."""
 
     def after_step(self, loop: Any) -> None:
         """After a step's backward pass, before the optimiser step (timed as ``grad_sync``)."""
@@ -108,7 +108,7 @@ class ModelAveraging(Sync):
     """CATGNN (digest 002 §1.5): parts train alone; every ``interval`` epochs ``W = sum_k alpha_k W_k``."""
 
     name = "model_avg"
-    program = "workbench.train.model_averaging:ModelAveragingProgram"
+    trains_with = "workbench.train.model_averaging:ModelAveragingTrainer"
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Sync.Config):

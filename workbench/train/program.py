@@ -1,0 +1,183 @@
+"""The one training program: a run is its :class:`Trainer` (how it trains, chosen from the composition) run by
+:class:`TrainingProgram` through the one :class:`~workbench.train.loop.TrainLoop`.
+
+A trainer is the part of a run that the other stages plug into: it prepares what each rank holds on the client
+(its payload: an exchange's shards, a feature store's rows, a part's subgraph) and, on each rank, the
+:class:`~workbench.train.loop.Steps` the loop runs. The program does what every run shares, once:
+
+* ``prepare``: the trainer's payloads (it loads and partitions through the shared
+  :func:`~workbench.train.full_graph.load_and_partition`, before any rank starts);
+* ``run_rank``: the kernel choice, the model replicas, the steps, the sync stage (``allreduce``, or the
+  ``sync`` section's method), one :class:`~workbench.train.loop.TrainLoop`;
+* ``summarize``: :func:`~workbench.train.recorder.summarize_ranks` with every stage as it ran
+  (:func:`~workbench.composition.stages_summary`), then the trainer's own figures.
+
+The trainers (:data:`workbench.composition.TRAINERS`; a sample or sync method may name its own):
+
+======================  =====================================================  ==============================
+trainer                 when                                                    steps
+======================  =====================================================  ==============================
+``FullGraphTrainer``    ``sample`` none                                         whole parts through an exchange
+                                                                                (G3 bins when set)
+``MiniBatchTrainer``    a block sampler                                         sampled blocks, a feature source
+``ScheduledTrainer``    a block sampler and a ``schedule``                      blocks from sampling workers
+``EdgeSampledTrainer``  an edge sampler (PSC-GCN)                               sampled edges, prefetched halos
+``ModelAveragingTrainer``  ``sync.method=model_avg`` (CATGNN)                   local parts, averaged models
+======================  =====================================================  ==============================
+
+Example:
+    >>> from workbench.compose import RunConfig
+    >>> program = RunConfig.compose(graph="karate", num_parts=2, sample="neighbor", fanouts=(5, 5)).build()
+    >>> type(program).__name__, type(program.trainer).__name__, program.name
+    ('TrainingProgram', 'MiniBatchTrainer', 'minibatch')
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar, Optional
+
+import torch
+from torch import nn
+
+from workbench.composition import stages_summary
+from workbench.events import Event
+from workbench.runtime.program import Program, RankContext
+from workbench.stages import registry
+from workbench.train.loop import Steps, TrainLoop
+from workbench.train.models import MODELS
+from workbench.train.recorder import summarize_ranks
+
+__all__ = ["Trainer", "TrainingProgram"]
+
+
+class Trainer:
+    """How a run trains: the client side (the ranks' payloads, the trainer's summary figures) and the rank side
+    (the model replicas and the :class:`~workbench.train.loop.Steps`) of one way to train.
+
+    Class attributes are read by the composition check (:mod:`workbench.composition`) before anything loads.
+
+    Args:
+        config: the run config.
+        graph: a :class:`~workbench.graph.Graph` replacing ``config.graph`` (runtime object).
+        node_part: a vertex -> part assignment replacing the partitioner.
+    """
+
+    name: str = "trainer"
+    """Name shown in run lists (an instance may refine it: ``minibatch-degree``)."""
+    provides: ClassVar[frozenset[str]] = frozenset()
+    """What this trainer offers the stages (``workbench.composition.CAPABILITIES``)."""
+    trainer: ClassVar[str] = "this trainer"
+    """How it trains, in the words of the composition errors ("mini-batch training (...)")."""
+    default_exchange: ClassVar[Optional[str]] = None
+    """The exchange a config gets when its sample method switches to this trainer and it gives none."""
+    instead: ClassVar[dict] = {}
+    """Section -> what this trainer offers instead of a refused method of that section (said in the refusal)."""
+
+    def __init__(self, config: Any, *, graph: Any = None, node_part: Optional[torch.Tensor] = None):
+        self.config = config
+        self._graph = graph
+        self._node_part = node_part
+        self.notes: list[str] = []
+        """Lines of the summary's ``notes`` (the program's list: settings sized or taken from others)."""
+        self.split_sizes: Optional[dict] = None
+
+    @classmethod
+    def check_config(cls, config: Any, errs: Any) -> None:
+        """Add to ``errs`` what this trainer refuses in ``config`` beyond the declared capabilities (called by
+        :func:`~workbench.composition.check_composition` before anything is loaded). Default: nothing."""
+
+    # -- client side -------------------------------------------------------------------------------------------
+    def world_size_for(self, requested: Optional[int]) -> int:
+        """Ranks to use: ``num_parts`` when set, else the parts of a given ``node_part``, else the request."""
+        if self.config.num_parts is not None:
+            return int(self.config.num_parts)
+        if self._node_part is not None:
+            return int(self._node_part.max()) + 1
+        return int(requested or 1)
+
+    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
+        """Load, partition, validate; one payload per rank."""
+        raise NotImplementedError
+
+    def client_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        """The sink of the ranks' events on the client (:meth:`workbench.runtime.program.Program.client_emit`)."""
+        return emit
+
+    def summary(self, rank_results: list[dict]) -> dict:
+        """The trainer's entries of the run summary that :func:`summarize_ranks` reads (``predicted`` bytes) or
+        places before the per-epoch figures (its settings)."""
+        return {}
+
+    def summarize(self, rank_results: list[dict], summary: dict) -> None:
+        """Add the trainer's figures to ``summary`` (made of every rank's result; the run's stages in it)."""
+
+    # -- rank side ---------------------------------------------------------------------------------------------
+    def build_model(self, ctx: RankContext, in_dim: int, out_dim: int, *, seed: Optional[int] = None,
+                    pinned: Optional[frozenset] = None) -> nn.Module:
+        """One replica of the run's model on the rank's device (seed: ``train.seed`` unless given)."""
+        cfg = self.config
+        extra = {} if pinned is None else {"pinned": pinned}
+        return MODELS.build(cfg.method("model"), cfg.model).build(
+            in_dim=in_dim, out_dim=out_dim, seed=cfg.train.seed if seed is None else seed, **extra).to(ctx.device)
+
+    def models(self, ctx: RankContext, payload: Any) -> list[nn.Module]:
+        """The model replicas the rank trains (the first is the loop's model)."""
+        raise NotImplementedError
+
+    def steps(self, ctx: RankContext, payload: Any, models: list[nn.Module]) -> Steps:
+        """The rank's :class:`~workbench.train.loop.Steps`."""
+        raise NotImplementedError
+
+    def rank_result(self, payload: Any, models: list[nn.Module]) -> dict:
+        """Entries added to the rank's result after the loop (default: none)."""
+        return {}
+
+
+class TrainingProgram(Program):
+    """The one training program: ``trainer`` prepared on the client, run through the one loop on every rank,
+    summarised with every stage (module docstring). :meth:`workbench.compose.RunConfig.build` makes it.
+
+    Args:
+        config: the run config (its composition already checked).
+        trainer: the :class:`Trainer` class the composition chose.
+        graph, node_part: runtime objects replacing loading and partitioning.
+    """
+
+    def __init__(self, config: Any, trainer: type, *, graph: Any = None, node_part: Optional[torch.Tensor] = None):
+        super().__init__(config)
+        self.trainer: Trainer = trainer(config, graph=graph, node_part=node_part)
+        self.trainer.notes = self.notes   # one list: the trainer adds what it sized (G3's memory budget)
+        self.name = self.trainer.name
+
+    def world_size_for(self, requested: Optional[int]) -> int:
+        return self.trainer.world_size_for(requested)
+
+    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
+        return self.trainer.prepare(world_size, emit)
+
+    def client_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        return self.trainer.client_emit(emit)
+
+    def run_rank(self, ctx: RankContext, payload: Any) -> dict:
+        cfg, trainer = self.config, self.trainer
+        ctx.kernel = cfg.train.kernel
+        models = trainer.models(ctx, payload)
+        steps = trainer.steps(ctx, payload, models)
+        try:
+            sync = registry("sync").build(cfg.method("sync"), cfg.sync) if getattr(cfg, "sync", None) is not None \
+                else None
+            loop = TrainLoop(ctx, models[0], cfg.train, steps, sync=sync)
+        except BaseException:
+            steps.close()   # the loop closes them once it runs
+            raise
+        out = loop.run()
+        out.update(trainer.rank_result(payload, models))
+        return out
+
+    def summarize(self, rank_results: list[dict]) -> dict:
+        extra = self.trainer.summary(rank_results)
+        predicted = extra.pop("predicted", {})
+        summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
+                                  extra={**stages_summary(self.config), **extra})
+        self.trainer.summarize(rank_results, summary)
+        return summary

@@ -1,0 +1,227 @@
+"""What a rank records of its epochs (:class:`EpochRecorder`: ``EpochEnd``, ``StepTimes``, ``Traffic``,
+``Progress`` events and the rank's result dict) and the run summary made of the ranks' results
+(:func:`summarize_ranks`, :func:`time_breakdown`)."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Optional
+
+from torch import nn
+
+from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
+from workbench.train.timing import PhaseTimer
+
+__all__ = ["EpochRecorder", "summarize_ranks", "time_breakdown", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
+           "TRAFFIC_WINDOW_EPOCHS", "PROGRESS_INTERVAL_S"]
+
+#: how finely the run log keeps per-link traffic (``traffic_detail``): ``auto`` or ``epoch``
+TRAFFIC_DETAILS = ("auto", "epoch")
+#: ``traffic_detail="auto"``: epochs below this are logged per link and epoch ...
+TRAFFIC_DETAIL_EPOCHS = 100
+#: ... later epochs per link summed over windows of this many epochs (100, 200), 200, 300), ...)
+TRAFFIC_WINDOW_EPOCHS = 100
+#: least seconds between two epoch ``Progress`` events of a rank (the first and last epochs always report)
+PROGRESS_INTERVAL_S = 0.5
+
+
+class EpochRecorder:
+    """Times an epoch, emits ``EpochEnd``, ``StepTimes``, the epoch's ``Traffic`` and ``Progress`` events, keeps the
+    rank's results.
+
+    The epoch's time by step phase is kept by :attr:`timer` (a :class:`~workbench.train.timing.PhaseTimer` on the
+    rank's comm clock, started and stopped with the epoch: :class:`~workbench.events.StepTimes` ``wall_s`` is
+    :class:`~workbench.events.EpochEnd` ``wall_s``); the loop and the stages open its phases.
+
+    Epoch progress (stage ``epochs``, ``done = epoch + 1``) is reported at most every
+    :data:`PROGRESS_INTERVAL_S` seconds per rank (always for the first and the last epoch), so fast epochs
+    do not flood the run log; ``finish`` reports stage ``evaluation`` with the final accuracies.
+
+    Per-link traffic detail in the run log (``traffic_detail``): ``epoch`` logs one :class:`Traffic`
+    event per (epoch, src, dst, kind, layer); ``auto`` (default) does so for the first
+    :data:`TRAFFIC_DETAIL_EPOCHS` epochs, then sums each link over windows of :data:`TRAFFIC_WINDOW_EPOCHS`
+    epochs (one event per window and link: ``epoch`` = the window's first, ``num_epochs`` = its length),
+    so a 2,000-epoch log holds about a twentieth of the traffic lines. Sums over a window equal the
+    per-epoch sums exactly, and :class:`EpochEnd` ``bytes_by_kind`` keeps the exact per-epoch totals by
+    kind either way. A run stopped or failed mid-window loses that window's per-link detail only.
+
+    Args:
+        ctx: the rank's :class:`~workbench.runtime.program.RankContext`.
+        exchange_kinds: traffic kinds of the program's exchange (summed per epoch in the result).
+        config: the program's config; ``epochs`` (progress total) and ``traffic_detail`` are read from it
+            when present.
+        epochs: total epochs (progress bars), overriding ``config.epochs``.
+        traffic_detail: ``auto`` or ``epoch``, overriding ``config.traffic_detail``.
+
+    Example:
+        >>> from workbench.communicate.inprocess import InProcessGroup
+        >>> from workbench.events import ListSink
+        >>> from workbench.runtime.program import RankContext
+        >>> sink = ListSink()
+        >>> ctx = RankContext(rank=0, world_size=1, comm=InProcessGroup(1).communicator(0), emit=sink.emit)
+        >>> rec = EpochRecorder(ctx, (), epochs=250)
+        >>> for epoch in range(250):
+        ...     rec.start(epoch)
+        ...     ctx.comm.counter.add(epoch, 0, 1, "halo_fwd", 0, 8)   # 8 bytes on link 0 -> 1
+        ...     rec.end({"loss": 1.0, "train_acc": None, "val_acc": None, "test_acc": None})
+        >>> traffic = sink.of_type(Traffic)
+        >>> len(traffic), sum(t.bytes for t in traffic), [(t.epoch, t.num_epochs) for t in traffic[-2:]]
+        (102, 2000, [(100, 100), (200, 50)])
+    """
+
+    def __init__(self, ctx, exchange_kinds: tuple[str, ...], config: Any = None, *, epochs: Optional[int] = None,
+                 traffic_detail: Optional[str] = None):
+        self.ctx = ctx
+        self.kinds = exchange_kinds
+        self.total = int(epochs if epochs is not None else (getattr(config, "epochs", 0) or 0))
+        self.traffic_detail = traffic_detail or getattr(config, "traffic_detail", None) or "auto"
+        assert self.traffic_detail in TRAFFIC_DETAILS, self.traffic_detail
+        self._window: dict[tuple[int, int, str, int], list[int]] = defaultdict(lambda: [0, 0])
+        self._window_start: Optional[int] = None
+        self._window_end = 0
+        self._last_metrics: dict = {}
+        self._progress_at = 0.0
+        self.timer = PhaseTimer(ctx.comm.counter)
+        self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
+                                       "epoch_wall_s": [], "compute_s": [], "comm_s": [],
+                                       "bytes_by_kind": defaultdict(int), "exchange_bytes_by_epoch": [],
+                                       "exchange_kind_bytes_by_epoch": [], "step_times": []}
+
+    def start(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.ctx.comm.set_epoch(epoch)
+        self._c0 = self.ctx.comm.counter.comm_seconds
+        self._t0 = self.timer.start()
+
+    def end(self, metrics: dict) -> None:
+        ctx, res = self.ctx, self.result
+        phases, wall = self.timer.stop()
+        comm_s = ctx.comm.counter.comm_seconds - self._c0
+        counter = ctx.comm.counter
+        by_kind = counter.bytes_by_kind(self.epoch)
+        messages = counter.total_messages(self.epoch)
+        ctx.log(EpochEnd(rank=ctx.rank, epoch=self.epoch, loss=metrics["loss"], train_acc=metrics["train_acc"],
+                         val_acc=metrics["val_acc"], test_acc=metrics["test_acc"],
+                         compute_s=max(wall - comm_s, 0.0), comm_s=comm_s, wall_s=wall,
+                         bytes_by_kind=by_kind, messages=messages))
+        ctx.log(StepTimes(rank=ctx.rank, epoch=self.epoch, steps=self.timer.steps, program=ctx.program,
+                          seconds=phases, wall_s=wall))
+        self._log_traffic(counter.drain(ctx.run_id))
+        now = time.monotonic()
+        if self.epoch == 0 or self.epoch + 1 >= self.total or now - self._progress_at >= PROGRESS_INTERVAL_S:
+            self._progress_at = now
+            ctx.log(Progress(stage="epochs", rank=ctx.rank, done=self.epoch + 1, total=self.total))
+        self._last_metrics = metrics
+        res["losses"].append(metrics["loss"])
+        for k in ("train_acc", "val_acc", "test_acc"):
+            res[k].append(metrics[k])
+        res["epoch_wall_s"].append(wall)
+        res["compute_s"].append(max(wall - comm_s, 0.0))
+        res["comm_s"].append(comm_s)
+        res["step_times"].append(dict(phases))
+        for k, b in by_kind.items():
+            res["bytes_by_kind"][k] += b
+        res["exchange_kind_bytes_by_epoch"].append({k: by_kind.get(k, 0) for k in self.kinds})
+        res["exchange_bytes_by_epoch"].append(sum(by_kind.get(k, 0) for k in self.kinds))
+
+    def _log_traffic(self, records: list[Traffic]) -> None:
+        """Log this epoch's per-link records, or add them to the open window (``traffic_detail``)."""
+        epoch = self.epoch
+        if self.traffic_detail == "epoch" or epoch < TRAFFIC_DETAIL_EPOCHS:
+            for ev in records:
+                self.ctx.log(ev)
+            return
+        start = TRAFFIC_DETAIL_EPOCHS + (epoch - TRAFFIC_DETAIL_EPOCHS) // TRAFFIC_WINDOW_EPOCHS * TRAFFIC_WINDOW_EPOCHS
+        if self._window_start is not None and self._window_start != start:
+            self._flush_window()
+        self._window_start = start
+        self._window_end = epoch + 1
+        for ev in records:
+            rec = self._window[(ev.src_rank, ev.dst_rank, ev.kind, ev.layer)]
+            rec[0] += ev.bytes
+            rec[1] += ev.messages
+        if self._window_end - start == TRAFFIC_WINDOW_EPOCHS or self._window_end == self.total:
+            self._flush_window()
+
+    def _flush_window(self) -> None:
+        start, n = self._window_start, self._window_end - (self._window_start or 0)
+        for (src, dst, kind, layer), (nbytes, messages) in sorted(self._window.items()):
+            self.ctx.log(Traffic(epoch=start, num_epochs=n, src_rank=src, dst_rank=dst, kind=kind, layer=layer,
+                                 bytes=nbytes, messages=messages))
+        self._window.clear()
+        self._window_start = None
+
+    def finish(self, model: nn.Module) -> dict:
+        if self._window_start is not None:
+            self._flush_window()
+        m = self._last_metrics
+        accs = ", ".join(f"{k} {m[f'{k}_acc']:.3f}" for k in ("train", "val", "test") if m.get(f"{k}_acc") is not None)
+        self.ctx.log(Progress(stage="evaluation", rank=self.ctx.rank, done=1, total=1, message=accs))
+        self.result["bytes_by_kind"] = dict(self.result["bytes_by_kind"])
+        self.result["params"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return self.result
+
+
+def time_breakdown(results: list[dict]) -> dict:
+    """The run summary's ``time_breakdown`` from the ranks' results (their per-epoch ``step_times``).
+
+    Returns:
+        ``{"phases": [...], "by_rank": [{phase: [seconds per epoch]} per rank, in rank order],
+        "mean_per_epoch": {phase: mean over ranks and epochs}}`` (the phases of :data:`~workbench.events.STEP_PHASES`).
+
+    Example:
+        >>> r = [{"rank": 0, "step_times": [{"forward": 1.0}, {"forward": 3.0}]}, {"rank": 1, "step_times": [{}]}]
+        >>> tb = time_breakdown(r)
+        >>> tb["by_rank"][0]["forward"], tb["mean_per_epoch"]["forward"], tb["mean_per_epoch"]["sample"]
+        ([1.0, 3.0], 1.3333333333333333, 0.0)
+    """
+    results = sorted(results, key=lambda r: r.get("rank", 0))
+    by_rank = [{p: [float(epoch.get(p, 0.0)) for epoch in r.get("step_times", [])] for p in STEP_PHASES}
+               for r in results]
+    mean = {}
+    for p in STEP_PHASES:
+        values = [x for rank in by_rank for x in rank[p]]
+        mean[p] = sum(values) / len(values) if values else 0.0
+    return {"phases": list(STEP_PHASES), "by_rank": by_rank, "mean_per_epoch": mean}
+
+
+def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: Optional[dict] = None) -> dict:
+    """The JSON-safe run summary from the ranks' results (rank 0 holds the global loss/accuracy).
+
+    ``time_breakdown`` holds every rank's time per epoch by step phase (:func:`time_breakdown`)."""
+    results = sorted(results, key=lambda r: r.get("rank", 0))
+    r0 = results[0]
+    bytes_by_kind: dict[str, int] = defaultdict(int)
+    for r in results:
+        for k, b in r["bytes_by_kind"].items():
+            bytes_by_kind[k] += int(b)
+    num_epochs = len(r0["losses"])
+    per_epoch = [sum(r["exchange_bytes_by_epoch"][e] for r in results) for e in range(num_epochs)]
+    kinds = r0["exchange_kind_bytes_by_epoch"][-1].keys() if num_epochs else []
+    per_epoch_kind = {k: [sum(r["exchange_kind_bytes_by_epoch"][e][k] for r in results) for e in range(num_epochs)]
+                      for k in kinds}
+    epoch_times = [max(r["epoch_wall_s"][e] for r in results) for e in range(num_epochs)]
+    params = r0.get("params", {})
+    summary = {
+        "program": name,
+        "world_size": len(results),
+        "epochs": num_epochs,
+        "losses": [float(x) for x in r0["losses"]],
+        "accuracy": {k: r0[f"{k}_acc"][-1] if num_epochs else None for k in ("train", "val", "test")},
+        "accuracy_by_epoch": {k: list(r0[f"{k}_acc"]) for k in ("train", "val", "test")},
+        "bytes_by_kind": dict(bytes_by_kind),
+        "bytes_per_epoch": int(per_epoch[-1]) if num_epochs else 0,
+        "bytes_by_epoch": [int(b) for b in per_epoch],
+        "bytes_per_epoch_by_kind": {k: int(v[-1]) for k, v in per_epoch_kind.items()} if num_epochs else {},
+        "predicted_bytes_per_epoch": int(predicted.get("total", 0)),
+        "predicted_bytes_per_epoch_by_kind": {k: int(v) for k, v in predicted.items() if k != "total"},
+        "epoch_times": epoch_times,
+        "compute_s": [max(r["compute_s"][e] for r in results) for e in range(num_epochs)],
+        "comm_s": [max(r["comm_s"][e] for r in results) for e in range(num_epochs)],
+        "param_checksums": {k: [float(v.double().sum()), float(v.double().pow(2).sum())] for k, v in params.items()},
+        "time_breakdown": time_breakdown(results),
+    }
+    if extra:
+        summary.update(extra)
+    return summary
