@@ -43,7 +43,7 @@ def test_partition_options_reach_the_partitioner():
 
     g = load_graph("sbm:num_nodes=200,num_blocks=4,avg_degree=6,num_features=4,seed=0")
     cfg = RunConfig.compose(graph="sbm", epochs=1).with_strings({"partition.balance_train": "true"})
-    _, node_part, result = cfg.build(graph=g)._load_and_partition(2)
+    _, node_part, result = cfg.build(graph=g).trainer._load_and_partition(2)
     assert result.options["balance_train"] is True and int(node_part.max()) == 1
 
 

@@ -22,7 +22,7 @@ def power_law():
 
 
 def _both(slot: list, fn):
-    slot[:] = [None]          # the numpy passes
+    slot[:] = [None, None]    # the numpy passes
     try:
         reference = fn()
     finally:
@@ -30,9 +30,16 @@ def _both(slot: list, fn):
     return reference, fn()
 
 
+@pytest.fixture(params=["parallel", "serial"])
+def kernel(request, monkeypatch):
+    """The frontier-parallel kernel (trainers) and the serial one (ByteGNN's forked sampling workers)."""
+    monkeypatch.setattr(keyed, "_PARALLEL", [request.param == "parallel"])
+    return request.param
+
+
 @pytest.mark.parametrize("fanout,replace", [(-1, False), (1, False), (5, False), (15, False), (40, False),
                                             (5, True), (15, True)])
-def test_compiled_sampler_draws_the_numpy_definition(power_law, fanout, replace):
+def test_compiled_sampler_draws_the_numpy_definition(power_law, fanout, replace, kernel):
     rng = np.random.default_rng(fanout + 1 + 100 * replace)
     for trial in range(5):
         gid = torch.from_numpy(rng.permutation(power_law.num_nodes)[: int(rng.integers(1, 2000))])
@@ -42,7 +49,7 @@ def test_compiled_sampler_draws_the_numpy_definition(power_law, fanout, replace)
         assert torch.equal(a.src_gid, b.src_gid) and torch.equal(a.dst_gid, b.dst_gid)
 
 
-def test_compiled_sampler_on_owned_rows(power_law):
+def test_compiled_sampler_on_owned_rows(power_law, kernel):
     """An owner's rows (``row_of_gid``): the kernel reads the rows the gids map to."""
     owned = torch.arange(0, power_law.num_nodes, 2)
     deg = power_law.indptr[owned + 1] - power_law.indptr[owned]

@@ -79,5 +79,5 @@ def test_transform_first_layers_and_pinned_layers_bytes_as_predicted(exchange):
     else:
         expected = summary["predicted_bytes_by_epoch"]
     assert summary["bytes_by_epoch"] == expected
-    pinned = cfg.build().exchange().pinned_layers(2)
+    pinned = cfg.build().trainer.exchange().pinned_layers(2)
     assert pinned == ({0, 1} if "weight_grad" in exchange else {0} if "pin_static_input" in exchange else set())

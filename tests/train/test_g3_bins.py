@@ -176,7 +176,7 @@ def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
     program = cfg.with_strings({"train.bin_limit": "0"}).build(graph=g)
     summary, results, _ = run_program(program, 2)
     budget = summary["g3"]["memory_budget"]
-    largest = program._largest_bin
+    largest = program.trainer._largest_bin
     parts = max(working_set_bytes(s.plan.num_inner, s.plan.num_halo, program.trainer.widths(), program.trainer.widths()[1:]
                                   + [g.num_classes]) for s in program.prepare(2, lambda e: None))
     assert budget == max(-(-parts // 2), 4 * largest.num_bytes) and summary["g3"]["max_bin_bytes"] <= budget / 2

@@ -102,3 +102,55 @@ def sample_rows(indptr, indices, rows, gid, fanout, replace, key):  # pragma: no
             dst[pos + j] = v
         pos += fanout
     return src, dst
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def sample_rows_parallel(indptr, indices, rows, gid, fanout, replace, key):  # pragma: no cover - compiled
+    """:func:`sample_rows` with the vertices in parallel
+    (``prange``: each writes its own slice of the output, found by a prefix sum of the counts): the same
+    SplitMix64 draws, the same Floyd slots in the same order, so the same edges (tested against the numpy
+    kernel). Floyd's "slot already taken" test scans the vertex's earlier slots (at most ``fanout - 1``), so no
+    table is shared between threads. Returns ``(src_gid, dst_gid)``."""
+    n = gid.shape[0]
+    counts = np.empty(n, dtype=np.int64)
+    for i in numba.prange(n):
+        d = indptr[rows[i] + 1] - indptr[rows[i]]
+        if fanout < 0 or (not replace and d <= fanout):
+            counts[i] = d
+        elif replace:
+            counts[i] = fanout if d > 0 else 0
+        else:
+            counts[i] = fanout
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    for i in range(n):
+        offsets[i + 1] = offsets[i] + counts[i]
+    src = np.empty(offsets[n], dtype=np.int64)
+    dst = np.empty(offsets[n], dtype=np.int64)
+    for i in numba.prange(n):
+        s = indptr[rows[i]]
+        d = indptr[rows[i] + 1] - s
+        v = gid[i]
+        pos = offsets[i]
+        if fanout < 0 or (not replace and d <= fanout):
+            for j in range(d):
+                src[pos + j] = indices[s + j]
+                dst[pos + j] = v
+        elif d > 0:
+            state = _mix64(np.uint64(v) ^ key)
+            for j in range(fanout):
+                r = np.int64(_mix64(state + np.uint64(j + 1) * _GAMMA) >> np.uint64(1))
+                if replace:
+                    t = r % d
+                else:   # Robert Floyd: slot j picks in [0, m], or m (never taken before) when t already is
+                    m = d - fanout + j
+                    t = r % (m + 1)
+                    for q in range(j):
+                        if src[pos + q] == t:
+                            t = m
+                            break
+                src[pos + j] = t      # the slot, until every slot of the vertex is drawn
+                dst[pos + j] = v
+            for j in range(fanout):
+                src[pos + j] = indices[s + src[pos + j]]
+    return src, dst

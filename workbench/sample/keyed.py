@@ -138,18 +138,26 @@ def segment_gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 _COMPILED: list = []
+_PARALLEL = [True]
+
+
+def serial_kernel() -> None:
+    """Sample with the serial kernel in this process from now on: a process forked from one whose OpenMP pool
+    runs (ByteGNN's sampling workers, one core each) must not start its own."""
+    _PARALLEL[0] = False
 
 
 def _compiled_sampler():
-    """The numba kernel with this definition (``workbench.sample._blocks_numba.sample_rows``), or None where
-    numba does not import (the numpy passes below then, the same edges)."""
+    """The numba kernel with this definition (``workbench.sample._blocks_numba.sample_rows``, or
+    ``sample_rows_parallel`` over the frontier's vertices: the same edges), or None where numba does not import
+    (the numpy passes below then, the same edges)."""
     if not _COMPILED:
         try:
-            from workbench.sample._blocks_numba import sample_rows
+            from workbench.sample._blocks_numba import sample_rows, sample_rows_parallel
         except ImportError:
-            sample_rows = None
-        _COMPILED.append(sample_rows)
-    return _COMPILED[0]
+            sample_rows = sample_rows_parallel = None
+        _COMPILED.extend([sample_rows, sample_rows_parallel])
+    return _COMPILED[1] if _PARALLEL[0] else _COMPILED[0]
 
 
 def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: bool, key: int) -> SampledEdges:
@@ -176,8 +184,10 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
     rows = g if csr.row_of_gid is None else csr.row_of_gid.numpy()[g]
     compiled = _compiled_sampler()
     if compiled is not None and indptr.dtype == np.int64 and indices.dtype == np.int64:
-        src, dst = compiled(indptr, indices, np.ascontiguousarray(rows, dtype=np.int64),
-                            np.ascontiguousarray(g), int(fanout), bool(replace), np.uint64(key & _MASK))
+        from workbench.train.kernels import call_compiled   # the rank's share of the cores, as the SpMM's
+
+        src, dst = call_compiled(compiled, indptr, indices, np.ascontiguousarray(rows, dtype=np.int64),
+                                 np.ascontiguousarray(g), int(fanout), bool(replace), np.uint64(key & _MASK))
         return SampledEdges(torch.from_numpy(src), torch.from_numpy(dst))
     start = indptr[rows]
     deg = indptr[rows + 1] - start

@@ -193,6 +193,9 @@ class LaunchScorePolicy(CoarsePolicy):
 
 def _worker_main(conn, state: WorkerState, operators: dict) -> None:
     """A sampling worker: run the operator of each task it is sent, reply with the result."""
+    from workbench.sample.keyed import serial_kernel
+
+    serial_kernel()   # forked from a trainer whose OpenMP pool may run: one core each, the serial kernel
     while True:
         try:
             msg = conn.recv()

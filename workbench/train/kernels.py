@@ -387,6 +387,7 @@ def compiled(name: str):
 def call_compiled(fn, *args):
     """Call a compiled parallel kernel on the calling rank's share of the cores (serialised where numba's
     threading layer is not thread-safe)."""
+    _load_numba()   # starts the pool once and finds the threading layer (the lock where it is workqueue)
     _follow_torch_threads()
     if _numba_lock is None:
         return fn(*args)

@@ -60,7 +60,9 @@ Decisions (digest 000 §2.11 leaves them open):
   The thread hides sampling and pulls only where the model's compute leaves a core free: with 2 cores the
   model's 2 intra-op threads keep both busy and its forward and backward slow down by about what is hidden
   (0.93-1.04x the inline epoch over three runs; the last epoch's test pass gains ~10 %); with one compute
-  thread and the other core for the thread, 1.19 -> 0.74 s/epoch.
+  thread and the other core for the thread, 1.19 -> 0.74 s/epoch. Since the sampling kernel runs parallel over
+  the frontier (inline sampling 0.17 -> 0.075 s/epoch), inline is 0.91-0.95x DGL's loop and the thread
+  1.04-1.05x inline.
 
 Example:
     >>> from workbench.compose import RunConfig
