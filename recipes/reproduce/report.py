@@ -5,7 +5,11 @@
 * :func:`to_json`: ``{"systems": {NAME: {"claims": [{"id", "claim", "source", "paper", "measured", "unit",
   "tolerance", "verdict", "note", ...}]}}}``;
 * :func:`write_html`: one self-contained page per system (a table, and an inline-SVG number line per claim
-  showing the accepted region, the paper's number and ours; no script, no CDN) and an ``index.html``.
+  showing the accepted region, the paper's number and ours; no script, no CDN) and an ``index.html``;
+* :func:`claims_table`: one system's claims as a saved run holds them (by default the full run the docs show,
+  ``docs/reproduce/full.json``, which ``make docs-data`` writes); it renders as the docs' table in a notebook
+  (HTML) and as :func:`format_table`'s in a terminal. Nothing runs: the numbers are the saved ones, and each
+  verdict follows from them by the one rule.
 
 Example:
     >>> from recipes.reproduce.core import Claim
@@ -18,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import math
@@ -29,7 +34,8 @@ from typing import Any
 
 from recipes.reproduce.core import FAILS, HOLDS, NOT_HERE, SYSTEMS, Claim, explain, fmt, run_systems
 
-__all__ = ["format_table", "to_json", "write_html", "command", "counts"]
+__all__ = ["format_table", "to_json", "write_html", "command", "counts", "claims_table", "ClaimsTable",
+           "claim_from_record", "FULL_RUN", "QUICK_RUN"]
 
 _WIDTHS = (44, 24, 10, 14, 34)
 _HEAD = ("claim", "paper (source)", "ours", "checked as", "verdict")
@@ -170,6 +176,118 @@ def write_html(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
     (out / "index.html").write_text(index, encoding="utf-8")
     (out / "reproduce.json").write_text(json.dumps(to_json(results), indent=1, default=str), encoding="utf-8")
     return [*written, out / "index.html", out / "reproduce.json"]
+
+
+# ----------------------------------------------------------------------------------------- saved runs
+
+FULL_RUN = Path(__file__).resolve().parents[2] / "docs" / "reproduce" / "full.json"
+"""The saved full run (``workbench reproduce --json``, with its date and machine; ``make docs-data``)."""
+QUICK_RUN = FULL_RUN.with_name("quick.json")
+"""The saved quick run (``workbench reproduce --quick --json``), at the scale ``make test`` runs."""
+
+
+def claim_from_record(record: dict[str, Any]) -> Claim:
+    """A :class:`~recipes.reproduce.core.Claim` back from its JSON record (:meth:`Claim.to_dict`).
+
+    Example:
+        >>> c = Claim("s.x", "A below B", "Table 1", paper=(0.2, 0.4), relation="in", measured=0.3)
+        >>> claim_from_record(json.loads(json.dumps(c.to_dict()))) == c
+        True
+    """
+    tup = lambda v: tuple(v) if isinstance(v, list) else v  # noqa: E731
+    paper = tup(record["paper"])
+    bound = tup(record.get("bound"))
+    return Claim(record["id"], record["claim"], record["source"], paper=paper, relation=record["relation"],
+                 measured=record["measured"], unit=record.get("unit", ""), tolerance=record.get("tolerance", 0.0),
+                 bound=None if bound == paper else bound, note=record.get("note", ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimsTable:
+    """One system's reproduced claims from a saved run: the docs' table in a notebook, the CLI's in a terminal.
+
+    Args:
+        system: the system's name (one of :data:`~recipes.reproduce.core.SYSTEMS`).
+        title: what runs (the system module's ``TITLE``).
+        setting: the scale it ran at.
+        claims: the claims, with the saved numbers (each verdict follows from them).
+        quick: whether this system ran in quick mode.
+        seconds: how long this system's claims took.
+        date: the day of the run.
+        machine: ``host, N cores, arch`` of the run.
+    """
+
+    system: str
+    title: str
+    setting: str
+    claims: tuple[Claim, ...]
+    quick: bool
+    seconds: float
+    date: str
+    machine: str
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return counts(list(self.claims))
+
+    @property
+    def stamp(self) -> str:
+        """``full run, 2026-11-27 on vm, 2 cores, x86_64``."""
+        return f"{'quick mode' if self.quick else 'full run'}, {self.date} on {self.machine}"
+
+    def __repr__(self) -> str:
+        result = {"claims": list(self.claims), "seconds": self.seconds, "setting": self.setting}
+        return f"{self.title}\n{self.stamp}\n" + format_table(self.system, result)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        rows = []
+        for c in self.claims:
+            cells = _cells(c)
+            note = f"<div class='rp-note'>{esc(c.note)}</div>" if c.note else ""
+            paper = "no number" if c.paper is None else fmt(c.paper) + _unit(c)
+            rows.append(f"<tr><td><b>{esc(c.id)}</b><br>{esc(c.claim)}{note}</td>"
+                        f"<td>{esc(paper)}<br><span class='rp-source'>{esc(c.source)}</span></td>"
+                        f"<td>{esc(cells[2])}</td><td>{esc(cells[3])}</td>"
+                        f"<td class='rp-verdict' style='color:{_COLOURS[c.verdict]}'>{esc(explain(c))}</td>"
+                        f"<td>{number_line(c)}</td></tr>")
+        n = self.counts
+        return (f"<p class='rp-stamp'><b>{n[HOLDS]} hold, {n[FAILS]} do not hold, {n[NOT_HERE]} not reproducible "
+                f"here</b>. Measured: {esc(self.stamp)}, {self.seconds:.0f} s; {esc(self.setting)}.</p>"
+                "<div class='rp-scroll'><table class='rp-table'><thead><tr><th>claim</th><th>paper (source)</th>"
+                "<th>ours</th><th>checked as</th><th>verdict</th><th>accepted region, paper, ours</th></tr></thead>"
+                f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def claims_table(system: str, path: str | Path | None = None) -> ClaimsTable:
+    """``system``'s claims as the saved run at ``path`` holds them (default :data:`FULL_RUN`); nothing runs.
+
+    Args:
+        system: one of :data:`~recipes.reproduce.core.SYSTEMS`.
+        path: a ``workbench reproduce --json`` output; :data:`QUICK_RUN` for the quick one.
+
+    Raises:
+        FileNotFoundError: no saved run at ``path`` (``make docs-data`` writes both).
+        ValueError: ``system`` is not in that run.
+
+    Example:
+        >>> table = claims_table("sancus", QUICK_RUN)
+        >>> table.quick, sum(table.counts.values()) == len(table.claims) > 0
+        (True, True)
+    """
+    path = FULL_RUN if path is None else Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no saved reproduction at {path}: 'make docs-data' writes it")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if system not in data["systems"]:
+        from workbench._validation import param_error
+
+        raise ValueError(param_error("system", "claims_table", f"one of {list(data['systems'])} (in {path.name})",
+                                     system))
+    s = data["systems"][system]
+    return ClaimsTable(system, s.get("title", system), s.get("setting", ""),
+                       tuple(claim_from_record(r) for r in s["claims"]), bool(s.get("quick", data.get("quick"))),
+                       float(s.get("seconds") or 0.0), data.get("date", "?"), data.get("machine", "?"))
 
 
 def _machine() -> str:

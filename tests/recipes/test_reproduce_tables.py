@@ -1,0 +1,67 @@
+"""The saved reproductions the docs and the notebooks show (``docs/reproduce/full.json`` and ``quick.json``,
+written by ``make docs-data``) and :func:`recipes.reproduce.report.claims_table`, which reads them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from recipes.reproduce import SYSTEMS
+from recipes.reproduce.report import FULL_RUN, QUICK_RUN, claim_from_record, claims_table
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = {"sancus": "02_staleness_sancus", "distdgl": "03_minibatch_sampling_caches",
+             "hp_gcn": "04_hypergraph_partitioning", "catgnn": "05_streaming_catgnn", "psc_gcn": "06_psc_gcn",
+             "bytegnn": "07_bytegnn", "g3": "08_g3"}
+
+
+@pytest.mark.parametrize("path", [FULL_RUN, QUICK_RUN], ids=["full", "quick"])
+def test_a_saved_run_is_small_dated_and_its_verdicts_follow_the_rule(path):
+    assert path.stat().st_size < 300_000
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert list(data["systems"]) == list(SYSTEMS)
+    assert data["date"] and data["machine"] and data["wall_s"] > 0
+    for name, system in data["systems"].items():
+        for record in system["claims"]:
+            claim = claim_from_record(record)
+            assert claim.verdict == record["verdict"], f"{name}: {record['id']}"
+        counts = {v: sum(r["verdict"] == v for r in system["claims"]) for v in system["counts"]}
+        assert counts == system["counts"], name
+
+
+def test_the_full_run_tests_the_quick_runs_claims():
+    full, quick = (json.loads(p.read_text(encoding="utf-8")) for p in (FULL_RUN, QUICK_RUN))
+    assert not full.get("quick") and quick["quick"]
+    for name in SYSTEMS:
+        assert [c["id"] for c in full["systems"][name]["claims"]] == \
+            [c["id"] for c in quick["systems"][name]["claims"]], name
+
+
+def test_claims_table_renders_the_saved_numbers():
+    table = claims_table("sancus")
+    text, page = repr(table), table._repr_html_()
+    assert table.date in text and table.machine in text
+    assert ("quick mode" if table.quick else "full run") in text
+    assert text.count("sancus.") >= len(table.claims)
+    assert "rp-table" in page and page.count("<tr>") == len(table.claims) + 1
+    assert page.count("<svg") == sum(c.measured is not None for c in table.claims)
+    assert claims_table("sancus", QUICK_RUN).quick
+
+
+def test_claims_table_refuses_what_it_cannot_read(tmp_path):
+    with pytest.raises(ValueError, match="The 'system' parameter of claims_table must be one of"):
+        claims_table("pregel")
+    with pytest.raises(FileNotFoundError, match="make docs-data"):
+        claims_table("sancus", tmp_path / "none.json")
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_each_system_notebook_shows_its_saved_table(system):
+    nb = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOKS[system]}.ipynb", as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and f'claims_table("{system}")' in c.source]
+    assert len(cells) == 1, f"{NOTEBOOKS[system]}: one cell calls claims_table({system!r})"
+    data = [o.get("data", {}) for o in cells[0].get("outputs", [])]
+    assert any("rp-table" in d.get("text/html", "") for d in data), "committed without its table"
