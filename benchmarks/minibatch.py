@@ -33,6 +33,7 @@ Usage::
     python benchmarks/minibatch.py --quick         # 5k vertices, for a smoke run
     python benchmarks/minibatch.py --epochs 20 --to-accuracy 0.8   # wall time to a validation accuracy
     python benchmarks/minibatch.py --graph products-like:num_nodes=100000,seed=0 --prefetch 2 --schedule 1
+    python benchmarks/minibatch.py --save docs/benchmarks/minibatch.json   # the docs' record (benchmarks/_record.py)
 
 ``--to-accuracy A`` also reports, for both, the training wall time (the sum of the epochs' times) until the
 first epoch whose validation accuracy reaches ``A``: a faster epoch that needs more epochs is no gain.
@@ -41,6 +42,7 @@ first epoch whose validation accuracy reaches ``A``: a faster epoch that needs m
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -89,19 +91,20 @@ def run_workbench(graph, args, label: str = "workbench", settings: dict | None =
     env = RunEnv(run_id="bench", world_size=ranks, emit=sink.emit, stop_flag=threading.Event(), timeout_s=3600,
                  device="cpu")
     summary = program.summarize([o.result for o in run_inprocess(program, payloads, env)])
-    _print_breakdown(summary["time_breakdown"], label)
+    phases = _print_breakdown(summary["time_breakdown"], label)
     return {"median": _median_after_first(summary["epoch_times"]), "loss": summary["losses"][-1],
             "losses": list(summary["losses"]), "times": list(summary["epoch_times"]),
-            "val": list(summary["accuracy_by_epoch"]["val"])}
+            "val": list(summary["accuracy_by_epoch"]["val"]), "phases": phases}
 
 
-def _print_breakdown(breakdown: dict, label: str = "workbench") -> None:
-    """The workbench epoch by step phase (rank 0, median over the epochs after the first)."""
+def _print_breakdown(breakdown: dict, label: str = "workbench") -> dict:
+    """The workbench epoch by step phase (rank 0, median over the epochs after the first); returns the medians."""
     rank0 = breakdown["by_rank"][0]
     median = {p: _median_after_first(rank0[p]) for p in breakdown["phases"] if rank0[p]}
     total = sum(median.values()) or 1.0
     print(f"{label} epoch by phase (rank 0, median after the first epoch): " + ", ".join(
         f"{p} {s:.3f} s ({100 * s / total:.0f} %)" for p, s in sorted(median.items(), key=lambda kv: -kv[1]) if s))
+    return median
 
 
 def run_dgl(graph, args) -> dict | None:
@@ -167,7 +170,14 @@ def main(argv=None) -> int:
                         help="also run it with schedule.method=prefetch on W sampling worker processes (0: not)")
     parser.add_argument("--ranks", type=int, default=1, metavar="R",
                         help="also run it on R thread ranks and report the epoch time's scaling (1: not)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON (last line)")
+    parser.add_argument("--save", metavar="PATH", help="write the run's record (docs/benchmarks/NAME.json)")
     args = parser.parse_args(argv)
+    if args.save:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))   # benchmarks/_record.py
+        from _record import Record
+
+        record = Record("minibatch", __file__, argv)
     spec = args.graph or (QUICK_GRAPH if args.quick else DEFAULT_GRAPH)
     graph = load_graph(spec)
     n_train = int((graph.train_mask & (graph.labels >= 0)).sum())
@@ -219,6 +229,24 @@ def main(argv=None) -> int:
                 f"{reached[0]:.2f} s (epoch {reached[1] + 1})" if reached else
                 f"not reached in {len(run['times'])} epochs (best {best:.3f})"))
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if args.json or args.save:
+        out = {"graph": spec, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "train_vertices": n_train,
+               "fanouts": args.fanouts, "batch_size": args.batch_size, "epochs": args.epochs,
+               "threads": torch.get_num_threads(), "dgl_s_per_epoch": dgl_s,
+               "runs": {name: {k: run[k] for k in ("median", "loss", "times", "val", "phases") if k in run}
+                        for name, run in [(f"DGL {i + 1}", r) for i, r in enumerate(dgl_runs) if r is not None]
+                        + [("workbench", wb)] + [(name, run) for name, run, _, _ in variants]},
+               "targets": {"workbench": TARGET, **{name: target for name, _, target, _ in variants}}}
+        if args.json:
+            print(json.dumps(out, default=float))
+        if args.save:
+            from _record import row
+
+            dgl_label = "DGL NeighborSampler + DataLoader + SAGEConv"
+            headline = [row("distdgl epoch, 1 rank, inline", wb_s, "s/epoch", dgl_s, dgl_label, TARGET)]
+            headline += [row(f"distdgl epoch, {name}", run["median"], "s/epoch", dgl_s, dgl_label, target)
+                         for name, run, target, _ in variants]
+            record.save(args.save, out, headline)
     return 0
 
 

@@ -18,6 +18,7 @@ Usage::
     python benchmarks/partition.py                      # sbm, 100k vertices, ~4M edges, 8 parts
     python benchmarks/partition.py --graph "rmat:scale=18,edge_factor=16,seed=0" --parts 16
     python benchmarks/partition.py --quick              # a small graph, one round (smoke test)
+    python benchmarks/partition.py --save docs/benchmarks/partition.json   # the docs' record
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ import contextlib
 import io
 import json
 import statistics
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import psutil
@@ -70,7 +73,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="small graph, one round")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--save", metavar="PATH", help="write the run's record (docs/benchmarks/NAME.json)")
     args = parser.parse_args(argv)
+    if args.save:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))   # benchmarks/_record.py
+        from _record import Record
+
+        record = Record("partition", __file__, argv)
     if args.quick:
         args.graph, args.repeats = "sbm:num_nodes=5000,avg_degree=10,seed=0", 1
 
@@ -171,6 +180,16 @@ def main(argv=None) -> dict:
            "metrics": m.summary()}
     if args.json:
         print(json.dumps(out))
+    if args.save:
+        from _record import row
+
+        headline = [row(f"workbench metis end to end (best of {args.repeats})", best["workbench metis"], "s",
+                        base_best, "raw pymetis", 1 + TARGET_OVERHEAD)]
+        headline += [row(f"{name} (best of {args.repeats})", best[name], "s", base_best, "raw pymetis")
+                     for name in cases if name not in ("pymetis (raw)", "workbench metis")]
+        headline += [row("workbench's own work around METIS", own_total, "s", base_best, "raw pymetis"),
+                     row("metrics() from scratch", metrics_s, "s")]
+        record.save(args.save, out, headline)
     return out
 
 

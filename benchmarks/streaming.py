@@ -30,6 +30,7 @@ Usage::
     python benchmarks/streaming.py --memory-only --lines 2000000   # only the memory check, on 2M lines
     python benchmarks/streaming.py --quick                  # 200k lines (smoke test)
     python benchmarks/streaming.py --edges 50000000 --nodes 5000000 --methods spring,hdrf --metis-edges 0 --lines 0
+    python benchmarks/streaming.py --save docs/benchmarks/streaming.json   # the docs' record (benchmarks/_record.py)
 """
 
 from __future__ import annotations
@@ -182,6 +183,36 @@ def cli_memory(work: Path, lines: int = 20_000_000, nodes: int | None = None, pa
 
 # ------------------------------------------------------------------------------------ main
 
+TARGET_LINES_PER_S = {"hash": 10e6, "dbh": 10e6, "hdrf": 2e6, "spring": 2e6}   # per core, from the issue
+
+
+def headline(out: dict) -> list[dict]:
+    """The record's headline rows (``--save``) from the results."""
+    from _record import row
+
+    rows = []
+    if "memory" in out:
+        m = out["memory"]
+        rows.append(row(f"workbench partition --stream ({m['method']}, {m['lines']:,} lines): peak RSS above the "
+                        "16-line run", m["above_tiny_mb"], "MiB", m["limit_mb"], "half the in-memory CSR", 1.0))
+    for name, r in out.get("partitioners", {}).items():
+        target = TARGET_LINES_PER_S.get(name)
+        rows.append(row(f"{name}: whole run", r["lines_per_s"] / 1e6, "M lines/s",
+                        target=target and target / 1e6, relation=">="))
+    for name, r in out.get("python_ratio", {}).items():
+        rows.append(row(f"{name}: compiled vs a per-edge Python loop", r["compiled_lines_per_s"] / 1e6, "M lines/s",
+                        r["python_lines_per_s"] / 1e6, "per-edge Python", 20.0, ">="))
+    if "text" in out:
+        t = out["text"]
+        rows.append(row("hash's assignment pass over text", t["hash_assign_pass_s"], "s", t["parse_s"],
+                        "parsing the text alone", 3.0))
+    if "above_start_mb" in out.get("metis", {}):
+        m = out["metis"]
+        rows.append(row(f"SPRING's added memory ({m['lines']:,} lines)", m["spring_above_start_mb"], "MiB",
+                        m["above_start_mb"], "METIS (load, CSR, partition)"))
+    return rows
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=10_000_000, help="lines of the generated edge file")
@@ -201,7 +232,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--memory-only", action="store_true", help="only the command's memory")
     parser.add_argument("--quick", action="store_true", help="200k lines, small comparisons")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", metavar="PATH", help="write the run's record (docs/benchmarks/NAME.json)")
     args = parser.parse_args(argv)
+    if args.save:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))   # benchmarks/_record.py
+        from _record import Record
+
+        record = Record("streaming", __file__, argv)
     if args.quick:
         args.edges, args.nodes, args.lines = 200_000, 20_000, min(args.lines, 200_000)
         args.python_edges, args.text_edges, args.metis_edges = 20_000, 100_000, 100_000
@@ -220,6 +257,8 @@ def main(argv=None) -> dict:
     if args.memory_only:
         if args.json:
             print(json.dumps(out, default=float))
+        if args.save:
+            record.save(args.save, out, headline(out))
         return out
     t = time.perf_counter()
     npy = write_edge_file(work / "edges.npy", args.nodes, args.edges, exponent=args.exponent, seed=0)
@@ -309,6 +348,8 @@ def main(argv=None) -> dict:
     print(f"(shared machine: {os.cpu_count()} cores, load average {out['load_avg']:.1f} at start)")
     if args.json:
         print(json.dumps(out, default=float))
+    if args.save:
+        record.save(args.save, out, headline(out))
     return out
 
 

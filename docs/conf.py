@@ -23,6 +23,9 @@ load its scripts, styles and fonts from the site itself (no CDN), as the noteboo
 * **The systems' reproduction tables** come from ``reproduce/quick.json``, the output of
   ``workbench reproduce --quick --json`` committed with its date and machine (``make docs-data`` refreshes
   it, about 45 s on two cores), so a docs build runs no training.
+* **The Benchmarks page's latest runs** come from the records under ``benchmarks/``, each written by a benchmark
+  run with ``--save docs/benchmarks/NAME.json`` (command, date, machine, load average, results, headline rows;
+  ``_ext/wbdocs_benchmarks.py``), so the page shows what was measured, not a copy typed by hand.
 * **The CLI reference** is printed by ``workbench.cli.build_parser()`` at build time
   (``_ext/wbdocs_cli.py``), so it cannot drift from the parsers.
 
@@ -62,6 +65,7 @@ extensions = [
     "wbdocs_reproduce",           # .. reproduce-table:: SYSTEM, .. reproduce-summary::
     "wbdocs_stages",              # .. stage-methods::, .. composition-matrix::, .. event-types::
     "wbdocs_recipes",             # .. recipe-functions:: recipes.NAME
+    "wbdocs_benchmarks",          # .. benchmark-records:: (docs/benchmarks/*.json, written by --save)
 ]
 
 root_doc = "index"
