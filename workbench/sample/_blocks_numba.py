@@ -54,6 +54,17 @@ def _mix64(z):  # pragma: no cover - compiled
     return z ^ (z >> np.uint64(31))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _draw(state, j, d, fanout, replace):  # pragma: no cover - compiled
+    """A vertex's draw ``j``: ``(slot, -1)`` with replacement (a slot in ``[0, d)``), else Robert Floyd's
+    ``(t, m)``: slot ``j`` picks ``t`` in ``[0, m]``, or ``m`` (never taken before) when ``t`` already is."""
+    r = np.int64(_mix64(state + np.uint64(j + 1) * _GAMMA) >> np.uint64(1))
+    if replace:
+        return r % d, np.int64(-1)
+    m = np.int64(d - fanout + j)
+    return r % (m + 1), m
+
+
 @numba.njit(cache=True, nogil=True)
 def sample_rows(indptr, indices, rows, gid, fanout, replace, key):  # pragma: no cover - compiled
     """:func:`workbench.sample.keyed.sample_rows_keyed` in one compiled pass per vertex: the same SplitMix64
@@ -89,12 +100,8 @@ def sample_rows(indptr, indices, rows, gid, fanout, replace, key):  # pragma: no
             continue
         state = _mix64(np.uint64(v) ^ key)
         for j in range(fanout):
-            r = np.int64(_mix64(state + np.uint64(j + 1) * _GAMMA) >> np.uint64(1))
-            if replace:
-                t = r % d
-            else:   # Robert Floyd: slot j picks in [0, m], or m (never taken before) when t already is
-                m = d - fanout + j
-                t = r % (m + 1)
+            t, m = _draw(state, j, d, fanout, replace)
+            if m >= 0:
                 if taken[t] == i + 1:
                     t = m
                 taken[t] = i + 1
@@ -139,16 +146,11 @@ def sample_rows_parallel(indptr, indices, rows, gid, fanout, replace, key):  # p
         elif d > 0:
             state = _mix64(np.uint64(v) ^ key)
             for j in range(fanout):
-                r = np.int64(_mix64(state + np.uint64(j + 1) * _GAMMA) >> np.uint64(1))
-                if replace:
-                    t = r % d
-                else:   # Robert Floyd: slot j picks in [0, m], or m (never taken before) when t already is
-                    m = d - fanout + j
-                    t = r % (m + 1)
-                    for q in range(j):
-                        if src[pos + q] == t:
-                            t = m
-                            break
+                t, m = _draw(state, j, d, fanout, replace)
+                for q in range(j if m >= 0 else 0):   # Floyd: m when t is one of the vertex's earlier slots
+                    if src[pos + q] == t:
+                        t = m
+                        break
                 src[pos + j] = t      # the slot, until every slot of the vertex is drawn
                 dst[pos + j] = v
             for j in range(fanout):
