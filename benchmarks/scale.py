@@ -97,14 +97,14 @@ def disk_mb(*paths: Path) -> float:
 
 def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, methods: list[str],
         train_parts: int, epochs: int, seed: int = 0, classes: int = 172, mode: str = "full",
-        log=print) -> dict:
+        halo_features: str = "copy", log=print) -> dict:
     """All phases; returns the report (also written to ``WORK/scale.json``)."""
     work.mkdir(parents=True, exist_ok=True)
     spec = (f"papers-like:num_nodes={nodes},avg_degree={avg_degree},num_features={features},"
             f"num_classes={classes},seed={seed}")
     edges = work / "g.bin"
     report: dict = {"spec": spec, "parts": parts, "train_parts": train_parts, "epochs": epochs, "mode": mode,
-                    "phases": {}}
+                    "halo_features": halo_features, "phases": {}}
     _, _, base = run_phase(["-c", BASELINE_SCRIPT], work, "baseline")
     report["baseline_rss_mb"] = base
     log(f"baseline (the interpreter with torch, numba and the workbench imported): {base:.0f} MiB")
@@ -119,7 +119,8 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
         folder = work / f"parts-{method}"
         args = ["partition", str(edges), "--stream", "--method", method, "--parts", str(parts), "--out", str(folder),
                 "--with-features", str(files["features"]), "--labels", str(files["labels"]),
-                "--train", str(files["train"]), "--val", str(files["val"]), "--test", str(files["test"]), "--json"]
+                "--train", str(files["train"]), "--val", str(files["val"]), "--test", str(files["test"]),
+                "--halo-features", halo_features, "--json"]
         d, wall, peak = run_phase(["-c", CLI_SCRIPT, *args], work, f"partition-{method}")
         manifest = json.loads((folder / "manifest.json").read_text())
         # The partitioner and the writer each reset the kernel's peak (VmHWM) when they start, which also resets
@@ -167,6 +168,9 @@ def main(argv=None) -> int:
     p.add_argument("--minibatch", action="store_true",
                    help="train with catgnn.minibatch (GraphSAGE, fan-outs 25,10, batches of 512 inside each part)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--halo-features", choices=("copy", "reference"), default="copy",
+                   help="each part's halo feature rows copied into it (default) or read from the input features "
+                        "(the folder then holds N x F feature floats, not RF x N x F)")
     p.add_argument("--work", default=None, help="folder for the files (default: a temporary folder)")
     p.add_argument("--keep", action="store_true", help="keep the files")
     args = p.parse_args(argv)
@@ -181,7 +185,7 @@ def main(argv=None) -> int:
     try:
         report = run(work, args.nodes, args.avg_degree, args.features, args.parts,
                      [m.strip() for m in args.methods.split(",") if m.strip()], args.train_parts, args.epochs,
-                     args.seed, args.classes, "minibatch" if args.minibatch else "full")
+                     args.seed, args.classes, "minibatch" if args.minibatch else "full", args.halo_features)
         print(json.dumps({k: v for k, v in report.items() if k != "phases"}, indent=1))
         print("phase                wall s   peak RSS MiB   disk MiB")
         for k, v in report["phases"].items():

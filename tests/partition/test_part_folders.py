@@ -256,6 +256,34 @@ def test_training_from_the_folder_equals_the_parts_in_memory(raw, folder, recipe
     assert 0 < ours["accuracy_by_epoch"]["val"][-1] <= 1   # per part, owned vertices (rank 0's parts)
 
 
+def test_halo_features_by_reference_train_the_same_and_hold_owned_rows_only(raw, folder, tmp_path):
+    """``--halo-features reference``: each part's features.npy holds its owned rows only (N x F on disk in all,
+    not RF x N x F); the halo rows are gathered from the input at load, so the shards and the run are the same."""
+    from recipes import catgnn
+    from workbench.data.partfolder import PartFolder
+    from workbench.train.model_averaging import folder_shard
+
+    d = raw[0]
+    ref = tmp_path / "pf-ref"
+    args = ["partition", str(d / "e.bin"), "--stream", "--method", "spring", "--parts", "4", "--out", str(ref),
+            "--with-features", str(d / "x.npy"), "--labels", str(d / "y.npy"), "--train", str(d / "train.npy"),
+            "--val", str(d / "val.npy"), "--test", str(d / "test.npy"), "--halo-features", "reference"]
+    assert main(args) == 0
+    copy, by_ref = PartFolder(folder), PartFolder(ref)
+    assert by_ref.manifest["halo_features"] == "reference" and copy.manifest["halo_features"] == "copy"
+    rows = sum(np.load(by_ref.part_dir(p) / "features.npy", mmap_mode="r").shape[0] for p in range(4))
+    assert rows == copy.num_nodes                                          # owned rows only: N in all
+    for p in range(4):
+        a, b = folder_shard(copy, p, "gcn"), folder_shard(by_ref, p, "gcn")
+        assert torch.equal(a.features, b.features) and torch.equal(a.gid, b.gid)
+    first = _run(catgnn.recipe(graph=f"parts:{folder}", epochs=2, hidden=8), 2)
+    second = _run(catgnn.recipe(graph=f"parts:{ref}", epochs=2, hidden=8), 2)
+    assert second["losses"] == first["losses"] and second["param_checksums"] == first["param_checksums"]
+    assert main(["partition", str(d / "e.bin"), "--stream", "--method", "spring", "--parts", "2", "--out",
+                 str(tmp_path / "plain"), "--halo-features", "reference"]) != 0   # refused without a folder
+    assert not (tmp_path / "plain").exists()
+
+
 def test_folder_payloads_load_in_the_rank_and_pickle_small(folder):
     from recipes import catgnn
 

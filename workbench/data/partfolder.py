@@ -100,6 +100,23 @@ class PartFolder:
     def part_dir(self, part: int) -> Path:
         return self.path / self.parts[part]["dir"]
 
+    def part_features(self, part: int, arrays: Optional[dict] = None) -> np.ndarray:
+        """``(L, F)`` feature rows of part ``part``'s local vertices, read into memory: the part's own file, or
+        (a folder written with ``halo_features="reference"``) its owned rows and the halo rows gathered from the
+        input features the manifest names."""
+        a = arrays if arrays is not None else self.open_part(part)
+        if self.manifest.get("halo_features", "copy") == "copy":
+            return np.array(a["features"])
+        source = Path(self.manifest["inputs"]["features"])
+        try:
+            whole = np.load(source, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ParamError([param_error("dir", "PartFolder", "a folder whose input features are where its manifest "
+                                          "says (halo_features='reference')", f"{self.path}: {exc}")]) from None
+        owned = int(self.parts[part]["num_owned"])
+        halo = np.asarray(a["gid"][owned:])
+        return np.concatenate([np.asarray(a["features"][:owned]), whole[halo]])
+
     def open_part(self, part: int) -> dict[str, np.ndarray]:
         """Part ``part``'s arrays (:data:`PART_ARRAYS`), memory-mapped read-only (nothing is read yet)."""
         folder = self.part_dir(part)

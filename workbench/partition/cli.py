@@ -80,6 +80,9 @@ def register(subparsers: Any) -> None:
                    help="vertex count of the edge file (default: the features' rows, the sidecar's, or max id + 1)")
     f.add_argument("--bucket-edges", type=int, default=1 << 23, metavar="N",
                    help="edges sorted at once while a part's CSR is written (default 8388608)")
+    f.add_argument("--halo-features", choices=("copy", "reference"), default="copy",
+                   help="copy: each part holds its halo's feature rows (self-contained; RF x the features on disk); "
+                        "reference: owned rows only, the halo rows read from --with-features at training time")
     f.add_argument("--temp-budget-mb", type=int, default=4096, metavar="MB",
                    help="temporary disk per pass over the edges (parts are grouped below it; default 4096)")
     p.set_defaults(func=_partition_command)

@@ -206,7 +206,7 @@ def folder_shard(folder: Any, part: int, model: str) -> PartShard:
     edge = np.arange(int(lens.sum())) - np.repeat(ends - lens - indptr[rows], lens)
     local_src = torch.from_numpy(np.asarray(a["indices"])[edge].astype(np.int64))
     local_dst = torch.from_numpy(np.repeat(rows, lens).astype(np.int64))
-    features = torch.from_numpy(np.array(a["features"]))
+    features = torch.from_numpy(folder.part_features(part, a))
     labels = torch.from_numpy(np.array(a["labels"], dtype=np.int64))
     train = torch.from_numpy(np.array(a["train_mask"][:num_owned], dtype=bool))
     return _shard(part, torch.from_numpy(gid), num_owned, local_src, local_dst, features, labels, train, model)

@@ -30,6 +30,9 @@ def _check_folder_args(args: argparse.Namespace, errs: ErrorCollector) -> bool:
         errs.check(args.out is not None, "--with-features", "used with --out DIR (the partition folder)",
                    args.with_features)
         errs.check(args.labels is not None, "--labels", "a .npy of labels with --with-features", args.labels)
+    if getattr(args, "halo_features", "copy") != "copy":
+        errs.check(folder, "--halo-features", "copy unless --with-features writes a partition folder",
+                   args.halo_features)
     for flag in ("with_features", "labels", "train", "val", "test"):
         value = getattr(args, flag)
         if value is not None:
@@ -100,7 +103,7 @@ def stream_command(args: argparse.Namespace) -> int:
                                       train=args.train, val=args.val, test=args.test, method=method,
                                       options=_json_safe(config.to_dict()), metrics=m.to_dict(), source=str(args.graph),
                                       bucket_edges=args.bucket_edges, temp_budget_bytes=args.temp_budget_mb << 20,
-                                      log=log)
+                                      halo_features=args.halo_features, log=log)
     if args.json:
         d = m.to_dict()   # replication_factor: edge_assignment.npy's lines; replication_factor_completed beside
         d["method"] = method

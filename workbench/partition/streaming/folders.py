@@ -25,7 +25,10 @@ from workbench.partition.streaming.kernels_folders import (csr_bucket, group_pai
                                                            own_bits, select_chunk)
 from workbench.partition.streaming.state import _reset_peak_rss, _trim_heap, peak_rss_mb
 
-__all__ = ["write_part_folders", "NpyRows"]
+__all__ = ["write_part_folders", "NpyRows", "HALO_FEATURES"]
+
+HALO_FEATURES = ("copy", "reference")
+"""Where a part's halo feature rows live (``write_part_folders(halo_features=...)``)."""
 
 _GATHER_ROWS = 8192      # rows gathered through one mapped window (its touched pages are all that count)
 _MAX_OPEN_BUCKETS = 256  # bucket files open at once in one pass
@@ -127,7 +130,8 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
                        train: Any = None, val: Any = None, test: Any = None, split: tuple = (0.6, 0.2, 0.2),
                        split_seed: int = 0, method: str = "", options: Optional[dict] = None,
                        metrics: Optional[dict] = None, source: str = "", bucket_edges: int = 1 << 23,
-                       temp_budget_bytes: int = 4 << 30, log: Optional[Callable[[str], None]] = None) -> dict:
+                       temp_budget_bytes: int = 4 << 30, halo_features: str = "copy",
+                       log: Optional[Callable[[str], None]] = None) -> dict:
     """Write each part's completed subgraph (``part_subgraph(graph, owner, p, halo_hops=1)`` of the cleaned graph:
     self-loops and repeated lines dropped, undirected lines in both directions) with its node data.
 
@@ -145,7 +149,8 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
             gid.npy            # (L,) int64 global id of each local vertex: owned ascending, then halo ascending
             indptr.npy         # (L + 1,) int64 CSR over destinations (local ids): row v = in-edges of v
             indices.npy        # (E_p,) int32 (int64 from 2^31 vertices) local source ids, ascending by global id
-            features.npy       # (L, F) feature rows of gid (owned rows, then halo rows), the input's dtype
+            features.npy       # (L, F) feature rows of gid (owned rows, then halo rows), the input's dtype;
+                               # halo_features="reference": (num_owned, F), the halo rows read from the input
             labels.npy         # (L,) int64 labels (-1 = unlabelled)
             train_mask.npy     # (L,) bool split of each local vertex (training and evaluation read owned rows)
             val_mask.npy
@@ -172,6 +177,9 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
         method, options, metrics, source: recorded in the manifest.
         bucket_edges: edges per bucket (the CSR sort's working set), >= 1024.
         temp_budget_bytes: temporary bytes per pass; parts are grouped to stay below it, >= 1 MiB.
+        halo_features: ``copy`` (every part holds its halo's feature rows: self-contained, RF x N x F floats in
+            all) or ``reference`` (owned rows only, N x F in all; a reader gathers the halo rows from ``features``,
+            recorded by its absolute path in the manifest, which must then stay where it is).
         log: called with a line per step.
 
     Returns:
@@ -193,6 +201,7 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
                "an int >= 1 MiB", temp_budget_bytes)
     errs.check(len(split) == 3 and all(0 <= r <= 1 for r in split) and sum(split) <= 1 + 1e-9, "split",
                "three ratios in [0, 1] summing to at most 1", split)
+    errs.check(halo_features in HALO_FEATURES, "halo_features", f"one of {list(HALO_FEATURES)}", halo_features)
     errs.raise_if_any()
     P = int(owner.max()) + 1
     if min(int(owner.min()), 0) < 0:
@@ -281,7 +290,8 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
                 num_edges = _write_csr(pdir, owned, halo, files[p], g2l, n, id_dtype)
                 phase["csr"] += time.perf_counter() - t0
                 t0 = time.perf_counter()
-                parts_info[p] = _write_node_data(pdir, p, owned, halo, num_edges, feats, labs, role)
+                parts_info[p] = _write_node_data(pdir, p, owned, halo, num_edges, feats, labs, role,
+                                                 halo_features == "copy")
                 phase["node_data"] += time.perf_counter() - t0
                 log(f"part {p}: {owned.size:,} owned, {halo.size:,} halo, {num_edges:,} edges")
                 del owned, halo
@@ -298,7 +308,8 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
         "num_edges_owned_rows": int(sum(q["num_edges_owned_rows"] for q in parts_info)),
         "comm_rows": comm.tolist(), "splits": dict(zip(("train", "val", "test"), labelled)),
         "split_files": {k: (str(v) if v else None) for k, v in (("train", train), ("val", val), ("test", test))},
-        "inputs": {"features": str(features), "labels": str(labels)},
+        "inputs": {"features": str(Path(features).resolve()), "labels": str(labels)},
+        "halo_features": halo_features,
         "write_phase_s": {k: round(v, 3) for k, v in phase.items()}, "write_peak_rss_mb": peak_rss_mb(),
         "stream_metrics": metrics or {}, "parts": parts_info,
     }
@@ -375,9 +386,9 @@ def _write_csr(pdir: Path, owned: np.ndarray, halo: np.ndarray, files: list, g2l
 
 
 def _write_node_data(pdir: Path, p: int, owned: np.ndarray, halo: np.ndarray, num_edges: int, feats: NpyRows,
-                     labs: NpyRows, role: np.ndarray) -> dict:
+                     labs: NpyRows, role: np.ndarray, halo_rows: bool = True) -> dict:
     with NpyRowWriter(pdir / "features.npy", feats.dtype, feats.shape[1:]) as w:
-        for ids in (owned, halo):
+        for ids in (owned, halo) if halo_rows else (owned,):
             for a in range(0, ids.size, 1 << 16):
                 w.write(feats.gather(ids[a:a + (1 << 16)]))
     lab = np.concatenate([labs.gather(owned), labs.gather(halo)]).astype(np.int64)
