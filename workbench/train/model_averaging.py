@@ -445,10 +445,19 @@ class AveragingSteps(Steps):
         self.models = models
         dev = ctx.device
         self.parts = []
+        self.owned_rows = []
+        """Per part, ``Â``'s owned rows (the last layer's aggregation: only owned vertices carry the loss, so a
+        part's halo rows get no logits; at replication factor 9 that is most of a part's rows)."""
         for s in payload.shards:
             a, a_t = sparse_aggregator(s.agg_rows, s.agg_cols, s.agg_weights, (s.num_local, s.num_local), dev,
                                        scales=s.agg_scales, kernel=ctx.kernel)
             self.parts.append((s, a, a_t, s.features.to(dev), s.labels.to(dev), s.train_mask.to(dev)))
+            if config.sample is None:
+                own = s.agg_rows < s.num_owned
+                scales = None if s.agg_scales is None else (s.agg_scales[0][:s.num_owned], s.agg_scales[1])
+                self.owned_rows.append(sparse_aggregator(s.agg_rows[own], s.agg_cols[own], s.agg_weights[own],
+                                                         (s.num_owned, s.num_local), dev, scales=scales,
+                                                         kernel=ctx.kernel))
         self.full = None
         if payload.full is not None:
             f = payload.full
@@ -497,7 +506,11 @@ class AveragingSteps(Steps):
         if self.sampler is not None:
             return self._forward_sampled(*batch)
         s, a, a_t, x, labels, train = self.parts[batch]
-        logits = self.model(x, lambda h, layer: SpMM.apply(a, a_t, h))
+        own, own_t = self.owned_rows[batch]
+        last, k = self.model.num_layers - 1, s.num_owned
+        logits = self.model(x, lambda h, layer: SpMM.apply(own, own_t, h) if layer == last else SpMM.apply(a, a_t, h),
+                            num_dst=[x.shape[0]] * last + [k])
+        labels, train = labels[:k], train[:k]
         if bool(train.any()):
             loss = torch.nn.functional.cross_entropy(logits[train], labels[train], reduction="sum") / int(train.sum())
         else:

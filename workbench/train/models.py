@@ -179,14 +179,15 @@ class GNNModel(nn.Module):
         return z
 
     def forward(self, x: torch.Tensor, aggregate: Callable[[torch.Tensor, int], torch.Tensor],
-                node_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+                node_ids: Optional[torch.Tensor] = None, num_dst: Optional[list[int]] = None) -> torch.Tensor:
         """Logits of the owned vertices. ``aggregate(h, layer)`` returns ``Â h`` for the owned rows (``h`` is the
         layer's input, or its input times ``W`` for a transform-first layer); ``node_ids`` are their global ids
-        (used by dropout only)."""
+        (used by dropout only). ``num_dst``: layer ``i`` computes only the first ``num_dst[i]`` rows of its input
+        (``aggregate`` returns that many; a standalone part's last layer needs its owned rows only)."""
         h = x
         for i in range(self.num_layers):
             h = self.drop(h, i, node_ids)   # before the exchange: halo rows arrive already dropped, as owned
-            z = self._layer(i, h, h, aggregate)
+            z = self._layer(i, h, h if num_dst is None else h[: num_dst[i]], aggregate)
             h = torch.relu(z) if i < self.num_layers - 1 else z
         return h
 
