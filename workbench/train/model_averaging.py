@@ -296,6 +296,17 @@ class _FolderEval(Mapping):
         return {"parts": self.parts, "_d": None}
 
 
+def _owned_masks(part: Any, shard: Any) -> tuple:
+    """A folder part's owned rows' train/val/test masks, labelled vertices only (what :class:`_FolderEval` scores)."""
+    from workbench.data.partfolder import PartFolder
+
+    k = shard.num_owned
+    arrays = PartFolder(part.path).open_part(part.part)
+    labelled = shard.labels[:k] >= 0
+    return (shard.train_mask[:k],) + tuple(torch.from_numpy(np.array(arrays[name][:k], dtype=bool)) & labelled
+                                           for name in ("val_mask", "test_mask"))
+
+
 @dataclasses.dataclass(eq=False)
 class _Payload:
     shards: list                   # PartShard, or _FolderPart (a partition folder's part, loaded in the rank)
@@ -452,14 +463,21 @@ class AveragingSteps(Steps):
             a, a_t = sparse_aggregator(s.agg_rows, s.agg_cols, s.agg_weights, (s.num_local, s.num_local), dev,
                                        scales=s.agg_scales, kernel=ctx.kernel)
             self.parts.append((s, a, a_t, s.features.to(dev), s.labels.to(dev), s.train_mask.to(dev)))
-            if config.sample is None:
+            if config.sample is None or isinstance(payload.full, _FolderEval):
                 own = s.agg_rows < s.num_owned
                 scales = None if s.agg_scales is None else (s.agg_scales[0][:s.num_owned], s.agg_scales[1])
                 self.owned_rows.append(sparse_aggregator(s.agg_rows[own], s.agg_cols[own], s.agg_weights[own],
                                                          (s.num_owned, s.num_local), dev, scales=scales,
                                                          kernel=ctx.kernel))
         self.full = None
-        if payload.full is not None:
+        self.eval_parts: Optional[list] = None
+        """A partition folder's evaluation on rank 0: per part, the owned rows' train/val/test masks; the parts are
+        scored one by one through the matrices they train on (their side-by-side graph is block-diagonal: the
+        same predictions, without a second copy of the matrices or the halo rows' logits)."""
+        if isinstance(payload.full, _FolderEval):
+            self.eval_parts = [tuple(m.to(dev) for m in _owned_masks(p, t[0]))
+                               for p, t in zip(payload.shards, self.parts)]
+        elif payload.full is not None:
             f = payload.full
             n = f["features"].shape[0]
             a, a_t = sparse_aggregator(f["rows"], f["cols"], f["weights"], (n, n), dev, scales=f["scales"],
@@ -505,18 +523,23 @@ class AveragingSteps(Steps):
     def forward(self, batch) -> StepOutput:
         if self.sampler is not None:
             return self._forward_sampled(*batch)
-        s, a, a_t, x, labels, train = self.parts[batch]
-        own, own_t = self.owned_rows[batch]
-        last, k = self.model.num_layers - 1, s.num_owned
-        logits = self.model(x, lambda h, layer: SpMM.apply(own, own_t, h) if layer == last else SpMM.apply(a, a_t, h),
-                            num_dst=[x.shape[0]] * last + [k])
-        labels, train = labels[:k], train[:k]
+        s, _, _, _, labels, train = self.parts[batch]
+        logits = self._owned_logits(self.model, batch)
+        labels, train = labels[:s.num_owned], train[:s.num_owned]
         if bool(train.any()):
             loss = torch.nn.functional.cross_entropy(logits[train], labels[train], reduction="sum") / int(train.sum())
         else:
             loss = logits.sum() * 0.0
         none = torch.zeros_like(train)
         return StepOutput(loss, logits, labels, (train, none, none), extra={"alpha": s.alpha})
+
+    def _owned_logits(self, model: Any, k: int) -> torch.Tensor:
+        """Part ``k``'s logits of its owned rows: every layer on the part's rows, the last on its owned rows."""
+        s, a, a_t, x, _, _ = self.parts[k]
+        own, own_t = self.owned_rows[k]
+        last = model.num_layers - 1
+        return model(x, lambda h, layer: SpMM.apply(own, own_t, h) if layer == last else SpMM.apply(a, a_t, h),
+                     num_dst=[x.shape[0]] * last + [s.num_owned])
 
     def _forward_sampled(self, k: int, step: int, seeds: torch.Tensor) -> StepOutput:
         """One mini-batch of part ``k``: blocks sampled from the part's subgraph (key: epoch, part, step)."""
@@ -542,7 +565,17 @@ class AveragingSteps(Steps):
         loss = sum(sum(float(o.loss.detach()) for o in outs) / len(outs) * outs[0].extra["alpha"]
                    for outs in per_part.values())
         vals = [loss, 0.0, 0.0, 0.0]
-        if self.full is not None:
+        if self.eval_parts is not None:
+            counts = np.zeros((3, 2))
+            with torch.no_grad():
+                for k, masks in enumerate(self.eval_parts):
+                    labels = self.parts[k][4][:self.parts[k][0].num_owned]
+                    hit = self._owned_logits(self.models[0], k).argmax(dim=1) == labels
+                    for i, m in enumerate(masks):
+                        counts[i] += (int((hit & m).sum()), int(m.sum()))
+            for i in range(3):
+                vals[1 + i] = counts[i, 0] / counts[i, 1] if counts[i, 1] else float("nan")
+        elif self.full is not None:
             a, a_t, x, labels, masks = self.full
             with torch.no_grad():
                 pred = self.models[0](x, lambda h, layer: SpMM.apply(a, a_t, h)).argmax(dim=1)
