@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Callable, Optional
 
 import torch
 

@@ -349,7 +349,6 @@ class FullGraphTrainer(Trainer):
 
     def summarize(self, rank_results: list[dict], summary: dict) -> None:
         cfg = self.config
-        predicted = self.predicted or rank_results[0].get("predicted", {})
         baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
         moved = sum(summary["bytes_by_epoch"])
         # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)

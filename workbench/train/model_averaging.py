@@ -24,8 +24,8 @@ From a partition folder (``graph="parts:DIR"`` or ``"parts:dir=DIR,select=0+1"``
 FILE --stream --out DIR --with-features X.npy --labels Y.npy``) nothing is loaded on the client: each rank reads
 its own parts from their files (:func:`folder_shard`, the same shards as :func:`part_subgraph` of the whole
 graph), so its memory follows its parts, not the graph. The whole graph is then never in one place, so rank 0
-evaluates its own parts instead, side by side, each on its owned vertices (:class:`_FolderEval`): the accuracies
-of every selected part when one rank trains them all, of rank 0's parts otherwise.
+evaluates its own parts instead, each on its owned vertices (:class:`_FolderEval`): the accuracies of every
+selected part when one rank trains them all, of rank 0's parts otherwise.
 
 It is the program of ``sync.method=model_avg`` (:class:`~workbench.train.sync.ModelAveraging`, whose config
 holds ``interval``, ``halo_hops``, ``weighting`` and ``replica_init``) in a :class:`~workbench.compose.RunConfig`:
@@ -41,8 +41,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Annotated, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -240,60 +239,16 @@ class _FolderPart:
         return {**self.__dict__, "_shard": None}
 
 
-class _FolderEval(Mapping):
-    """Rank 0's evaluation graph for a partition folder: its parts side by side (block-diagonal ``Â``), the masks
-    on owned vertices only, so each part's owned train/val/test vertices are scored on the subgraph it trains on
-    and the accuracies are over all of rank 0's parts (all selected parts when one rank trains them). Built in
-    the rank: features, labels and masks on first use (a copy of its parts'), ``Â``'s triplets on each read
-    (the loop reads them once, to build its aggregator, and keeps no copy). Pickled without them."""
+class _FolderEval:
+    """Rank 0's evaluation of a partition folder: its parts, each scored on its owned train/val/test vertices
+    through the matrices it trains on (:class:`AveragingSteps`: last layer on the owned rows), so the accuracies
+    are over all of rank 0's parts (all selected parts when one rank trains them). It holds the parts' handles
+    only: nothing is read on the client, and it pickles small."""
 
-    _TRIPLETS = ("rows", "cols", "weights", "scales")
+    _d = None   # no graph of its own: the parts are scored where they are trained
 
     def __init__(self, parts: list):
         self.parts = parts
-        self._d: Optional[dict] = None
-
-    def _node_data(self) -> dict:
-        if self._d is None:
-            from workbench.data.partfolder import PartFolder
-
-            shards = [p.load() for p in self.parts]
-            masks = [torch.cat([s.train_mask for s in shards])]
-            for name in ("val_mask", "test_mask"):
-                own = []
-                for p, s in zip(self.parts, shards):
-                    m = torch.zeros(s.num_local, dtype=torch.bool)
-                    m[:s.num_owned] = torch.from_numpy(
-                        np.array(PartFolder(p.path).open_part(p.part)[name][:s.num_owned], dtype=bool))
-                    own.append(m)
-                masks.append(torch.cat(own))
-            self._d = {"features": torch.cat([s.features for s in shards]),
-                       "labels": torch.cat([s.labels for s in shards]), "masks": tuple(masks)}
-        return self._d
-
-    def _triplet(self, key: str):
-        shards = [p.load() for p in self.parts]
-        if key == "scales":
-            if any(s.agg_scales is None for s in shards):
-                return None
-            return tuple(torch.cat([s.agg_scales[i] for s in shards]) for i in (0, 1))
-        if key == "weights":
-            return torch.cat([s.agg_weights for s in shards])
-        offsets = np.cumsum([0] + [s.num_local for s in shards[:-1]])
-        name = "agg_rows" if key == "rows" else "agg_cols"
-        return torch.cat([getattr(s, name) + int(o) for s, o in zip(shards, offsets)])
-
-    def __getitem__(self, key: str):
-        return self._triplet(key) if key in self._TRIPLETS else self._node_data()[key]
-
-    def __iter__(self):
-        return iter(self._TRIPLETS + ("features", "labels", "masks"))
-
-    def __len__(self) -> int:
-        return len(self._TRIPLETS) + 3
-
-    def __getstate__(self) -> dict:
-        return {"parts": self.parts, "_d": None}
 
 
 def _owned_masks(part: Any, shard: Any) -> tuple:
@@ -311,7 +266,7 @@ def _owned_masks(part: Any, shard: Any) -> tuple:
 class _Payload:
     shards: list                   # PartShard, or _FolderPart (a partition folder's part, loaded in the rank)
     num_classes: int
-    full: Optional[Mapping] = None   # rank 0: the full graph for evaluation (_FolderEval: its parts)
+    full: Any = None   # rank 0: the full graph for evaluation (a Mapping), or _FolderEval (its parts)
     num_params_bytes: int = 0
 
 
