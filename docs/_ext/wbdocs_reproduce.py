@@ -5,7 +5,7 @@ Both files are outputs of ``workbench reproduce --json`` (``make docs-data`` wri
 full run), with the date and machine they ran on. The table is :func:`recipes.reproduce.report.claims_table`'s,
 the one the notebooks show: the counts, the date, machine and mode, and one row per claim: the claim, the
 paper's number with its source, ours, how it is checked, the verdict with its numbers, the note, and the number
-line of :func:`recipes.reproduce.report.number_line` (inline SVG: the accepted region, the paper's number,
+line of :func:`recipes.reproduce.report.number_line` (HTML, no SVG: the accepted region, the paper's number,
 ours). The verdicts follow from the saved numbers by the one rule of :mod:`recipes.reproduce.core`; nothing
 runs here. Without ``full.json`` the page shows the quick run alone.
 

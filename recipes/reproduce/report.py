@@ -4,7 +4,7 @@
   ours, how it is checked with the tolerance, the verdict with its numbers), then each claim's note;
 * :func:`to_json`: ``{"systems": {NAME: {"claims": [{"id", "claim", "source", "paper", "measured", "unit",
   "tolerance", "verdict", "note", ...}]}}}``;
-* :func:`write_html`: one self-contained page per system (a table, and an inline-SVG number line per claim
+* :func:`write_html`: one self-contained page per system (a table, and an HTML number line per claim
   showing the accepted region, the paper's number and ours; no script, no CDN) and an ``index.html``;
 * :func:`claims_table`: one system's claims as a saved run holds them (by default the full run the docs show,
   ``docs/reproduce/full.json``, which ``make docs-data`` writes); it renders as the docs' table in a notebook
@@ -112,7 +112,18 @@ def _region(c: Claim, lo: float, hi: float) -> tuple[float, float]:
 
 
 def number_line(c: Claim, width: int = 260, height: int = 36) -> str:
-    """An inline SVG: the accepted region (green band), the paper's number (black tick) and ours (a dot)."""
+    """A number line drawn in HTML: the accepted region (green band), the paper's number (black tick) and ours
+    (a dot in the verdict's colour), each with its label.
+
+    Plain ``<div>``\ s with inline positions, no SVG and no script: JupyterLab's sanitiser removes inline SVG
+    from the outputs of a notebook that is not trusted (every notebook a user has just opened), but keeps
+    these styles, so the line shows in JupyterLab, in the docs and in the offline pages alike.
+
+    >>> c = Claim("s.x", "A below B", "Table 1", paper=0.5, bound=1.0, relation="<", measured=0.8)
+    >>> line = number_line(c)
+    >>> "<svg" in line, line.count("position:absolute"), "paper 0.5" in line and "ours 0.8" in line
+    (False, 6, True)
+    """
     if c.measured is None or c.target is None or not math.isfinite(float(c.measured)):
         return ""
     flat = lambda v: list(v) if isinstance(v, (tuple, list)) else ([] if v is None else [v])  # noqa: E731
@@ -122,18 +133,27 @@ def number_line(c: Claim, width: int = 260, height: int = 36) -> str:
     lo, hi = lo - pad, hi + pad
     x = lambda v: 8 + (min(max(v, lo), hi) - lo) / (hi - lo) * (width - 16)  # noqa: E731
     a, b = _region(c, lo, hi)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
-             f'<line x1="8" y1="20" x2="{width - 8}" y2="20" stroke="#999"/>',
-             f'<rect x="{x(a):.1f}" y="13" width="{max(x(b) - x(a), 2):.1f}" height="14" fill="#2e7d32" '
-             'fill-opacity="0.18"/>']
-    for p in map(float, flat(c.paper)):
-        parts.append(f'<line x1="{x(p):.1f}" y1="10" x2="{x(p):.1f}" y2="30" stroke="#000" stroke-width="2"/>'
-                     f'<text x="{x(p):.1f}" y="9" font-size="9" text-anchor="middle">paper {html.escape(fmt(p))}'
-                     '</text>')
-    colour = _COLOURS[c.verdict]
-    parts.append(f'<circle cx="{x(float(c.measured)):.1f}" cy="20" r="5" fill="{colour}"/>'
-                 f'<text x="{x(float(c.measured)):.1f}" y="{height - 1}" font-size="9" text-anchor="middle">ours '
-                 f'{html.escape(fmt(c.measured))}</text></svg>')
+
+    def box(left: float, top: float, w: float, h: float, style: str, text: str = "") -> str:
+        return (f'<div style="position:absolute;left:{left:.1f}px;top:{top:.0f}px;width:{w:.1f}px;height:{h:.0f}px;'
+                f'{style}">{text}</div>')
+
+    def label(at: float, top: float, text: str) -> str:
+        return box(at - 45, top, 90, 9, "font-size:9px;line-height:9px;text-align:center;white-space:nowrap",
+                   html.escape(text))
+
+    papers = list(map(float, flat(c.paper)))
+    title = (f"accepted region {fmt(a)} to {fmt(b)}; " + "".join(f"paper {fmt(p)}; " for p in papers) +
+             f"ours {fmt(c.measured)}")
+    parts = [f'<div class="rp-line" role="img" aria-label="{html.escape(title)}" title="{html.escape(title)}" '
+             f'style="position:relative;width:{width}px;height:{height}px;text-align:left">',
+             box(8, 20, width - 16, 0, "border-top:1px solid #999"),
+             box(x(a), 13, max(x(b) - x(a), 2), 14, "background-color:#2e7d32;opacity:0.18")]
+    for p in papers:
+        parts.append(box(x(p) - 1, 10, 2, 20, "background-color:#000") + label(x(p), 0, f"paper {fmt(p)}"))
+    m = x(float(c.measured))
+    parts.append(box(m - 5, 15, 10, 10, f"border-radius:5px;background-color:{_COLOURS[c.verdict]}") +
+                 label(m, height - 9, f"ours {fmt(c.measured)}") + "</div>")
     return "".join(parts)
 
 
@@ -240,22 +260,26 @@ class ClaimsTable:
         return f"{self.title}\n{self.stamp}\n" + format_table(self.system, result)
 
     def _repr_html_(self) -> str:
-        esc = html.escape
+        # every cell left-aligned and top-aligned inline: JupyterLab's table style right-aligns them, and a
+        # notebook's <style> or class rules do not reach an untrusted output
+        esc, left = html.escape, "text-align:left;vertical-align:top"
+        td = f"<td style='{left}'>"
         rows = []
         for c in self.claims:
             cells = _cells(c)
-            note = f"<div class='rp-note'>{esc(c.note)}</div>" if c.note else ""
+            note = f"<div class='rp-note' style='color:#555'>{esc(c.note)}</div>" if c.note else ""
             paper = "no number" if c.paper is None else fmt(c.paper) + _unit(c)
-            rows.append(f"<tr><td><b>{esc(c.id)}</b><br>{esc(c.claim)}{note}</td>"
-                        f"<td>{esc(paper)}<br><span class='rp-source'>{esc(c.source)}</span></td>"
-                        f"<td>{esc(cells[2])}</td><td>{esc(cells[3])}</td>"
-                        f"<td class='rp-verdict' style='color:{_COLOURS[c.verdict]}'>{esc(explain(c))}</td>"
-                        f"<td>{number_line(c)}</td></tr>")
+            rows.append(f"<tr>{td}<b>{esc(c.id)}</b><br>{esc(c.claim)}{note}</td>"
+                        f"{td}{esc(paper)}<br><span class='rp-source' style='color:#555'>{esc(c.source)}</span></td>"
+                        f"{td}{esc(cells[2])}</td>{td}{esc(cells[3])}</td>"
+                        f"<td class='rp-verdict' style='{left};font-weight:600;color:{_COLOURS[c.verdict]}'>"
+                        f"{esc(explain(c))}</td>{td}{number_line(c)}</td></tr>")
         n = self.counts
+        head = "".join(f"<th style='{left}'>{h}</th>" for h in
+                       ("claim", "paper (source)", "ours", "checked as", "verdict", "accepted region, paper, ours"))
         return (f"<p class='rp-stamp'><b>{n[HOLDS]} hold, {n[FAILS]} do not hold, {n[NOT_HERE]} not reproducible "
                 f"here</b>. Measured: {esc(self.stamp)}, {self.seconds:.0f} s; {esc(self.setting)}.</p>"
-                "<div class='rp-scroll'><table class='rp-table'><thead><tr><th>claim</th><th>paper (source)</th>"
-                "<th>ours</th><th>checked as</th><th>verdict</th><th>accepted region, paper, ours</th></tr></thead>"
+                f"<div class='rp-scroll'><table class='rp-table'><thead><tr>{head}</tr></thead>"
                 f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 

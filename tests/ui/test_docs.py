@@ -133,7 +133,7 @@ def test_index_and_a_tutorial_render_offline_in_chromium(browser, served):
                 assert page.locator("div.nb-stream pre").count() >= 1                  # a printed output
             if name == "system":
                 assert page.locator("table.rp-table tbody tr").count() >= 5
-                assert page.locator("table.rp-table svg").count() >= 3                 # the number lines
+                assert page.locator("table.rp-table div.rp-line").count() >= 3         # the number lines
             page.screenshot(path=str(ARTIFACTS / f"docs-{name}.png"), full_page=name == "index")
             if name == "tutorial":   # further down: a committed table output under its code cell
                 page.locator("div.nb-html table").nth(1).scroll_into_view_if_needed()

@@ -85,6 +85,18 @@ NOTEBOOK_STATE = """() => {
   return {status: panel.sessionContext.kernelDisplayStatus, cells};
 }"""
 
+#: the reproduced-claims table in the open notebook: rows, the cells' text alignment, number lines and how
+#: many of them show a dot (a box of non-zero size inside a line of non-zero width)
+CLAIMS_TABLE = """() => {
+  const t = window.jupyterapp.shell.currentWidget.content.node.querySelector('table.rp-table');
+  if (!t) return null;
+  const lines = [...t.querySelectorAll('div.rp-line')];
+  const drawn = lines.filter((l) => l.getBoundingClientRect().width > 100 &&
+    [...l.children].some((c) => c.getBoundingClientRect().width >= 8 && c.getBoundingClientRect().height >= 8));
+  const align = [...new Set([...t.querySelectorAll('td, th')].map((c) => getComputedStyle(c).textAlign))];
+  return {rows: t.querySelectorAll('tbody tr').length, lines: lines.length, drawn: drawn.length, align};
+}"""
+
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is not installed")
 
 
@@ -277,6 +289,14 @@ def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
                what=lambda: f"figures drawn with no data: {blank()}; browser errors: {page.console_errors}")
     # a view that failed to draw says so in its cell and draws again on its next refresh (at most 5 s later)
     wait_until(lambda: not any("could not render" in _cell_text(page, i) for i in view_cells), timeout=20)
+    # a system notebook's reproduced-claims table reads as in the docs: cells left-aligned, a number line drawn
+    # per claim (an untrusted output loses inline SVG and <style>: the lines are positioned <div>s)
+    table = page.evaluate(CLAIMS_TABLE)
+    if table is not None:
+        page.locator("table.rp-table").first.scroll_into_view_if_needed()
+        page.locator("table.rp-table").first.screenshot(path=str(_artifact(path, "claims")))
+        assert table["rows"] >= 5 and table["align"] == ["left"], table
+        assert table["lines"] >= 3 and table["drawn"] == table["lines"], f"number lines not drawn: {table}"
     if live is not None:
         seen = [s for s in snapshots if s is not None]
         assert seen and seen[0] < max(seen), f"the live view did not grow while the run went (epochs shown: {seen})"
