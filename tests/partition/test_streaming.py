@@ -358,3 +358,19 @@ def test_cli_json_replication_factor_is_the_written_assignments(edge_file, tmp_p
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["replication_factor"] == d["replication_factor"]
     assert saved["replication_factor_completed"] == d["replication_factor_completed"]
+
+
+def test_a_kept_assignment_file_goes_with_its_partition(edge_file, tmp_path):
+    """A partition of an edge file keeps each line's part in a temporary file; dropping the partition (or
+    closing it) removes the file, so runs leave no ``assign-*.bin`` behind."""
+    import gc
+
+    from workbench.partition.streaming import EdgeFileStream, HDRFPartitioner
+
+    path, lines, n = edge_file
+    result = HDRFPartitioner().stream(EdgeFileStream(path, chunk_edges=64), 4, keep_assignment=True,
+                                      assignment_dir=tmp_path)
+    assert len(list(tmp_path.glob("assign-*.bin"))) == 1
+    del result
+    gc.collect()
+    assert not list(tmp_path.glob("assign-*.bin"))

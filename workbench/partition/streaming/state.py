@@ -7,11 +7,13 @@ What this state costs per vertex and per chunk is in :mod:`workbench.partition.s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
 import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Optional
 
@@ -108,6 +110,8 @@ class _Assignment:
         self.path = path
         self.chunks: list[np.ndarray] = []
         self.file = open(path, "w+b") if path is not None else None
+        # the file goes when this object does (a StreamPartition kept it and was dropped), or at exit
+        self._remove = weakref.finalize(self, _remove_file, self.file, path) if path is not None else None
         self.size = 0
         self._buf = np.empty(0, self.dtype)
 
@@ -162,10 +166,15 @@ class _Assignment:
                 self.read(lo, min(chunk, self.size - lo)).astype("<i8", copy=False).tofile(f)
 
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            os.unlink(self.path)
-            self.file = None
+        if self._remove is not None:
+            self._remove()
+        self.file = None
+
+
+def _remove_file(file, path: Path) -> None:
+    file.close()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 class StreamRun:
