@@ -43,12 +43,16 @@ def tensor_bytes(t: torch.Tensor) -> int:
 
 
 class TrafficCounter:
-    """Bytes and messages per (epoch, src, dst, kind, layer), plus time spent inside communication."""
+    """Bytes and messages per (epoch, src, dst, kind, layer), plus time spent inside communication:
+    ``comm_seconds`` in all, and ``calls``, the wall-clock ``(start, end)`` of each collective call in order
+    (every rank makes the same collective calls in the same order, so the ranks' lists line up call by call;
+    wall-clock times compare across the processes of one host, and across hosts as well as their clocks agree)."""
 
     def __init__(self) -> None:
         self._records: dict[tuple[int, int, int, str, int], list[int]] = defaultdict(lambda: [0, 0])
         self._lock = threading.Lock()
         self.comm_seconds = 0.0
+        self.calls: list[tuple[float, float]] = []
 
     def add(self, epoch: int, src: int, dst: int, kind: str, layer: int, nbytes: int, messages: int = 1) -> None:
         if nbytes <= 0 and messages <= 0:
@@ -139,12 +143,15 @@ class Communicator(abc.ABC):
             self.phase_prefix = old
 
     # ------------------------------------------------------------------------------------------------ timing
-    def _timed(self, fn, *args, **kwargs):
-        t0 = time.perf_counter()
+    def _timed(self, fn, *args, collective: bool = False, **kwargs):
+        t0, w0 = time.perf_counter(), time.time()
         try:
             return fn(*args, **kwargs)
         finally:
-            self.counter.comm_seconds += time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+            self.counter.comm_seconds += seconds
+            if collective:
+                self.counter.calls.append((w0, w0 + seconds))
 
     def _count(self, dst: int, nbytes: int, kind: str, layer: int, src: Optional[int] = None) -> None:
         self.counter.add(self.epoch, self.rank if src is None else src, dst, self.phase_prefix + kind, layer, nbytes)
@@ -173,21 +180,21 @@ class Communicator(abc.ABC):
             p, n = self.world_size, tensor_bytes(tensor)
             for k in range(p - 1):  # pipelined ring: root -> root+1 -> ... (recorded once, by the root)
                 self._count((src + k + 1) % p, n, kind, layer, src=(src + k) % p)
-        return self._timed(self._broadcast, tensor, src)
+        return self._timed(self._broadcast, tensor, src, collective=True)
 
     def all_reduce(self, tensor: torch.Tensor, *, kind: str = "allreduce", layer: int = -1) -> torch.Tensor:
         """Sum ``tensor`` over ranks, in place; counted as a ring all-reduce."""
         p = self.world_size
         if p > 1:
             self._count((self.rank + 1) % p, 2 * (p - 1) * tensor_bytes(tensor) // p, kind, layer)
-        return self._timed(self._all_reduce, tensor)
+        return self._timed(self._all_reduce, tensor, collective=True)
 
     def all_gather(self, tensor: torch.Tensor, *, kind: str = "allgather", layer: int = -1) -> list[torch.Tensor]:
         """Gather equally shaped tensors from every rank; counted as a ring all-gather."""
         p = self.world_size
         if p > 1:
             self._count((self.rank + 1) % p, (p - 1) * tensor_bytes(tensor), kind, layer)
-        return self._timed(self._all_gather, tensor)
+        return self._timed(self._all_gather, tensor, collective=True)
 
     def all_to_all(self, tensors: Sequence[torch.Tensor], *, kind: str, layer: int = -1) -> list[torch.Tensor]:
         """Send ``tensors[j]`` to rank ``j``; return what each rank sent here. Shapes may differ per pair
@@ -195,10 +202,10 @@ class Communicator(abc.ABC):
         for j, t in enumerate(tensors):
             if j != self.rank:
                 self._count(j, tensor_bytes(t), kind, layer)
-        return self._timed(self._all_to_all, [t.contiguous() for t in tensors])
+        return self._timed(self._all_to_all, [t.contiguous() for t in tensors], collective=True)
 
     def barrier(self) -> None:
-        self._timed(self._barrier)
+        self._timed(self._barrier, collective=True)
 
     def close(self) -> None:
         """Release backend resources (idempotent)."""

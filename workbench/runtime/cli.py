@@ -309,14 +309,20 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _print_modelled(summary: dict, stream) -> None:
-    """One line: measured and modelled communication per epoch (medians after the first epoch)."""
+    """Measured and modelled communication per epoch (medians after the first epoch): the most any rank spent
+    in communication (``comm_s``, waits for slower ranks included) and the critical path's (``comm_critical_s``,
+    the least time any rank spent in each collective call: what the network model predicts)."""
     import statistics
 
     measured, modelled = summary["comm_s"], summary["modelled_comm_s"]
     skip = 1 if len(measured) > 1 else 0
     m, n = statistics.median(measured[skip:]), statistics.median(modelled[skip:])
+    critical = [c for c in summary.get("comm_critical_s", [])[skip:] if c is not None]
+    c = statistics.median(critical) if critical else None
+    path = "" if c is None else (f"; without the waits for slower ranks {c * 1000:.1f} ms "
+                                 f"(ratio {n / c if c else float('nan'):.2f})")
     print(f"communication per epoch (median): measured {m * 1000:.1f} ms, modelled {n * 1000:.1f} ms on "
-          f"{summary['network']['spec']} (ratio {n / m if m else float('nan'):.2f})", file=stream)
+          f"{summary['network']['spec']} (ratio {n / m if m else float('nan'):.2f}){path}", file=stream)
 
 
 def _wait(handle) -> dict:

@@ -13,7 +13,7 @@ from torch import nn
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.train.timing import PhaseTimer
 
-__all__ = ["EpochRecorder", "summarize_ranks", "time_breakdown", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
+__all__ = ["EpochRecorder", "summarize_ranks", "critical_comm", "time_breakdown", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
            "TRAFFIC_WINDOW_EPOCHS", "PROGRESS_INTERVAL_S"]
 
 #: how finely the run log keeps per-link traffic (``traffic_detail``): ``auto`` or ``epoch``
@@ -84,7 +84,7 @@ class EpochRecorder:
         self._progress_at = 0.0
         self.timer = PhaseTimer(ctx.comm.counter)
         self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
-                                       "epoch_wall_s": [], "compute_s": [], "comm_s": [],
+                                       "epoch_wall_s": [], "compute_s": [], "comm_s": [], "calls": [],
                                        "bytes_by_kind": defaultdict(int), "exchange_bytes_by_epoch": [],
                                        "exchange_kind_bytes_by_epoch": [], "step_times": []}
 
@@ -92,6 +92,7 @@ class EpochRecorder:
         self.epoch = epoch
         self.ctx.comm.set_epoch(epoch)
         self._c0 = self.ctx.comm.counter.comm_seconds
+        del self.ctx.comm.counter.calls[:]    # the collective calls of this epoch from here
         self._t0 = self.timer.start()
 
     def end(self, metrics: dict) -> None:
@@ -119,6 +120,8 @@ class EpochRecorder:
         res["epoch_wall_s"].append(wall)
         res["compute_s"].append(max(wall - comm_s, 0.0))
         res["comm_s"].append(comm_s)
+        res["calls"].append(list(counter.calls))
+        del counter.calls[:]
         res["step_times"].append(dict(phases))
         for k, b in by_kind.items():
             res["bytes_by_kind"][k] += b
@@ -186,6 +189,23 @@ def time_breakdown(results: list[dict]) -> dict:
     return {"phases": list(STEP_PHASES), "by_rank": by_rank, "mean_per_epoch": mean}
 
 
+def critical_comm(calls_by_rank: list[list[tuple[float, float]]]) -> Optional[float]:
+    """The communication of an epoch without the waits for slower ranks: the sum over its collective calls of
+    the time from the last rank's arrival to the last rank's return (``max end - max start``, each call's
+    ``(start, end)`` per rank in wall-clock seconds). Before the last rank arrives the others only wait for it;
+    ``comm_s`` (the most any rank spent in calls) holds those waits, which a network model leaves out. ``None``
+    when the ranks' calls do not line up (different counts).
+
+    >>> critical_comm([[(0.0, 0.010), (0.02, 0.025)], [(0.008, 0.011), (0.021, 0.026)]])  # 3 ms and 5 ms
+    0.008
+    >>> critical_comm([[(0.0, 0.01)], [(0.0, 0.01), (0.02, 0.03)]]) is None
+    True
+    """
+    if not calls_by_rank or len({len(c) for c in calls_by_rank}) != 1:
+        return None
+    return round(sum(max(0.0, max(e for _, e in call) - max(s for s, _ in call)) for call in zip(*calls_by_rank)), 9)
+
+
 def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: Optional[dict] = None) -> dict:
     """The JSON-safe run summary from the ranks' results (rank 0 holds the global loss/accuracy).
 
@@ -219,6 +239,8 @@ def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: O
         "epoch_times": epoch_times,
         "compute_s": [max(r["compute_s"][e] for r in results) for e in range(num_epochs)],
         "comm_s": [max(r["comm_s"][e] for r in results) for e in range(num_epochs)],
+        "comm_critical_s": [critical_comm([r["calls"][e] for r in results if "calls" in r])
+                            for e in range(num_epochs)],
         "param_checksums": {k: [float(v.double().sum()), float(v.double().pow(2).sum())] for k, v in params.items()},
         "time_breakdown": time_breakdown(results),
     }
