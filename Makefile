@@ -67,6 +67,8 @@ lab: setup
 # The documentation: Sphinx, offline, warnings as errors (tests/ui/test_docs.py builds it the same way in
 # `make test` and opens it in chromium). Its inputs are the code, the committed notebooks and docs/reproduce/*.json;
 # -E reads every page again, since the generated pages (CLI, stages, API) follow the code, not their sources.
+# The notebooks' live views are drawn by running each notebook once in quick mode (about 100 s for all on two
+# cores; docs/_ext/wbdocs_views.py), kept in docs/_build/views-cache until the code or a notebook changes.
 docs: setup
 	TQDM_DISABLE=1 $(VENV)/bin/sphinx-build -b html -E -W --keep-going -q docs docs/_build/html
 	@echo "docs: open docs/_build/html/index.html"

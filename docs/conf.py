@@ -14,10 +14,13 @@ load its scripts, styles and fonts from the site itself (no CDN), as the noteboo
 * **Tutorials from the notebooks' committed outputs**, through a small extension
   (``_ext/wbdocs_notebooks.py``): it reads each ``.ipynb`` with nbformat, turns its headings into sections,
   its Markdown into HTML (markdown-it-py), its code into highlighted blocks and shows each output as it
-  was saved (HTML tables, text, streams). Nothing is executed at build time; ``make test`` already checks
-  with nbval that the committed outputs are what the code prints. Live Panel / Bokeh views are not stored
-  in the notebooks (their JavaScript is megabytes per view), so those outputs show the saved placeholder
-  and the text repr of the figure.
+  was saved (HTML tables, text, streams); ``make test`` already checks with nbval that the committed outputs
+  are what the code prints. Live Panel / HoloViews views are not stored in the notebooks (their JavaScript
+  is megabytes per view): ``_ext/wbdocs_views.py`` runs each notebook that has views once in quick mode
+  (nbclient) and shows every view as embedded Bokeh with the site's own copy of BokehJS, no server needed;
+  its docstring says why not images, and what it costs (about 100 s for all notebooks on two cores, cached
+  in ``_build/views-cache`` until the code or a notebook changes). ``-D wbdocs_views=NAME,...`` draws only
+  some notebooks' views (the test suite draws two).
 * **No MathJax** (it would come from a CDN): the notebooks' few ``$...$`` formulas are shown as text with
   Unicode symbols and sub/superscripts, and no docstring uses ``:math:``.
 * **The systems' reproduction tables** come from ``reproduce/quick.json``, the output of
@@ -61,6 +64,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",        # the docstrings are Google style (Args/Returns/Raises/Example)
     "wbdocs_notebooks",           # .. notebook:: ../../notebooks/NAME.ipynb
+    "wbdocs_views",               # the notebooks' live views, drawn at build time (wbdocs_views = "all")
     "wbdocs_cli",                 # .. workbench-cli::
     "wbdocs_reproduce",           # .. reproduce-table:: SYSTEM, .. reproduce-summary::
     "wbdocs_stages",              # .. stage-methods::, .. composition-matrix::, .. event-types::

@@ -9,15 +9,18 @@ local table of contents), while
   since MathJax would come from a CDN;
 * code cells become highlighted Python blocks (``# NBVAL_...`` lines, which steer the notebook tests, are
   left out);
-* outputs are shown as saved: ``text/html`` as is, otherwise ``text/plain``; streams and errors as text.
+* outputs are shown as saved: ``text/html`` as is, otherwise ``text/plain``; streams and errors as text;
+* a cell whose result is a live Panel or HoloViews view (stored as a placeholder) shows the view, drawn by
+  running the notebook in quick mode (``_ext/wbdocs_views.py``, which says why and what it costs).
 
-Nothing runs at build time. Every notebook in ``notebooks/`` must have a page: a notebook without one is a
+Nothing else runs at build time. Every notebook in ``notebooks/`` must have a page: a notebook without one is a
 build warning (an error under ``-W``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from docutils.statemachine import StringList
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from sphinx.util import logging
+from wbdocs_views import views_for
 
 logger = logging.getLogger(__name__)
 
@@ -155,23 +159,32 @@ def _output(out) -> list[str]:
     return []
 
 
-def notebook_to_rst(path: Path) -> list[str]:
-    """The reST lines of a notebook's page (title from its first heading)."""
+def notebook_to_rst(path: Path, views: Mapping[int, str] | None = None) -> list[str]:
+    """The reST lines of a notebook's page (title from its first heading).
+
+    ``views`` maps a code cell's index to the HTML that shows its view, in place of the cell's saved result.
+    """
     nb = nbformat.read(str(path), as_version=4)
+    views = views or {}
     sections = _Sections()
     lines: list[str] = []
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             lines.extend(_markdown_cell(cell.source, sections))
         elif cell.cell_type == "code":
             source = "\n".join(line for line in cell.source.splitlines() if not _NBVAL.match(line)).strip("\n")
             lines.extend(_code(source, "python", "nb-input"))
             for out in cell.get("outputs", []):
+                if index in views and out.get("output_type") == "execute_result":
+                    continue   # the placeholder or text repr of the view shown below
                 lines.extend(_output(out))
+            if index in views:
+                lines.extend(_raw_html(views[index], "nb-output nb-view"))
     if not sections.stack:
         lines[:0] = sections.title(1, path.stem)
     lines += ["", ".. rst-class:: nb-source", "",
-              f"   Source: ``notebooks/{path.name}`` (outputs as committed; run it with ``make lab``)", ""]
+              f"   Source: ``notebooks/{path.name}`` (outputs as committed, views drawn when these pages were built; "
+              "run it with ``make lab``)", ""]
     return lines
 
 
@@ -184,7 +197,8 @@ class NotebookDirective(Directive):
         env = self.state.document.settings.env
         rel, path = env.relfn2path(self.arguments[0])
         env.note_dependency(rel)
-        self.state_machine.insert_input(StringList(notebook_to_rst(Path(path)), source=str(path)), str(path))
+        views = views_for(env.app, Path(path), env.docname)
+        self.state_machine.insert_input(StringList(notebook_to_rst(Path(path), views), source=str(path)), str(path))
         return []
 
 

@@ -2,9 +2,12 @@
 
 The build is the one ``make docs`` runs (``sphinx-build -W --keep-going``, every page: tutorials from the
 committed notebooks, the generated CLI, stage and API references, the systems' reproduction tables from
-``docs/reproduce/quick.json``), into a temporary folder; about 20-40 s on two cores. The pages are then served
-by a plain HTTP server on 127.0.0.1 and opened in Debian's chromium: every request must stay on 127.0.0.1,
-no console error, the styles applied, the content drawn. Screenshots: ``test-artifacts/docs-*.png``.
+``docs/reproduce/quick.json``), into a temporary folder, except that only the views of ``VIEW_NOTEBOOKS`` are
+drawn (``-D wbdocs_views=...``: each runs its notebook in quick mode; the other tutorials keep their placeholders):
+about 10 s for the pages and 30-40 s for the views on two cores. The pages are then served by a plain HTTP
+server on 127.0.0.1 and opened in Debian's chromium: every request must stay on 127.0.0.1, no console error,
+the styles applied, the content drawn, each drawn view's Bokeh canvases in its frame. Screenshots:
+``test-artifacts/docs-*.png``.
 """
 
 from __future__ import annotations
@@ -21,12 +24,16 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.ui.conftest import ARTIFACTS, guard_requests
+from tests.ui.conftest import ARTIFACTS, guard_requests, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 SYSTEMS = ("distdgl", "bytegnn", "sancus", "hp_gcn", "catgnn", "psc_gcn", "g3")
+#: the tutorials whose live views the test build draws (``make docs`` draws every notebook's)
+VIEW_NOTEBOOKS = ("00_quickstart", "01_partitioning")
+EXEC_MIME = "application/vnd.holoviews_exec.v0+json"
+PLACEHOLDER = "run the cell to draw it"     # the committed output of a view (notebooks/nbval_sanitize.cfg)
 
 # a tag that makes the browser fetch something: scripts, styles, images, fonts, frames
 _FETCHING = re.compile(r"<(script|link|img|iframe|source|video|audio|embed)\b[^>]*\b(src|href)=\"([^\"]+)\"", re.I)
@@ -37,7 +44,8 @@ def html(tmp_path_factory) -> Path:
     pytest.importorskip("sphinx", reason="the docs extra is not installed (make setup installs it)")
     out = tmp_path_factory.mktemp("docs") / "html"
     env = {**os.environ, "TQDM_DISABLE": "1", "WORKBENCH_QUICK": "1"}
-    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", str(DOCS), str(out)],
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
+                           "-D", f"wbdocs_views={','.join(VIEW_NOTEBOOKS)}", str(DOCS), str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"sphinx-build -W failed:\n{proc.stderr[-6000:]}"
     return out
@@ -92,6 +100,34 @@ def test_generated_pages_hold_their_content(html):
     tutorial = (html / "tutorials/01_partitioning.html").read_text(encoding="utf-8")
     assert "PartitionResult" in tutorial and "nb-html" in tutorial              # a committed output, as saved
     assert "NBVAL_" not in tutorial                                             # test markup left out
+
+
+def _view_cells(stem: str) -> set[int]:
+    """The code cells of a notebook whose committed output is a Bokeh document's placeholder."""
+    import nbformat
+
+    nb = nbformat.read(str(ROOT / "notebooks" / f"{stem}.ipynb"), as_version=4)
+    return {i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+            and any(EXEC_MIME in out.get("data", {}) for out in cell.get("outputs", []))}
+
+
+def test_tutorial_views_are_drawn_into_the_site(html):
+    for stem in VIEW_NOTEBOOKS:
+        page = (html / f"tutorials/{stem}.html").read_text(encoding="utf-8")
+        drawn = {int(i) for i in re.findall(rf'<iframe class="wb-view" src="\.\./_views/{stem}/cell-(\d+)\.html"',
+                                            page)}
+        assert _view_cells(stem) <= drawn, f"{stem}: views not drawn: {sorted(_view_cells(stem) - drawn)}"
+        assert PLACEHOLDER not in page
+        for i in drawn:
+            view = (html / f"_views/{stem}/cell-{i}.html").read_text(encoding="utf-8")
+            assert 'type="application/json"' in view and len(view) < 2_000_000        # a Bokeh document...
+            for src in re.findall(r'<script[^>]*\bsrc="([^"]+)"', view):                 # ...and BokehJS, shared
+                assert src.startswith("../_resources/") and (html / "_views" / src[3:]).is_file(), src
+    quickstart = (html / "tutorials/00_quickstart.html").read_text(encoding="utf-8")
+    assert "_views/00_quickstart/cell-5.html" in quickstart       # the RunView: its output is not compared, only a repr
+    others = [nb for nb in NOTEBOOKS if nb not in VIEW_NOTEBOOKS and _view_cells(nb)]
+    if others:   # left out by -D wbdocs_views: the committed placeholder
+        assert PLACEHOLDER in (html / f"tutorials/{others[0]}.html").read_text(encoding="utf-8")
 
 
 def _open(browser, url: str):
@@ -156,3 +192,57 @@ def test_search_works_offline(browser, served):
         assert not external and not errors, (external, errors)
     finally:
         context.close()
+
+
+#: the boxes of the canvases shown in a document (non-zero size, not in a hidden tab), through open shadow roots
+SHOWN_CANVASES = """() => {
+  const found = [];
+  const walk = (node) => {
+    if (node.tagName === 'CANVAS') {
+      const r = node.getBoundingClientRect();
+      if (node.width > 0 && node.height > 0 && r.width > 0 && r.height > 0
+          && node.checkVisibility({visibilityProperty: true}))
+        found.push([Math.round(r.left), Math.round(r.top), Math.round(r.width), Math.round(r.height)].join());
+    }
+    if (node.shadowRoot) walk(node.shadowRoot);
+    for (const child of node.children || []) walk(child);
+  };
+  walk(document.body);
+  return found;
+}"""
+
+
+def _shown_canvases(frame) -> list[str]:
+    content = frame.element_handle().content_frame()
+    return content.evaluate(SHOWN_CANVASES) if content is not None else []
+
+
+def test_tutorial_views_render_offline_in_chromium(browser, served):
+    """Each drawn view of the tutorials renders in its frame, served like the rest of the site."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    for stem in VIEW_NOTEBOOKS:
+        context, page, external, errors = _open(browser, served + f"tutorials/{stem}.html")
+        try:
+            frames = page.locator("iframe.wb-view")
+            assert frames.count() >= len(_view_cells(stem))
+            for i in range(frames.count()):
+                frame = frames.nth(i)
+                frame.evaluate("(e) => e.scrollIntoView()")
+                wait_until(lambda: len(_shown_canvases(frame)) > 0, timeout=60,
+                           what=lambda: f"{stem}: no canvas drawn in {frame.get_attribute('src')}")
+                wait_until(lambda: frame.bounding_box()["height"] > 150, timeout=30,      # fitted to the view
+                           what=lambda: f"{stem}: frame of {frame.get_attribute('src')} is {frame.bounding_box()}")
+                frame.evaluate("(e) => { e.scrollIntoView(); window.scrollBy(0, -120); }")   # with its code
+                page.wait_for_timeout(300)
+                page.screenshot(path=str(ARTIFACTS / f"docs-view-{stem}-{i}.png"))
+            if stem == "00_quickstart":   # the run view's tabs switch in the page, without a server
+                frames.first.evaluate("(e) => e.scrollIntoView()")
+                curves = _shown_canvases(frames.first)
+                page.frame_locator("iframe.wb-view").first.get_by_text("Staleness", exact=True).click()
+                wait_until(lambda: _shown_canvases(frames.first) and _shown_canvases(frames.first) != curves)
+                page.wait_for_timeout(300)
+                page.screenshot(path=str(ARTIFACTS / f"docs-view-{stem}-tab.png"))
+            assert not external, f"{stem} requested:\n" + "\n".join(sorted(set(external)))
+            assert not errors, f"{stem} console errors:\n" + "\n".join(errors)
+        finally:
+            context.close()
