@@ -115,7 +115,7 @@ def number_line(c: Claim, width: int = 260, height: int = 36) -> str:
     """A number line drawn in HTML: the accepted region (green band), the paper's number (black tick) and ours
     (a dot in the verdict's colour), each with its label.
 
-    Plain ``<div>``\ s with inline positions, no SVG and no script: JupyterLab's sanitiser removes inline SVG
+    Plain ``div`` elements with inline positions, no SVG and no script: JupyterLab's sanitiser removes inline SVG
     from the outputs of a notebook that is not trusted (every notebook a user has just opened), but keeps
     these styles, so the line shows in JupyterLab, in the docs and in the offline pages alike.
 
