@@ -11,8 +11,9 @@ partitioner's and the folder writer's own peaks, since each resets the kernel's 
 2. ``partition-M`` for each method M (default SPRING and HDRF): ``workbench partition WORK/g.bin --stream
    --method M --parts P --out WORK/parts-M --with-features ... --labels ... --train/--val/--test``: the streaming
    partitioner, then the partition folder (each part's completed subgraph as CSR, feature rows, labels, split);
-3. ``train-M``: CATGNN (``recipes/catgnn.py``: GCN, full batch per part, averaging every epoch; ``--minibatch``:
-   GraphSAGE in sampled mini-batches inside each part) on
+3. ``train-M``: CATGNN (``recipes/catgnn.py``: GCN, full batch per part, averaging every epoch, its peak following
+   the parts' matrices and activations; ``--minibatch``: GraphSAGE in sampled mini-batches inside each part, each
+   part's CSR and feature rows read per batch from the folder, so its peak follows the batch) on
    ``graph='parts:dir=WORK/parts-M,select=0+1'``: ``--train-parts`` parts trained in turn on one rank for
    ``--epochs`` epochs, each part read from its folder.
 
@@ -54,7 +55,8 @@ from workbench.partition.base import PARTITIONERS
 from workbench.runtime import launch
 folder, method, select, epochs, mode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 make = catgnn.minibatch if mode == "minibatch" else catgnn.recipe
-cfg = make(graph=f"parts:dir={folder},select={select}", epochs=epochs, partition=PARTITIONERS[method].Config())
+extra = {"sync.eval_sample": sys.argv[6]} if mode == "minibatch" else {}
+cfg = make(graph=f"parts:dir={folder},select={select}", epochs=epochs, partition=PARTITIONERS[method].Config(), **extra)
 t = time.perf_counter()
 s = launch(cfg, runner="local", workers=1, out=None).wait(timeout=36000)
 keys = ("losses", "epoch_times", "accuracy_by_epoch", "parts", "num_syncs")
@@ -97,7 +99,7 @@ def disk_mb(*paths: Path) -> float:
 
 def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, methods: list[str],
         train_parts: int, epochs: int, seed: int = 0, classes: int = 172, mode: str = "full",
-        halo_features: str = "copy", log=print) -> dict:
+        halo_features: str = "copy", eval_sample: str = "full", log=print) -> dict:
     """All phases; returns the report (also written to ``WORK/scale.json``)."""
     work.mkdir(parents=True, exist_ok=True)
     spec = (f"papers-like:num_nodes={nodes},avg_degree={avg_degree},num_features={features},"
@@ -105,6 +107,8 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
     edges = work / "g.bin"
     report: dict = {"spec": spec, "parts": parts, "train_parts": train_parts, "epochs": epochs, "mode": mode,
                     "halo_features": halo_features, "phases": {}}
+    if mode == "minibatch":
+        report["eval_sample"] = eval_sample
     _, _, base = run_phase(["-c", BASELINE_SCRIPT], work, "baseline")
     report["baseline_rss_mb"] = base
     log(f"baseline (the interpreter with torch, numba and the workbench imported): {base:.0f} MiB")
@@ -137,8 +141,8 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
             "part_edges_max": max(q["num_edges"] for q in manifest["parts"])}
         log(f"partition {method}: {wall:.1f} s (stream {d['elapsed_s']:.1f} s, folder {manifest['write_phase_s']}), "
             f"peak {peak:.0f} MiB, RF {manifest['replication_factor']:.3f}, folder {disk_mb(folder):.0f} MiB")
-        t, wall, peak = run_phase(["-c", TRAIN_SCRIPT, str(folder), method, select, str(epochs), mode], work,
-                                  f"train-{method}")
+        t, wall, peak = run_phase(["-c", TRAIN_SCRIPT, str(folder), method, select, str(epochs), mode, eval_sample],
+                                  work, f"train-{method}")
         report["phases"][f"train-{method}"] = {
             "wall_s": wall, "peak_rss_mb": peak, "run_s": t["wall_s"], "epoch_s": t["epoch_times"],
             "losses": t["losses"], "val_acc": t["accuracy_by_epoch"]["val"],
@@ -166,7 +170,12 @@ def main(argv=None) -> int:
     p.add_argument("--classes", type=int, default=172, help="label classes (papers100M: 172; the logits of a "
                                                             "part, num_local x classes, dominate full-batch memory)")
     p.add_argument("--minibatch", action="store_true",
-                   help="train with catgnn.minibatch (GraphSAGE, fan-outs 25,10, batches of 512 inside each part)")
+                   help="train with catgnn.minibatch (GraphSAGE, fan-outs 25,10, batches of 512 inside each part, "
+                        "read per batch from the folder)")
+    p.add_argument("--eval-sample", choices=("full", "train"), default="full",
+                   help="with --minibatch: evaluate in batches of full-neighbour blocks (default, exact; on this "
+                        "power-law graph about a full-batch pass over each part per epoch) or with the training "
+                        "fan-outs (sync.eval_sample)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--halo-features", choices=("copy", "reference"), default="copy",
                    help="each part's halo feature rows copied into it (default) or read from the input features "
@@ -185,7 +194,8 @@ def main(argv=None) -> int:
     try:
         report = run(work, args.nodes, args.avg_degree, args.features, args.parts,
                      [m.strip() for m in args.methods.split(",") if m.strip()], args.train_parts, args.epochs,
-                     args.seed, args.classes, "minibatch" if args.minibatch else "full", args.halo_features)
+                     args.seed, args.classes, "minibatch" if args.minibatch else "full", args.halo_features,
+                     args.eval_sample)
         print(json.dumps({k: v for k, v in report.items() if k != "phases"}, indent=1))
         print("phase                wall s   peak RSS MiB   disk MiB")
         for k, v in report["phases"].items():

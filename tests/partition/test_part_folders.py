@@ -276,12 +276,55 @@ def test_halo_features_by_reference_train_the_same_and_hold_owned_rows_only(raw,
     for p in range(4):
         a, b = folder_shard(copy, p, "gcn"), folder_shard(by_ref, p, "gcn")
         assert torch.equal(a.features, b.features) and torch.equal(a.gid, b.gid)
+        ids = np.array([a.num_local - 1, 0, a.num_owned, a.num_owned - 1, a.num_local - 1])   # halo and owned rows
+        assert np.array_equal(by_ref.feature_rows(p, ids), a.features.numpy()[ids])
+        assert np.array_equal(copy.feature_rows(p, ids), a.features.numpy()[ids])
     first = _run(catgnn.recipe(graph=f"parts:{folder}", epochs=2, hidden=8), 2)
     second = _run(catgnn.recipe(graph=f"parts:{ref}", epochs=2, hidden=8), 2)
     assert second["losses"] == first["losses"] and second["param_checksums"] == first["param_checksums"]
     assert main(["partition", str(d / "e.bin"), "--stream", "--method", "spring", "--parts", "2", "--out",
                  str(tmp_path / "plain"), "--halo-features", "reference"]) != 0   # refused without a folder
     assert not (tmp_path / "plain").exists()
+
+
+def test_minibatch_from_a_folder_reads_per_batch(raw, folder, monkeypatch):
+    """Mini-batch training from a folder never loads a part whole (no folder_shard, no Â): the sampler reads the
+    part's CSR as written (int32 ids, unmapped after each batch), feature rows are read per batch, equal to
+    the part's rows, and the sampler's rows of a part in memory are the folder's, in the same order."""
+    from recipes import catgnn
+    from workbench.train import model_averaging
+    from workbench.train.sampled_parts import folder_sampled_part, shard_sampled_part
+
+    d = raw[0]
+    g = load_graph(_files_spec(d, d / "e.bin"))
+    owner = torch.from_numpy(np.load(folder / "owner.npy"))
+    pf = PartFolder(folder)
+    ids = torch.tensor([7, 0, 3, pf.parts[2]["num_owned"] + 5, 7])
+    for p in range(4):
+        mapped = folder_sampled_part(folder, p, 1.0, True)
+        memory = shard_sampled_part(part_subgraph(g, owner, p, 1, "sage"))
+        rows = mapped.source.rows
+        assert rows.indices.dtype == torch.int32 and torch.equal(rows.indptr, memory.source.rows.indptr)
+        assert torch.equal(rows.indices.long(), memory.source.rows.indices)
+        mapped.source.release()
+        assert len(mapped.source._maps) == 2   # mapped once, pages given back after each batch
+        assert torch.equal(mapped.train_ids, memory.train_ids) and torch.equal(mapped.labels, memory.labels)
+        assert torch.equal(mapped.feature_rows(ids), memory.feature_rows(ids))
+        assert torch.equal(mapped.feature_rows(ids), torch.from_numpy(pf.part_features(p)[ids.numpy()]))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a part loaded whole in mini-batch mode")
+
+    monkeypatch.setattr(model_averaging, "folder_shard", refuse)
+    s = _run(catgnn.minibatch(graph=f"parts:{folder}", epochs=2, hidden=8, batch_size=64), 1)
+    assert len(s["losses"]) == 2 and 0 < s["accuracy_by_epoch"]["val"][-1] <= 1
+    # evaluation with the training fan-outs: the same training, other accuracies; refused where it does nothing
+    t = _run(catgnn.minibatch(graph=f"parts:{folder}", epochs=2, hidden=8, batch_size=64,
+                              **{"sync.eval_sample": "train"}), 1)
+    assert t["losses"] == s["losses"] and 0 < t["accuracy_by_epoch"]["val"][-1] <= 1
+    for cfg in (catgnn.recipe(graph=f"parts:{folder}"), catgnn.minibatch()):
+        with pytest.raises(ParamError, match=r"'sync.eval_sample' parameter of RunConfig must be 'full' unless"):
+            cfg.replace(**{"sync.eval_sample": "train"}).build()
 
 
 def test_folder_payloads_load_in_the_rank_and_pickle_small(folder):

@@ -134,7 +134,7 @@ def test_catgnn_averages_models_trained_on_any_partitioner(method, tmp_path, cap
     summary = json.loads(capsys.readouterr().out)
     assert summary["partition"] == summary["stages"]["partition"]["method"] == method
     assert summary["stages"]["sync"] == {"method": "model_avg", "interval": 1, "halo_hops": 1, "weighting": "train",
-                                         "replica_init": "same"}
+                                         "replica_init": "same", "eval_sample": "full"}
     assert summary["bytes_by_kind"]["model_avg"] == summary["predicted_model_avg_bytes"] > 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import mmap
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,13 +28,67 @@ from workbench._validation import Config, ErrorCollector, ParamError, param_erro
 from workbench.graph import Graph
 
 __all__ = ["FOLDER_FORMAT", "PART_ARRAYS", "PartFolder", "PartsConfig", "read_part_graph", "parse_select",
-           "is_part_folder", "parts_config_of", "parse_parts_spec"]
+           "is_part_folder", "parts_config_of", "parse_parts_spec", "gather_rows", "GATHER_ROWS",
+           "MappedArray"]
 
 FOLDER_FORMAT = "workbench-part-folder"
 """The ``format`` entry of a partition folder's ``manifest.json``."""
 
 PART_ARRAYS = ("gid", "indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask")
 """The ``.npy`` files of one part's directory."""
+
+
+GATHER_ROWS = 1024
+"""Rows :func:`gather_rows` reads between two releases of the pages it mapped."""
+
+
+class MappedArray:
+    """A ``.npy`` array memory-mapped copy-on-write (nothing is ever written back) whose resident pages
+    :meth:`release` gives back to the page cache: reads through it cost this process's resident memory only
+    until the next release.
+
+    Why releases: a page fault maps the pages around it too (fault-around, and whole large folios of the page
+    cache), so 8192 random 64-byte rows of a 1.3 GB memory-mapped file left 1.08 GB resident (measured).
+
+    Attributes:
+        array: the array (a view of the map).
+    """
+
+    def __init__(self, path: Any):
+        head = np.load(path, mmap_mode="r", allow_pickle=False)
+        shape, dtype, offset = head.shape, head.dtype, int(head.offset)
+        del head
+        with open(path, "rb") as f:
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        self.array = np.frombuffer(self._map, dtype=dtype, count=int(np.prod(shape)), offset=offset).reshape(shape)
+
+    def release(self) -> None:
+        """Drop the pages read so far from this process (``MADV_DONTNEED``; they stay in the page cache)."""
+        if hasattr(self._map, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED)
+
+
+def gather_rows(path: Any, ids: np.ndarray) -> np.ndarray:
+    """Rows ``ids`` (any order, repeats allowed) of the ``.npy`` array at ``path``, read in ascending order through
+    a :class:`MappedArray` released after every :data:`GATHER_ROWS` rows: this process's resident memory grows by
+    the result, not by the file.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
+        >>> np.save(path, np.arange(10) * 10)
+        >>> gather_rows(path, np.array([7, 0, 7, 3])).tolist()
+        [70, 0, 70, 30]
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    mapped = MappedArray(path)
+    out = np.empty((ids.size,) + mapped.array.shape[1:], mapped.array.dtype)
+    order = np.argsort(ids, kind="stable")
+    for a in range(0, ids.size, GATHER_ROWS):
+        at = order[a:a + GATHER_ROWS]
+        out[at] = mapped.array[ids[at]]
+        mapped.release()
+    return out
 
 
 def is_part_folder(path: Any) -> bool:
@@ -107,15 +162,40 @@ class PartFolder:
         a = arrays if arrays is not None else self.open_part(part)
         if self.manifest.get("halo_features", "copy") == "copy":
             return np.array(a["features"])
-        source = Path(self.manifest["inputs"]["features"])
-        try:
-            whole = np.load(source, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ParamError([param_error("dir", "PartFolder", "a folder whose input features are where its manifest "
-                                          "says (halo_features='reference')", f"{self.path}: {exc}")]) from None
+        whole = self._input_features()
         owned = int(self.parts[part]["num_owned"])
         halo = np.asarray(a["gid"][owned:])
         return np.concatenate([np.asarray(a["features"][:owned]), whole[halo]])
+
+    def feature_rows(self, part: int, local_ids: Any) -> np.ndarray:
+        """``(n, F)`` feature rows of part ``part``'s local vertices ``local_ids`` (any order), equal to
+        ``part_features(part)[local_ids]``, read in ascending order with their pages released every
+        :data:`GATHER_ROWS` rows (:func:`gather_rows`): what one mini-batch reads, so a rank's resident memory
+        follows its batches, not its parts. With ``halo_features="reference"`` the halo rows come from the input
+        features by global id."""
+        ids = np.asarray(local_ids, dtype=np.int64)
+        pdir = self.part_dir(part)
+        if self.manifest.get("halo_features", "copy") == "copy":
+            return gather_rows(pdir / "features.npy", ids)
+        mine = ids < int(self.parts[part]["num_owned"])
+        out = gather_rows(pdir / "features.npy", ids[mine])
+        if bool(mine.all()):
+            return out
+        self._input_features()   # a ParamError where the input features are not where the manifest says
+        rows = np.empty((ids.size,) + out.shape[1:], out.dtype)
+        rows[mine] = out
+        halo_gid = gather_rows(pdir / "gid.npy", ids[~mine])
+        rows[~mine] = gather_rows(Path(self.manifest["inputs"]["features"]), halo_gid)
+        return rows
+
+    def _input_features(self) -> np.ndarray:
+        """The input features a folder written with ``halo_features="reference"`` names, memory-mapped."""
+        source = Path(self.manifest["inputs"]["features"])
+        try:
+            return np.load(source, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ParamError([param_error("dir", "PartFolder", "a folder whose input features are where its manifest "
+                                          "says (halo_features='reference')", f"{self.path}: {exc}")]) from None
 
     def open_part(self, part: int) -> dict[str, np.ndarray]:
         """Part ``part``'s arrays (:data:`PART_ARRAYS`), memory-mapped read-only (nothing is read yet)."""

@@ -102,8 +102,9 @@ class CSRRows:
     """Some destination rows of a graph's CSR: what one owner (or the whole graph) can sample from.
 
     Attributes:
-        indptr: ``(num_rows + 1,)`` row pointers.
-        indices: ``(num_stored_edges,)`` global id of each in-neighbour, grouped by row.
+        indptr: ``(num_rows + 1,)`` int64 row pointers.
+        indices: ``(num_stored_edges,)`` global id of each in-neighbour, grouped by row (int64, or int32 where
+            the ids fit: the compiled kernel reads either).
         row_of_gid: ``(num_nodes,)`` the row of each global id (only owned ids are ever looked up), or
             ``None`` when row ``v`` is global id ``v`` (the whole graph).
         row_gid: ``(num_rows,)`` the global id of each row, or ``None`` (row ``v`` is global id ``v``).
@@ -183,7 +184,8 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
     indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
     rows = g if csr.row_of_gid is None else csr.row_of_gid.numpy()[g]
     compiled = _compiled_sampler()
-    if compiled is not None and indptr.dtype == np.int64 and indices.dtype == np.int64:
+    # int32 column indices (a partition folder's, memory-mapped) are read as they are: no int64 copy
+    if compiled is not None and indptr.dtype == np.int64 and indices.dtype in (np.int32, np.int64):
         from workbench.train.kernels import call_compiled   # the rank's share of the cores, as the SpMM's
 
         src, dst = call_compiled(compiled, indptr, indices, np.ascontiguousarray(rows, dtype=np.int64),
@@ -221,4 +223,4 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
         out = offsets[big, None] + np.arange(fanout)                       # (nb, k) output positions
         slots[out.reshape(-1)] = (start[big, None] + chosen.T).reshape(-1)
         dst = np.repeat(g, counts)
-    return SampledEdges(torch.from_numpy(indices[slots]), torch.from_numpy(dst))
+    return SampledEdges(torch.from_numpy(indices[slots].astype(np.int64, copy=False)), torch.from_numpy(dst))

@@ -55,7 +55,7 @@ import torch
 
 __all__ = ["spmm", "spmm_kernel", "set_kernel_threads", "csr_pair", "compiled", "call_compiled", "KERNEL_CHOICES",
            "kernel_of", "set_kernel", "available_kernels", "SPMM_KERNELS", "DGL_MIN_NNZ", "SpmmCall",
-           "trace_spmm"]
+           "trace_spmm", "leading_rows"]
 
 SPMM_KERNELS = ("dgl", "numba", "torch", "triton")
 KERNEL_CHOICES = ("auto", *SPMM_KERNELS)
@@ -373,6 +373,24 @@ def attach_scales(a: torch.Tensor, a_t: torch.Tensor, scales: tuple[torch.Tensor
                          f"({a.shape[1]},). Got {tuple(r.shape)} and {tuple(c.shape)} instead.")
     a.__dict__["wb_scales"] = (r, c)
     a_t.__dict__["wb_scales"] = (c, r)
+
+
+def leading_rows(a: torch.Tensor, num_rows: int) -> torch.Tensor:
+    """The first ``num_rows`` rows of the CSR matrix ``a`` as a CSR matrix over views of its arrays (no copy),
+    with its kernel choice and its row and column scales (:func:`csr_pair`)."""
+    import warnings
+
+    crow = a.crow_indices()[:num_rows + 1]
+    nnz = int(crow[-1])
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": the ops used here are stable
+        warnings.simplefilter("ignore", UserWarning)
+        out = torch.sparse_csr_tensor(crow, a.col_indices()[:nnz], a.values()[:nnz], (num_rows, a.shape[1]))
+    if "wb_kernel" in a.__dict__:
+        out.__dict__["wb_kernel"] = a.__dict__["wb_kernel"]
+    if "wb_scales" in a.__dict__:
+        r, c = a.__dict__["wb_scales"]
+        out.__dict__["wb_scales"] = (r[:num_rows], c)
+    return out
 
 
 def compiled(name: str):

@@ -52,6 +52,7 @@ SYNCS = registry("sync")
 
 WEIGHTINGS = ("train", "uniform")
 REPLICA_INITS = ("same", "independent")
+EVAL_SAMPLES = ("full", "train")
 
 
 def allreduce_gradients(model: torch.nn.Module, comm, world_size: int) -> None:
@@ -121,6 +122,11 @@ class ModelAveraging(Sync):
         replica_init: Annotated[str, Options(*REPLICA_INITS)] = "same"
         """'same' seed on every part (identical replicas, as a broadcast from rank 0 would give, without its
         traffic) or 'independent' (seed + part id, the reference code's choice)."""
+        eval_sample: Annotated[str, Options(*EVAL_SAMPLES)] = "full"
+        """A partition folder's evaluation in mini-batch mode: 'full' (every in-neighbour: exact, the paper's
+        full-neighbour inference; on a power-law graph a batch reaches much of its part's 2-hop neighbourhood,
+        about a full-batch pass over the part each epoch) or 'train' (the sampler's fan-outs, one key for every
+        batch, as DistDGL evaluates: as cheap as a training step per vertex)."""
 
     def __init__(self, config: Optional["ModelAveraging.Config"] = None, **options: Any):
         super().__init__(config, **options)
