@@ -11,16 +11,23 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 * **schedule**: ``launch-score``: each trainer's batches are sampled by 2 worker processes running
   per-batch DAGs of one-hop NSC, merge and FF tasks over chunks of 256 vertices; a DAG is launched when
   ``T_gap * f(C_util) * balance >= sigma`` and ready tasks run by (DAG id, cost). ``--set
-  schedule.policy=prefetch`` (DistDGL-style depth 2), ``asap`` or ``fifo`` (FIFO ready queue) swap it;
+  schedule.policy=prefetch`` (DistDGL-style depth 2), ``asap`` or ``fifo`` (FIFO ready queue) swap it. The
+  workers hold their rank's part and read other parts from the owners' graph stores (``schedule.graph_store=
+  owners``; ``local`` gives every worker the whole graph, remote reads uncounted, for comparison);
 * **model**: GraphSAGE-mean (or GCN: ``recipe:gcn``), 2 layers of 32 (the paper's hidden size); **train**:
   Adam, gradients all-reduced every step (BSP).
 
 Faithful: the five operators with a logical DAG built once and a physical DAG per batch, multi-hop NSC split
 into one-hop tasks with FF pipelined behind each hop, sampling in separate processes (no GIL) competing with
 the trainer for the same cores, the launch score of §3.3 with the decisions of §3.9 (Q_size + 1, bootstrap,
-EMAs, T_gap in ms), the (DAG id, cost, seq) ready heap, the block partitioner with alpha/beta/gamma.
+EMAs, T_gap in ms), the (DAG id, cost, seq) ready heap, the block partitioner with alpha/beta/gamma; each
+rank's graph store holds its part (CSR rows of its vertices, their features) and serves other ranks' sampling
+workers over TCP: NSC and FF tasks read remote neighbourhoods and features from the owners, and the bytes are
+counted at the socket (``sample_req`` / ``sample_resp`` / ``feature_req`` / ``feature``, equal to DistDGL's
+owner-routed figures for the same batches).
 
-Simplified: one machine; the workers hold the whole graph (remote vertices are counted, not fetched); chunked
+Simplified: the graph store's server is a thread of the trainer's process answering one request at a time
+(the paper's store is a separate service), on loopback with the local runner (one machine); chunked
 tasks instead of one per vertex; the Seed, Positive and Negative operators run when a DAG is launched; no
 parameter server (gradients are all-reduced); sigma = 1000 is chosen here (the paper gives none); C_util is
 this run's processes' share of the cores (``schedule.cpu_scope=machine`` for the whole machine). The

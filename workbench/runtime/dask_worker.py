@@ -259,7 +259,8 @@ def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_
         comm = TorchDistCommunicator(device=dev)
         stop_poller = _StopPoller(stop_name, silent_s=_silent_limit(timeout_s))
         ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=run_id, device=dev, emit=emit,
-                          stop_requested=stop_poller, program=program.name)
+                          stop_requested=stop_poller, program=program.name,
+                          host=urlparse(address).hostname or "127.0.0.1")
         try:
             outcome = RankOutcome(rank, "finished", program.run_rank(ctx, payload), address)
         except StopRequested:

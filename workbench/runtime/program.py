@@ -46,6 +46,9 @@ class RankContext:
             :class:`~workbench.events.StepTimes`).
         kernel: the sparse kernel choice of the run (``train.kernel``; the program sets it before it builds
             its matrices, which record it).
+        host: the address this rank's process is reached at (the Dask worker's host, the interface its process
+            group uses; loopback on the in-process runners): where a rank's own servers listen (ByteGNN's graph
+            store, :mod:`workbench.schedule.graphstore`).
     """
 
     rank: int
@@ -57,6 +60,7 @@ class RankContext:
     stop_requested: Callable[[], bool] = lambda: False
     program: str = ""
     kernel: str = "auto"
+    host: str = "127.0.0.1"
 
     def check_stop(self) -> None:
         """All ranks agree (one tiny all-reduce) whether to stop; raises :class:`StopRequested` on all."""

@@ -3,7 +3,8 @@
 A scheduler method is a :class:`Scheduler` (a small :class:`~workbench.stages.Stage`) whose ``Config`` holds
 the S-Worker's settings (worker processes, chunk size, the fine scheduler's ready queue, poll and trace
 intervals) and its coarse policy's options; :meth:`Scheduler.pipeline` builds the running
-:class:`~workbench.schedule.executor.Pipeline`. Registered methods (``--set schedule.policy=NAME``):
+:class:`~workbench.schedule.executor.Pipeline`. ``graph_store`` says what the workers hold
+(:mod:`~workbench.schedule.graphstore`). Registered methods (``--set schedule.policy=NAME``):
 
 ================ ===========================================================================================
 ``launch-score`` ByteGNN's coarse scheduler: ``T_gap * f(C_util) * balance >= sigma`` (§3.3, §3.9)
@@ -25,6 +26,7 @@ import dataclasses
 from typing import Annotated, Any
 
 from workbench.constraints import Interval, Options
+from workbench.schedule.graphstore import GRAPH_STORES
 from workbench.schedule.executor import (CPU_SCOPES, READY_QUEUES, SAMPLE_TIMES, AsapPolicy, CoarsePolicy, LaunchScorePolicy, Pipeline,
                                          PrefetchPolicy)
 from workbench.stages import Stage, registry
@@ -64,13 +66,19 @@ class Scheduler(Stage):
         """The unsupervised DAG (seeds, positive and negative branches) and a link-prediction loss."""
         num_negative: Annotated[int, Interval(1, None)] = 1
         """Negatives per seed (unsupervised)."""
+        graph_store: Annotated[str, Options(*GRAPH_STORES)] = "owners"
+        """Where the workers read: ``owners`` (their rank's part; other parts' neighbours and features are
+        requested from their owners' graph-store servers and counted, §3) or ``local`` (the whole graph in
+        every worker; remote vertices only counted)."""
 
     def policy(self) -> CoarsePolicy:
         """A fresh coarse policy with this method's options."""
         raise NotImplementedError
 
-    def pipeline(self, sampler: Any, graph: Any) -> Pipeline:
-        """Start the worker processes of a pipeline sampling with ``sampler`` from ``graph``."""
+    def pipeline(self, sampler: Any, graph: Any, counter: Any = None) -> Pipeline:
+        """Start the worker processes of a pipeline sampling with ``sampler`` from ``graph`` (a
+        :class:`~workbench.graph.Graph`, or a :class:`~workbench.schedule.graphstore.PartStore` whose servers are
+        set up), adding the traffic its workers count to ``counter``."""
         from workbench.schedule.dag import LogicalDAG
 
         cfg = self.config
@@ -78,7 +86,7 @@ class Scheduler(Stage):
                          num_negative=cfg.num_negative)
         return Pipeline(dag, graph, self.policy(), workers=cfg.workers, ready_queue=cfg.ready_queue,
                         poll_ms=cfg.poll_ms, trace_ms=cfg.trace_ms, ema=cfg.ema, cpu_scope=cfg.cpu_scope,
-                        sample_time=cfg.sample_time)
+                        sample_time=cfg.sample_time, counter=counter)
 
 
 @SCHEDULERS.register

@@ -45,8 +45,8 @@ import torch
 from workbench.sample.base import Block, MiniBatch, SampleKey, build_block
 from workbench.sample.keyed import CSRRows, mix64, stream_key
 
-__all__ = ["Task", "PhysicalDAG", "LogicalDAG", "WorkerState", "nsc_op", "merge_op", "ff_op", "positive_op",
-           "negative_op", "OPERATORS", "SampledBatch"]
+__all__ = ["Task", "PhysicalDAG", "LogicalDAG", "WorkerState", "LocalStore", "nsc_op", "merge_op", "ff_op",
+           "positive_op", "negative_op", "OPERATORS", "SampledBatch"]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -54,23 +54,54 @@ __all__ = ["Task", "PhysicalDAG", "LogicalDAG", "WorkerState", "nsc_op", "merge_
 # --------------------------------------------------------------------------------------------------------
 
 
+class LocalStore:
+    """The whole graph in the worker (``schedule.graph_store = "local"``): every read is local, nothing is
+    counted. The verbs of :class:`~workbench.schedule.graphstore.GraphStoreClient`, which reads other parts
+    from their owners."""
+
+    def __init__(self, rows: CSRRows, features: np.ndarray):
+        self.rows, self.features = rows, features
+
+    def sample(self, gid: np.ndarray, fanout: int, replace: bool, key: tuple, kernel: Callable) -> tuple:
+        e = kernel(self.rows, torch.from_numpy(gid), fanout, replace, SampleKey(*key))
+        return e.src_gid.numpy(), e.dst_gid.numpy()
+
+    def fetch(self, gid: np.ndarray) -> np.ndarray:
+        return self.features[gid]
+
+    def drain(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
 @dataclasses.dataclass(eq=False)
 class WorkerState:
-    """What a sampling worker holds: the Graph Store (CSR rows and features) and the sampler."""
+    """What a sampling worker holds: its Graph Store (CSR rows and features) and the sampler.
+
+    The operators read through :attr:`store`: with the whole graph in the worker (``schedule.graph_store =
+    "local"``) a :class:`LocalStore` over :attr:`rows` and :attr:`features`;
+    with ``"owners"`` a :class:`~workbench.schedule.graphstore.GraphStoreClient`, :attr:`rows` and
+    :attr:`features` then being the worker's part only and the rest read from its owners (counted)."""
 
     rows: CSRRows
     features: np.ndarray
-    """``(N, F)`` float32 feature rows."""
+    """``(N, F)`` float32 feature rows (the part's ``(num_owned, F)`` with a graph-store client)."""
     sampler: Any
     num_nodes: int
+    store: Any = None
+    """Where NSC, FF and Positive read (None: a ``LocalStore`` over ``rows`` and ``features``)."""
+
+    def __post_init__(self) -> None:
+        if self.store is None:
+            self.store = LocalStore(self.rows, self.features)
 
 
 def nsc_op(state: WorkerState, payload: dict) -> tuple[np.ndarray, np.ndarray]:
     """One-hop NSC of a chunk: the sampled in-edges ``(src_gid, dst_gid)`` of ``payload["gid"]``."""
-    key = SampleKey(*payload["key"])
-    e = state.sampler._kernel(state.rows, torch.from_numpy(payload["gid"]), payload["fanout"],
-                              payload["replace"], key)
-    return e.src_gid.numpy(), e.dst_gid.numpy()
+    return state.store.sample(payload["gid"], payload["fanout"], payload["replace"], tuple(payload["key"]),
+                              state.sampler._kernel)
 
 
 def merge_op(state: WorkerState, payload: dict) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
@@ -87,17 +118,15 @@ def merge_op(state: WorkerState, payload: dict) -> tuple[np.ndarray, int, np.nda
 
 def ff_op(state: WorkerState, payload: dict) -> np.ndarray:
     """Feature Fetching: ``(len(gid), F)`` rows of ``payload["gid"]``."""
-    return state.features[payload["gid"]]
+    return state.store.fetch(payload["gid"])
 
 
 def positive_op(state: WorkerState, payload: dict) -> np.ndarray:
     """One in-neighbour of each seed (the seed itself when it has none), keyed by (key, seed)."""
-    key = SampleKey(*payload["key"])
-    e = state.sampler._kernel(state.rows, torch.from_numpy(payload["gid"]), 1, True, key)
+    src, dst = state.store.sample(payload["gid"], 1, True, tuple(payload["key"]), state.sampler._kernel)
     out = payload["gid"].copy()
-    indptr = state.rows.indptr.numpy()
-    has = indptr[payload["gid"] + 1] > indptr[payload["gid"]]
-    out[has] = e.src_gid.numpy()
+    has = np.isin(out, dst)      # with replacement every seed with an in-neighbour has exactly one edge, in order
+    out[has] = src
     return out
 
 

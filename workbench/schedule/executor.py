@@ -1,8 +1,10 @@
 """The S-Worker: sampling DAGs executed by worker processes under a coarse and a fine scheduler.
 
 :class:`Pipeline` forks ``workers`` sampling processes (each holds the Graph Store: CSR rows and feature
-rows, inherited at fork) and runs a scheduler thread in the trainer's process (it mostly waits on the
-workers' pipes, so the trainer keeps the GIL):
+rows, inherited at fork; the whole graph, or its rank's part with the rest read from the owners'
+:mod:`~workbench.schedule.graphstore` servers, the bytes counted and handed back with each task) and runs a
+scheduler thread in the trainer's process (it mostly waits on the workers' pipes, so the trainer keeps the
+GIL):
 
 * **coarse** (when to launch another DAG): a :class:`CoarsePolicy` looks at the signals of §3.3 (C_util,
   Q_size, T_gap, the EMA of a DAG's latency and of a training step, DAGs in flight) every ``poll_ms``;
@@ -192,7 +194,8 @@ class LaunchScorePolicy(CoarsePolicy):
 
 
 def _worker_main(conn, state: WorkerState, operators: dict) -> None:
-    """A sampling worker: run the operator of each task it is sent, reply with the result."""
+    """A sampling worker: run the operator of each task it is sent, reply with the result and the graph-store
+    traffic it counted (:mod:`~workbench.schedule.graphstore`)."""
     from workbench.sample.keyed import serial_kernel
 
     serial_kernel()   # forked from a trainer whose OpenMP pool may run: one core each, the serial kernel
@@ -207,9 +210,9 @@ def _worker_main(conn, state: WorkerState, operators: dict) -> None:
         start = time.perf_counter()
         try:
             result = operators[op](state, payload)
-            conn.send((key, True, result, time.perf_counter() - start))
+            conn.send((key, True, result, time.perf_counter() - start, state.store.drain()))
         except BaseException:  # noqa: BLE001 - reported to the trainer, which raises it
-            conn.send((key, False, traceback.format_exc(), 0.0))
+            conn.send((key, False, traceback.format_exc(), 0.0, state.store.drain()))
 
 
 #: a logged schedule trace keeps up to this many samples of every state change in the first
@@ -313,7 +316,9 @@ class Pipeline:
 
     Args:
         logical: the sampling DAG.
-        graph: the graph (the workers' Graph Store: its CSR rows and features, inherited at fork).
+        graph: the workers' Graph Store: a :class:`~workbench.graph.Graph` (its CSR rows and features, inherited
+            whole at fork) or a :class:`~workbench.schedule.graphstore.PartStore` (the rank's part; the rest is
+            read from the owners' servers and counted).
         policy: the coarse policy.
         workers: sampling processes.
         ready_queue: ``priority`` (heap keyed (dag id, cost, seq)) or ``fifo``.
@@ -327,24 +332,26 @@ class Pipeline:
             or ``effective``, that latency divided by the DAGs in flight when it ended (the time the S-Worker
             spends per batch when several DAGs share it; latency alone grows with the DAGs in flight, which
             raises the balance and launches still more).
+        counter: the rank's :class:`~workbench.communicate.base.TrafficCounter`: the graph-store traffic the
+            workers count comes back with each finished task and is added to it under the epoch (None: dropped).
     """
 
     def __init__(self, logical: LogicalDAG, graph: Any, policy: CoarsePolicy, *, workers: int = 2,
                  ready_queue: str = "priority", poll_ms: float = 5.0, trace_ms: float = 50.0, ema: float = 0.3,
-                 cpu_scope: str = "run", sample_time: str = "latency"):
-        from workbench.sample.keyed import CSRRows
+                 cpu_scope: str = "run", sample_time: str = "latency", counter: Any = None):
+        from workbench.schedule.graphstore import worker_state
 
-        self.logical, self.policy = logical, policy
+        self.logical, self.policy, self.counter = logical, policy, counter
         self.ready_queue, self.poll_s, self.trace_s, self.ema = ready_queue, poll_ms / 1000.0, trace_ms / 1000.0, ema
-        feats = graph.features.numpy() if graph.features is not None else np.zeros((graph.num_nodes, 1), np.float32)
-        self.state = WorkerState(CSRRows(graph.indptr, graph.indices), np.ascontiguousarray(feats),
-                                 logical.sampler, graph.num_nodes)
-        self.degrees = (graph.indptr[1:] - graph.indptr[:-1]).numpy()
-        self.width = int(feats.shape[1])
+        self.state, self.degrees = worker_state(graph, logical.sampler)
+        self.width = int(self.state.features.shape[1])
         if multiprocessing.current_process().daemon:
             raise RuntimeError("sampling worker processes cannot start inside a daemonic process (a Dask worker "
                                "with distributed.worker.daemon=True): use the single or local runner, or start the "
                                "workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
+        from workbench.train.kernels import compiled
+
+        compiled("csr_spmm_add")   # numba's pool starts here: a worker starting it after the fork hangs (OpenMP)
         ctx = multiprocessing.get_context("fork")
         self._conns, self._procs = [], []
         for i in range(int(workers)):
@@ -452,6 +459,7 @@ class Pipeline:
         step, seeds = self._todo.popleft()
         dag_id = next(self._dag_ids)
         roots, links = self.logical.branch_roots(seeds, self.epoch, step, self.state)
+        self._traffic(self.state.store.drain())   # the Positive operator's reads (here, in the trainer's process)
         dag = self.logical.physical(dag_id=dag_id, seeds=seeds, epoch=self.epoch, step=step, degrees=self.degrees,
                                     feature_width=self.width, roots=roots, links=links)
         self._in_flight[dag_id] = (dag, now, step)
@@ -461,8 +469,15 @@ class Pipeline:
         self._last_launch = now
         self._push(dag.ready())
 
+    def _traffic(self, traffic: dict) -> None:
+        if traffic and self.counter is not None:
+            from workbench.schedule.graphstore import add_traffic
+
+            add_traffic(self.counter, self.epoch, traffic)
+
     def _finish(self, worker: int, msg: tuple) -> None:
-        (dag_id, index), ok, result, seconds = msg
+        (dag_id, index), ok, result, seconds, traffic = msg
+        self._traffic(traffic)
         self._idle.append(worker)
         self._running.pop(worker, None)
         if not ok:
@@ -558,6 +573,7 @@ class Pipeline:
         for conn in self._conns:
             conn.close()
         self._conns, self._procs = [], []
+        self.state.store.close()
 
     def __enter__(self) -> "Pipeline":
         return self

@@ -8,14 +8,27 @@ losses, weights and accuracies are those of the same run with any other schedule
 plain mini-batch program up to float summation order. Evaluation samples inline, as the mini-batch program
 does.
 
-The workers hold the whole graph (one machine's Graph Store with every partition local); the sampled
-vertices another part owns are still counted per epoch (``remote_input_nodes``), but their bytes are not
-sent through the communicator. With a cache (``--set cache.method=degree`` on ``bytegnn``) the input rows of
-every batch go through the run's feature source instead, as ByteGNN's FF operator reads the graph store: the
-trainer pulls them from their owners' KVStore behind the cache, so hits, misses and ``feature_req`` /
-``feature`` bytes are counted exactly as in ``distdgl`` (the workers' FF rows, equal to them, are then not
-used). Per epoch each trainer emits :class:`~workbench.events.ScheduleStats` and
-:class:`~workbench.events.ScheduleTrace`.
+What the workers hold is ``schedule.graph_store`` (:mod:`~workbench.schedule.graphstore`):
+
+* ``owners`` (the default, §3's graph store): each rank serves its part (the CSR rows of the vertices it owns
+  and their feature rows) from a server thread in the trainer's process; its workers hold that part only and
+  ask the owners' servers for the neighbours (NSC) and feature rows (FF) of other parts' vertices. The
+  servers' addresses are exchanged once at setup (one ``all_gather`` of kind ``control``), every rank forks
+  its workers before any request (a barrier), and the servers close with the steps (also on error). The
+  bytes the workers count (``sample_req`` / ``sample_resp`` / ``feature_req`` / ``feature``) come back with
+  each task and are added to the rank's traffic counter under the epoch, so the epoch's ``Traffic`` events
+  and the summary's ``sample_bytes`` / ``feature_bytes`` hold them: for the same batches, the bytes of
+  ``distdgl``'s owner-routed sampling and KVStore pulls (tested). With one rank nothing is remote (no server).
+* ``local``: every worker inherits the whole graph at fork (one machine's Graph Store with every partition
+  local); the sampled vertices another part owns are counted per epoch (``remote_input_nodes``), their bytes
+  are not. Kept for comparison.
+
+Either way a batch is the same keyed batch (tested). With a cache (``--set cache.method=degree`` on
+``bytegnn``) the input rows of every batch go through the run's feature source instead: the trainer pulls them
+from their owners' KVStore behind the cache, so hits, misses and ``feature_req`` / ``feature`` bytes are
+counted exactly as in ``distdgl`` (with ``owners`` the workers' FF tasks then read no rows; with ``local``
+they read them from the whole graph, unused). Per epoch each trainer emits
+:class:`~workbench.events.ScheduleStats` and :class:`~workbench.events.ScheduleTrace`.
 
 Example:
     >>> from workbench.compose import RunConfig
@@ -30,12 +43,14 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 
 from workbench.events import Event, ScheduleStats, ScheduleTrace
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.schedule.executor import trace_samples
+from workbench.schedule.graphstore import GraphStoreServer, PartStore, exchange_addresses
 from workbench.stages import registry
 from workbench.train.minibatch import MiniBatchShard, MiniBatchSteps, MiniBatchTrainer
 
@@ -45,9 +60,10 @@ __all__ = ["ScheduledTrainer", "ScheduledSteps", "schedule_summary"]
 class ScheduledTrainer(MiniBatchTrainer):
     """The mini-batch trainer with a pipelined sampler (module docstring).
 
-    Its sampling workers hold the whole graph and hand the trainer finished batches; with a cache the trainer
-    pulls their input rows through the feature source (module docstring), so it provides one. Inclusion
-    probabilities are not pre-sampled here (the workers sample the batches)."""
+    Its sampling workers hold the rank's part (``graph_store = "owners"``) or the whole graph (``"local"``) and
+    hand the trainer finished batches; with a cache the trainer pulls their input rows through the feature source
+    (module docstring), so it provides one. Inclusion probabilities are not pre-sampled here (the workers sample
+    the batches)."""
 
     provides = frozenset({"sampling tasks", "feature source"})
     trainer = "mini-batch training with a schedule"
@@ -63,8 +79,11 @@ class ScheduledTrainer(MiniBatchTrainer):
             self._graph = load_training_graph(self._graph if self._graph is not None else self.config.graph,
                                               type(self).__name__)
         shards = super().prepare(world_size, emit)
+        local = self.config.schedule.graph_store == "local"
+        in_degrees = None if local else self._graph.in_degrees().numpy()   # the NSC cost model's, (N,)
         for s in shards:
-            s.graph = self._graph       # the workers' Graph Store
+            s.graph = self._graph if local else None   # the workers' Graph Store: the whole graph, or the shard's part
+            s.in_degrees = in_degrees
         return shards
 
     def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> "ScheduledSteps":
@@ -102,9 +121,34 @@ class ScheduledSteps(MiniBatchSteps):
     def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard):
         super().__init__(ctx, cfg, shard)
         self.scheduler = registry("schedule").build(cfg.method("schedule"), cfg.schedule)
-        self.pipeline = self.scheduler.pipeline(self.sampler, shard.graph)
+        self.server: Optional[GraphStoreServer] = None
         self.schedule: dict[str, list] = defaultdict(list)
         self._pipelined = False
+        try:
+            store = self._graph_store(ctx, shard)
+            self.pipeline = self.scheduler.pipeline(self.sampler, store, counter=ctx.comm.counter)
+            if self.server is not None:
+                ctx.comm.barrier()   # every rank forked its workers before a server answers (no lock held at a fork)
+        except BaseException:
+            self._close_server()
+            raise
+
+    def _graph_store(self, ctx: RankContext, shard: MiniBatchShard) -> Any:
+        """The workers' Graph Store: the whole graph (``local``), or the shard's part with this rank's server
+        started and every rank's address exchanged (``owners``; a collective)."""
+        if self.scheduler.config.graph_store == "local":
+            return shard.graph
+        part = PartStore(ctx.rank, shard.rows, np.ascontiguousarray(shard.features.numpy()),
+                         shard.node_part.numpy(), shard.in_degrees, fetch_features=self.cache is None)
+        if ctx.world_size > 1:
+            self.server = GraphStoreServer(part, self.sampler._kernel, host=ctx.host)
+            part.addresses = exchange_addresses(ctx.comm, self.server.address)
+        return part
+
+    def _close_server(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
 
     def batches(self, epoch: int):
         out = super().batches(epoch)
@@ -194,7 +238,10 @@ class ScheduledSteps(MiniBatchSteps):
         try:
             super().close()
         finally:
-            self.pipeline.close()
+            try:
+                self.pipeline.close()
+            finally:
+                self._close_server()
 
     def extra_result(self) -> dict:
         return {**super().extra_result(), "schedule": dict(self.schedule)}
