@@ -196,3 +196,33 @@ def test_local_minibatch_settings_without_effect_are_refused():
         catgnn.recipe().with_strings({"sample.method": "uniform_edge"}).build()
     assert catgnn.recipe().with_strings({"sample.method": "neighbor"}).with_strings(
         {"sample.method": "none"}).sample is None
+
+
+def test_averaged_weights_are_the_alpha_weighted_sum_of_every_part_model():
+    """CATGNN's averaging (digest 002 §1.5): after a sync every replica of every rank holds
+    ``sum_k alpha_k W_k`` over all parts k (two ranks with two and one parts here), checked against the sum
+    computed directly from the models before the sync."""
+    import threading
+
+    from workbench.communicate import InProcessGroup
+    from workbench.train.sync import ModelAveraging
+
+    torch.manual_seed(0)
+    models = [torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3)) for _ in range(3)]
+    alphas = [0.5, 0.2, 0.3]
+    expected = [sum(a * dict(m.named_parameters())[name].detach() for m, a in zip(models, alphas))
+                for name, _ in models[0].named_parameters()]
+    replicas_of = {0: [(models[0], alphas[0]), (models[1], alphas[1])], 1: [(models[2], alphas[2])]}
+    group, sync = InProcessGroup(2), ModelAveraging()
+
+    def body(rank: int) -> None:
+        sync.average(replicas_of[rank], group.communicator(rank), 2)
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for m in models:
+        for got, want in zip(m.parameters(), expected):
+            assert torch.allclose(got, want, atol=1e-6)
