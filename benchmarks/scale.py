@@ -31,7 +31,8 @@ Usage::
     python benchmarks/scale.py --nodes 7000000 --work /tmp/scale  # ~100M lines (papers100M / 16)
     python benchmarks/scale.py --nodes 111059956 --features 16   # papers100M-sized (~1.6B lines; see the docs)
 
-``--keep`` keeps the files (default: removed at the end).
+``--keep`` keeps the files (default: each method's partition folder is removed once it has trained, so the disk
+holds the input and one folder at a time, and the rest at the end).
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ def disk_mb(*paths: Path) -> float:
 
 def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, methods: list[str],
         train_parts: int, epochs: int, seed: int = 0, classes: int = 172, mode: str = "full",
-        halo_features: str = "copy", eval_sample: str = "full", log=print) -> dict:
-    """All phases; returns the report (also written to ``WORK/scale.json``)."""
+        halo_features: str = "copy", eval_sample: str = "full", keep_folders: bool = True, log=print) -> dict:
+    """All phases; returns the report (also written to ``WORK/scale.json``). ``keep_folders=False`` removes each
+    method's partition folder once it has trained (the disk then holds the input and one folder at a time)."""
     work.mkdir(parents=True, exist_ok=True)
     spec = (f"papers-like:num_nodes={nodes},avg_degree={avg_degree},num_features={features},"
             f"num_classes={classes},seed={seed}")
@@ -149,11 +151,16 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
             "parts": [{k: q[k] for k in ("part", "owned", "local", "local_edges")} for q in t["parts"]]}
         log(f"train {method} on parts {select}: {wall:.1f} s (epochs {[round(x, 2) for x in t['epoch_times']]} s), "
             f"peak {peak:.0f} MiB, losses {[round(x, 4) for x in t['losses']]}")
+        if not keep_folders:
+            shutil.rmtree(folder, ignore_errors=True)
     n, e2 = report["num_nodes"], report["num_edges_directed"]
     csr = 8 * (n + 1) + 8 * e2
     report["metis_csr_mb"] = csr / 2**20
     report["peak_over_metis_csr"] = {k: v["peak_rss_mb"] * 2**20 / csr for k, v in report["phases"].items()}
     report["disk_total_mb"] = disk_mb(work)
+    folders = [v["disk_mb"] for k, v in report["phases"].items() if k.startswith("partition-")]
+    report["disk_peak_mb"] = report["phases"]["generate"]["disk_mb"] + (
+        sum(folders) if keep_folders else max(folders, default=0.0))   # the input and the folders held at once
     (work / "scale.json").write_text(json.dumps(report, indent=1) + "\n")
     return report
 
@@ -195,7 +202,7 @@ def main(argv=None) -> int:
         report = run(work, args.nodes, args.avg_degree, args.features, args.parts,
                      [m.strip() for m in args.methods.split(",") if m.strip()], args.train_parts, args.epochs,
                      args.seed, args.classes, "minibatch" if args.minibatch else "full", args.halo_features,
-                     args.eval_sample)
+                     args.eval_sample, keep_folders=args.keep)
         print(json.dumps({k: v for k, v in report.items() if k != "phases"}, indent=1))
         print("phase                wall s   peak RSS MiB   disk MiB")
         for k, v in report["phases"].items():

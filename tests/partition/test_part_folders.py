@@ -340,3 +340,100 @@ def test_folder_payloads_load_in_the_rank_and_pickle_small(folder):
     clone = pickle.loads(pickle.dumps(payloads[0]))
     assert clone.shards[0]._shard is None and torch.equal(clone.shards[0].gid, part.gid)
     assert sum(s["alpha"] for s in program.trainer.shard_sizes) == pytest.approx(1.0)
+
+
+def _as_version_1(src, dst):
+    """A copy of the folder ``src`` as the writer made it before the compact types: int64 ``gid``, ``indptr`` and
+    ``labels``, manifest version 1 without ``dtypes``."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    for q in m["parts"]:
+        for name in ("gid", "indptr", "labels"):
+            path = dst / q["dir"] / f"{name}.npy"
+            np.save(path, np.load(path).astype(np.int64))
+    m["version"] = 1
+    del m["dtypes"]
+    (dst / "manifest.json").write_text(json.dumps(m))
+    return dst
+
+
+@pytest.mark.parametrize("halo", ["copy", "reference"])
+def test_compact_folders_and_version_1_folders_read_the_same(raw, folder, tmp_path, monkeypatch, halo):
+    """The writer stores int32 global ids and labels in the smallest type holding them (int8 for 6 classes) and
+    lists the types in the manifest; a folder in the former format (int64 ids and labels) reads the same through
+    every reader: the whole graph, folder shards, sampled parts, feature rows and a training run."""
+    from recipes import catgnn
+    from workbench.sample import keyed
+    from workbench.sample.keyed import sample_rows_keyed, stream_key
+    from workbench.train.sampled_parts import folder_sampled_part
+
+    d = raw[0]
+    if halo == "reference":
+        compact = tmp_path / "pf-ref"
+        assert main(["partition", str(d / "e.bin"), "--stream", "--method", "spring", "--parts", "4", "--out",
+                     str(compact), "--with-features", str(d / "x.npy"), "--labels", str(d / "y.npy"), "--train",
+                     str(d / "train.npy"), "--val", str(d / "val.npy"), "--test", str(d / "test.npy"),
+                     "--halo-features", "reference"]) == 0
+    else:
+        compact = folder
+    old = _as_version_1(compact, tmp_path / "v1")
+    new_pf, old_pf = PartFolder(compact), PartFolder(old)
+    assert new_pf.manifest["version"] == 2 and old_pf.manifest["version"] == 1
+    assert new_pf.manifest["dtypes"] == {"gid": "int32", "indptr": "int32", "indices": "int32", "labels": "int8",
+                                         "features": "float32", "masks": "bool"}
+    for p in range(4):
+        a, b = new_pf.open_part(p), old_pf.open_part(p)
+        assert a["gid"].dtype == a["indptr"].dtype == np.int32 and a["labels"].dtype == np.int8
+        assert b["gid"].dtype == b["indptr"].dtype == np.int64
+        for name in ("gid", "indptr", "labels"):
+            assert np.array_equal(a[name], b[name])
+        for model in ("gcn", "sage"):
+            _assert_shards_equal(folder_shard(new_pf, p, model), folder_shard(old_pf, p, model))
+        x, y = folder_sampled_part(compact, p, 1.0, True), folder_sampled_part(old, p, 1.0, True)
+        assert torch.equal(x.labels, y.labels) and x.labels.dtype == torch.int64
+        assert x.source.rows.indptr.dtype == torch.int32 and y.source.rows.indptr.dtype == torch.int64
+        frontier = torch.arange(min(40, x.num_owned))
+        for fanout, replace in ((3, False), (2, True), (-1, False)):   # compiled, and numpy (int32 widened)
+            key = stream_key(0, 1, 0, p)
+            e, f = (sample_rows_keyed(z.source.rows, frontier, fanout, replace, key) for z in (x, y))
+            with monkeypatch.context() as m:
+                m.setattr(keyed, "_compiled_sampler", lambda: None)
+                g = sample_rows_keyed(x.source.rows, frontier, fanout, replace, key)
+            for h in (f, g):
+                assert torch.equal(e.src_gid, h.src_gid) and torch.equal(e.dst_gid, h.dst_gid)
+        assert torch.equal(x.train_ids, y.train_ids)
+        assert all(torch.equal(i, j) for i, j in zip(x.eval_masks, y.eval_masks))
+        ids = np.array([a["gid"].shape[0] - 1, 0, new_pf.parts[p]["num_owned"], 3])
+        assert np.array_equal(new_pf.feature_rows(p, ids), old_pf.feature_rows(p, ids))
+        assert np.array_equal(new_pf.part_features(p), old_pf.part_features(p))
+    whole, former = read_part_graph(compact), read_part_graph(old)
+    for name in ("indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(whole, name), getattr(former, name)), name
+    assert whole.labels.dtype == torch.int64
+    if halo == "copy":
+        first = _run(catgnn.minibatch(graph=f"parts:{compact}", epochs=1, hidden=8, batch_size=64), 1)
+        second = _run(catgnn.minibatch(graph=f"parts:{old}", epochs=1, hidden=8, batch_size=64), 1)
+        assert first["losses"] == second["losses"]
+
+
+def test_label_dtype_is_the_smallest_holding_the_labels():
+    from workbench.partition.streaming.folders import label_dtype
+
+    assert [label_dtype(-1, hi) for hi in (5, 127, 128, 171, 40000, 2 ** 31)] == \
+        [np.int8, np.int8, np.int16, np.int16, np.int32, np.int64]
+    assert label_dtype(-200, 3) == np.int16 and label_dtype(0, 3) == np.int8
+
+
+def test_range_limits_cut_by_the_degree_budget():
+    from workbench.partition.streaming.kernels_folders import range_limits
+
+    rng = np.random.default_rng(0)
+    deg = rng.integers(0, 50, 1000).astype(np.int32)
+    for ids in (np.sort(rng.choice(1000, 300, replace=False)).astype(np.int32), np.zeros(0, np.int32)):
+        for budget in (1, 64, 700, 10 ** 9):
+            w = deg[ids].astype(np.int64)
+            group = (np.cumsum(w) - w) // budget
+            want = np.concatenate([ids[np.flatnonzero(np.diff(group)) + 1], [1000]])
+            assert range_limits(ids, deg, budget, 1000).tolist() == want.tolist()

@@ -374,3 +374,38 @@ def test_a_kept_assignment_file_goes_with_its_partition(edge_file, tmp_path):
     del result
     gc.collect()
     assert not list(tmp_path.glob("assign-*.bin"))
+
+
+@pytest.mark.parametrize("method", STREAMING_METHODS)
+def test_narrow_state_widens_without_changing_results(edge_file, monkeypatch, method):
+    """Degrees and partial degrees are int32 and ids int32 below 2^31 vertices; a count about to overflow is
+    widened to int64 where it happens and ids are widened when the capacity passes the limit (both forced here
+    with small limits): the same owners and line parts, bit for bit."""
+    from workbench.partition.streaming import methods, state
+
+    path, lines, n = edge_file
+    want = stream_partition(path, 4, method=method, chunk_edges=53, keep_assignment=True)
+    monkeypatch.setattr(methods, "_count_limit", lambda counts: 5 if counts.dtype == np.int32 else 2 ** 62)
+    monkeypatch.setattr(state, "index_dtype", lambda capacity: np.int32 if capacity < 100 else np.int64)
+    got = stream_partition(path, 4, method=method, chunk_edges=53, keep_assignment=True)
+    assert np.array_equal(got.owner, want.owner) and np.array_equal(got.line_parts(), want.line_parts())
+    assert got.metrics.comm_rows.tolist() == want.metrics.comm_rows.tolist()
+
+
+def test_state_arrays_are_narrow(edge_file, monkeypatch):
+    from workbench.partition.streaming import state
+    from workbench.partition.streaming.state import INDEX, StreamRun, index_dtype
+
+    assert index_dtype(2 ** 31 - 1) == np.int32 and index_dtype(2 ** 31) == np.int64
+    path, lines, n = edge_file
+    run = StreamRun(None, 4, 0, None)
+    run.array("cid", INDEX, -1)
+    run.array("vol", np.int64, 0)
+    run.cid[7] = 3
+    run.ensure(np.array([3000]), np.array([1]))
+    assert run.cid.dtype == np.int32 and run.vol.dtype == np.int64 and run.cid.size > 3000
+    monkeypatch.setattr(state, "index_dtype", lambda capacity: np.int32 if capacity < 4000 else np.int64)
+    run.ensure(np.array([5000]), np.array([1]))   # past the (forced) limit: ids widened, values kept
+    assert run.cid.dtype == np.int64 and run.cid[7] == 3 and (run.cid[8:] == -1).all() and run.cid.size > 5000
+    s = stream_partition(path, 4, method="spring").metrics.state_bytes
+    assert s <= (n + 1024) * 24 + 4096   # int32 degrees, cluster ids, richest neighbours, ranks; int64 volumes

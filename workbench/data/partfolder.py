@@ -27,12 +27,18 @@ import torch
 from workbench._validation import Config, ErrorCollector, ParamError, param_error
 from workbench.graph import Graph
 
-__all__ = ["FOLDER_FORMAT", "PART_ARRAYS", "PartFolder", "PartsConfig", "read_part_graph", "parse_select",
-           "is_part_folder", "parts_config_of", "parse_parts_spec", "gather_rows", "GATHER_ROWS",
+__all__ = ["FOLDER_FORMAT", "FOLDER_VERSION", "PART_ARRAYS", "PartFolder", "PartsConfig", "read_part_graph",
+           "parse_select", "is_part_folder", "parts_config_of", "parse_parts_spec", "gather_rows", "GATHER_ROWS",
            "MappedArray"]
 
 FOLDER_FORMAT = "workbench-part-folder"
 """The ``format`` entry of a partition folder's ``manifest.json``."""
+
+FOLDER_VERSION = 2
+"""The ``version`` the writer records: 2 stores ``gid`` as int32 below 2^31 vertices, ``indptr`` as int32 below
+2^31 edges in the part and ``labels`` in the smallest integer type holding them, and lists the types under
+``dtypes``; version 1 (int64 ``gid``, ``indptr`` and ``labels``) is read the same way (readers widen ids and
+labels to int64 where they compute with them)."""
 
 PART_ARRAYS = ("gid", "indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask")
 """The ``.npy`` files of one part's directory."""
@@ -221,9 +227,9 @@ def read_part_graph(folder: Any, *, name: Optional[str] = None) -> Graph:
     for p in range(pf.num_parts):
         a = pf.open_part(p)
         owned = int(pf.parts[p]["num_owned"])
-        gid = np.asarray(a["gid"][:owned])
+        gid = np.asarray(a["gid"][:owned], dtype=np.int64)   # int32 in a version-2 folder: keys need int64
         indptr = np.asarray(a["indptr"][:owned + 1])
-        src = np.asarray(a["gid"])[np.asarray(a["indices"][:indptr[-1]])]
+        src = np.asarray(a["gid"], dtype=np.int64)[np.asarray(a["indices"][:indptr[-1]])]
         dst = np.repeat(gid, np.diff(indptr))
         keys.append(dst * max(n, 1) + src)
         if feats is None:

@@ -102,7 +102,8 @@ class CSRRows:
     """Some destination rows of a graph's CSR: what one owner (or the whole graph) can sample from.
 
     Attributes:
-        indptr: ``(num_rows + 1,)`` int64 row pointers.
+        indptr: ``(num_rows + 1,)`` int64 row pointers (or int32, a partition folder's: the compiled kernel reads
+            either).
         indices: ``(num_stored_edges,)`` global id of each in-neighbour, grouped by row (int64, or int32 where
             the ids fit: the compiled kernel reads either).
         row_of_gid: ``(num_nodes,)`` the row of each global id (only owned ids are ever looked up), or
@@ -184,13 +185,15 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
     indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
     rows = g if csr.row_of_gid is None else csr.row_of_gid.numpy()[g]
     compiled = _compiled_sampler()
-    # int32 column indices (a partition folder's, memory-mapped) are read as they are: no int64 copy
-    if compiled is not None and indptr.dtype == np.int64 and indices.dtype in (np.int32, np.int64):
+    # int32 row pointers and column indices (a partition folder's, memory-mapped) are read as they are: no int64
+    # copy
+    if compiled is not None and indptr.dtype in (np.int32, np.int64) and indices.dtype in (np.int32, np.int64):
         from workbench.train.kernels import call_compiled   # the rank's share of the cores, as the SpMM's
 
         src, dst = call_compiled(compiled, indptr, indices, np.ascontiguousarray(rows, dtype=np.int64),
                                  np.ascontiguousarray(g), int(fanout), bool(replace), np.uint64(key & _MASK))
         return SampledEdges(torch.from_numpy(src), torch.from_numpy(dst))
+    indptr = indptr.astype(np.int64, copy=False)   # draws are uint64: int32 offsets would mix into floats
     start = indptr[rows]
     deg = indptr[rows + 1] - start
     if fanout < 0 or (not replace and bool((deg <= fanout).all())):

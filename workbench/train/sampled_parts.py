@@ -4,7 +4,7 @@ tensor.
 
 :class:`~workbench.train.model_averaging.AveragingSteps` holds one :class:`SampledPart` per part it trains
 when ``sample`` is set. A part of a partition folder (:func:`folder_sampled_part`) keeps only O(owned vertices)
-arrays in memory; its CSR (``indptr.npy`` int64, ``indices.npy`` int32 as written) is memory-mapped and its
+arrays in memory; its CSR (``indptr.npy`` and ``indices.npy``, int32 as written) is memory-mapped and its
 pages given back after each batch (:meth:`PartSource.release`), and a batch's input feature rows are read with
 their pages given back every few rows (:meth:`~workbench.data.partfolder.PartFolder.feature_rows`). A rank's
 resident memory is then the interpreter, the model, O(part vertices) ids (the sampler's id table) and the
@@ -41,7 +41,7 @@ __all__ = ["PartSource", "SampledPart", "shard_sampled_part", "folder_sampled_pa
 
 class PartSource:
     """A part's in-neighbourhoods (local ids) for a sampler: CSR rows held in memory, or a partition folder's
-    ``indptr.npy``/``indices.npy`` memory-mapped (:class:`~workbench.data.partfolder.MappedArray`, int32 ids as
+    ``indptr.npy``/``indices.npy`` memory-mapped (:class:`~workbench.data.partfolder.MappedArray`, int32 as
     written) whose pages :meth:`release` gives back after each batch.
 
     Args:

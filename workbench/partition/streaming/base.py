@@ -14,17 +14,21 @@ Both are then **completed** in one more pass: a line also goes to its endpoints'
 keeps its full 1-hop neighbourhood (CATGNN §1.3). Vertices with no line get an owner too: each goes to the
 part owning the fewest vertices at that point (lowest index on ties).
 
-Memory (``N`` vertices, ``P`` parts, ``W = ceil(P / 64)``, chunks of ``C`` lines)::
+Memory (``N`` vertices, ``P`` parts, ``W = ceil(P / 64)``, chunks of ``C`` lines; ids, degrees and counts are
+int32 below 2^31 vertices, widened to int64 where a count would overflow or the vertices pass 2^31)::
 
-    the passes:  the method's per-vertex arrays, e.g. HDRF N * (8 W replica bitsets + 8 last + 8 pdeg),
-                 SPRING N * (8 deg + 8 cid + 8 vol + 8 rich nbr + 8 first)
+    the passes:  the method's per-vertex arrays, e.g. HDRF N * (8 W replica bitsets + 2 last part + 4 pdeg),
+                 SPRING N * (4 deg + 4 cid + 8 vol + 4 rich nbr + 4 first)
                  + one chunk: a text block of 16 C bytes, 8 C bytes per id column, 2 C bytes of parts
+    SPRING's merge: the volumes freed; per cluster 4 size + 4 representative + 4 parent + 1 visited and an
+                 8-byte heap key; then degrees and richest neighbours freed before the schedule
     completion:  N * (8 owner + 8 W bitsets, twice for owner results) + one chunk (the passes' arrays are
                  freed before it; a vertex-cut's bitsets are completed in place)
 
-plus a few O(N) index arrays in SPRING's merge and schedule, and nothing proportional to the number of edges:
+measured on papers-like graphs (16 parts) about 30 bytes a vertex at SPRING's merge, 24 in its passes and
+completion (74 at its schedule before the narrow types), and nothing proportional to the number of edges:
 chunk buffers are reused from chunk to chunk, and an assignment that must be kept goes to a binary file chunk
-by chunk. :attr:`StreamMetrics.state_bytes` is the measured size of the passes' arrays;
+by chunk. :attr:`StreamMetrics.state_bytes` is the most the passes' arrays held at once;
 ``benchmarks/streaming.py --memory-only`` measures the peak of the whole command against it.
 """
 

@@ -19,10 +19,10 @@ import numpy as np
 
 from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.data.edgefiles import NpyRowWriter
-from workbench.data.partfolder import FOLDER_FORMAT
+from workbench.data.partfolder import FOLDER_FORMAT, FOLDER_VERSION
 from workbench.partition.streaming.kernels import owner_comm_rows, part_counts
 from workbench.partition.streaming.kernels_folders import (csr_bucket, group_pairs, inside_chunk,
-                                                           own_bits, select_chunk)
+                                                           own_bits, range_limits, select_chunk)
 from workbench.partition.streaming.state import _reset_peak_rss, _trim_heap, peak_rss_mb
 
 __all__ = ["write_part_folders", "NpyRows", "HALO_FEATURES"]
@@ -89,15 +89,12 @@ def _members(ins, owner, p, owned, halo):
             b += 1
 
 
-def _ranges(ids: np.ndarray, deg: np.ndarray, budget: int, n: int) -> np.ndarray:
-    """Ascending exclusive upper limits (global ids, the last ``n``) cutting ``ids`` into ranges whose degrees
-    sum to about ``budget`` (at most ``budget`` plus one vertex's degree)."""
-    if ids.size == 0:
-        return np.array([n], np.int64)
-    w = deg[ids].astype(np.int64)
-    group = (np.cumsum(w) - w) // max(budget, 1)
-    first = np.flatnonzero(np.diff(group)) + 1
-    return np.concatenate([ids[first], [n]]).astype(np.int64)
+def label_dtype(lo: int, hi: int):
+    """The smallest signed integer type holding the labels ``lo..hi`` (and -1, unlabelled)."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if np.iinfo(dtype).min <= min(lo, -1) and hi <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
 
 
 def _split_roles(n: int, labels: NpyRows, files: dict, split: tuple, seed: int, owner: str) -> np.ndarray:
@@ -139,29 +136,38 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
     owned ones first)::
 
         DIR/
-          manifest.json        # format, num_parts, num_nodes, num_lines, directed, method, options, feature_dim,
-                               # num_classes, replication_factor (sum of L / N), comm_rows, splits, stream metrics,
+          manifest.json        # format, version (2), num_parts, num_nodes, num_lines, directed, method, options,
+                               # feature_dim, num_classes, replication_factor (sum of L / N), comm_rows, splits,
+                               # dtypes (of gid, indptr, indices, labels, features, masks), stream metrics,
                                # write_phase_s, and per part: dir, num_owned, num_halo, num_local, num_edges,
                                # num_train/val/test (owned, labelled), owned_id_range, halo_id_range, bytes
           owner.npy            # (N,) owner part of every vertex     } written by StreamPartition.save
           metrics.json         # the streaming partitioner's metrics }
           part-000/
-            gid.npy            # (L,) int64 global id of each local vertex: owned ascending, then halo ascending
-            indptr.npy         # (L + 1,) int64 CSR over destinations (local ids): row v = in-edges of v
+            gid.npy            # (L,) int32 (int64 from 2^31 vertices) global id of each local vertex: owned
+                               # ascending, then halo ascending
+            indptr.npy         # (L + 1,) int32 (int64 from 2^31 edges in the part) CSR over destinations
+                               # (local ids): row v = in-edges of v
             indices.npy        # (E_p,) int32 (int64 from 2^31 vertices) local source ids, ascending by global id
             features.npy       # (L, F) feature rows of gid (owned rows, then halo rows), the input's dtype;
                                # halo_features="reference": (num_owned, F), the halo rows read from the input
-            labels.npy         # (L,) int64 labels (-1 = unlabelled)
+            labels.npy         # (L,) labels (-1 = unlabelled), the smallest of int8/16/32/64 holding them
+                               # (int16 for 172 classes)
             train_mask.npy     # (L,) bool split of each local vertex (training and evaluation read owned rows)
             val_mask.npy
             test_mask.npy
           part-001/ ...
 
+    Version 1 folders (written before the compact types) hold int64 ``gid``, ``indptr`` and ``labels`` and no
+    ``dtypes``;
+    :mod:`workbench.data.partfolder` and the trainers read both.
+
     An owned row holds every in-edge of the vertex; a halo row only the edges from the part's owned vertices
     (rows in global id order, each row's sources in global id order: the order of ``part_subgraph``'s edges).
 
-    Memory: ``owner`` and per vertex ``8 ceil(P / 64)`` bytes of subgraph bits, a degree, and the local id map of
-    one part; the ids of a group of parts; one chunk of lines (and its selected edges, at most 4 per line); one
+    Memory: ``owner`` and per vertex ``8 ceil(P / 64)`` bytes of subgraph bits, an int32 degree (while the
+    buckets are planned), the split role, and an int32 local id map; one part's global ids (twice) and its
+    int64 row counts; one chunk of lines (and its selected edges, at most 4 per line); one
     bucket of at most ``bucket_edges`` edges plus one vertex's degree while its CSR rows are sorted; one window
     of :data:`_GATHER_ROWS` feature rows. Never the edges: two passes per group of parts over the stream (the
     first for every part together), the selected edges bucketed by destination range into temporary files under
@@ -218,9 +224,12 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
     phase: dict[str, float] = {}
     t0 = time.perf_counter()
     role = _split_roles(n, labs, {"train": train, "val": val, "test": test}, split, split_seed, owner_name)
-    num_classes = 0
+    num_classes, lab_min = 0, -1
     for lo in range(0, n, 1 << 22):
-        num_classes = max(num_classes, int(labs.rows(lo, min(lo + (1 << 22), n)).max()) + 1)
+        block = labs.rows(lo, min(lo + (1 << 22), n))
+        num_classes = max(num_classes, int(block.max()) + 1)
+        lab_min = min(lab_min, int(block.min()))
+    lab_dtype = label_dtype(lab_min, num_classes - 1)
     phase["split"] = time.perf_counter() - t0
 
     # ---- pass 1: every part's subgraph bits and the degrees
@@ -228,7 +237,7 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
     words = (P + 63) // 64
     ins = np.zeros((n, words), np.uint64)
     own_bits(owner, ins)
-    deg = np.zeros(n, np.int64)
+    deg = np.zeros(n, np.int32)   # saturating: it only sizes the buckets
     part_rows = np.zeros(P, np.int64)
     both = not edges.directed
     num_lines = 0
@@ -236,7 +245,7 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
         if src.size and max(int(src.max()), int(dst.max())) >= n:
             raise ParamError([param_error("owner", owner_name, "one entry per vertex of the stream",
                                           f"{n} entries, vertex id {max(int(src.max()), int(dst.max()))}")])
-        inside_chunk(src, dst, owner, both, ins, deg, part_rows)
+        inside_chunk(src, dst, owner, both, ins, deg, np.iinfo(deg.dtype).max, part_rows)
         num_lines += src.size
     comm = owner_comm_rows(ins, owner, P)   # the rows each owner sends each part that holds a replica
     local_counts = part_counts(ins, P)
@@ -254,10 +263,10 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
     tmp.mkdir()
     plans = []
     for p in range(P):   # ranges (from the degrees: upper bounds of the rows) and the bytes of its buckets
-        owned = np.empty(int(owned_counts[p]), np.int64)
-        halo = np.empty(int(local_counts[p] - owned_counts[p]), np.int64)
+        owned = np.empty(int(owned_counts[p]), id_dtype)
+        halo = np.empty(int(local_counts[p] - owned_counts[p]), id_dtype)
         _members(ins, owner, p, owned, halo)
-        bounds = [_ranges(ids, deg, bucket_edges, n) for ids in (owned, halo)]
+        bounds = [range_limits(ids, deg, bucket_edges, n) for ids in (owned, halo)]
         est = int(part_rows[p]) * 2 * np.dtype(id_dtype).itemsize
         plans.append({"part": p, "bounds": bounds, "est": est, "nb": sum(b.size for b in bounds)})
         del owned, halo
@@ -270,8 +279,9 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
         cur.append(plan)
     groups.append(cur)
 
+    del deg
     parts_info: list[Optional[dict]] = [None] * P
-    g2l = np.full(n, -1, np.int64)
+    g2l = np.full(n, -1, id_dtype)
     phase.update(buckets=0.0, csr=0.0, node_data=0.0)
     try:
         for gi, group in enumerate(groups):
@@ -281,8 +291,8 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
             log(f"group {gi + 1}/{len(groups)}: parts {[q['part'] for q in group]} bucketed")
             for plan in group:
                 p = plan["part"]
-                owned = np.empty(int(owned_counts[p]), np.int64)
-                halo = np.empty(int(local_counts[p] - owned_counts[p]), np.int64)
+                owned = np.empty(int(owned_counts[p]), id_dtype)
+                halo = np.empty(int(local_counts[p] - owned_counts[p]), id_dtype)
                 _members(ins, owner, p, owned, halo)
                 pdir = out / f"part-{p:03d}"
                 pdir.mkdir(exist_ok=True)
@@ -290,7 +300,7 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
                 num_edges = _write_csr(pdir, owned, halo, files[p], g2l, n, id_dtype)
                 phase["csr"] += time.perf_counter() - t0
                 t0 = time.perf_counter()
-                parts_info[p] = _write_node_data(pdir, p, owned, halo, num_edges, feats, labs, role,
+                parts_info[p] = _write_node_data(pdir, p, owned, halo, num_edges, feats, labs, lab_dtype, role,
                                                  halo_features == "copy")
                 phase["node_data"] += time.perf_counter() - t0
                 log(f"part {p}: {owned.size:,} owned, {halo.size:,} halo, {num_edges:,} edges")
@@ -300,7 +310,7 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
         shutil.rmtree(tmp, ignore_errors=True)
     labelled = [int(((role & bit) != 0).sum()) for bit in (1, 2, 4)]
     manifest = {
-        "format": FOLDER_FORMAT, "version": 1, "num_parts": P, "num_nodes": n, "num_lines": num_lines,
+        "format": FOLDER_FORMAT, "version": FOLDER_VERSION, "num_parts": P, "num_nodes": n, "num_lines": num_lines,
         "directed": not both, "halo_hops": 1, "method": method, "options": options or {}, "source": source,
         "feature_dim": int(feats.shape[1]), "feature_dtype": feats.dtype.name, "index_dtype": np.dtype(id_dtype).name,
         "num_classes": num_classes, "replication_factor": float(local_counts.sum() / n),
@@ -310,6 +320,10 @@ def write_part_folders(edges, owner: np.ndarray, out_dir: Any, *, features: Any,
         "split_files": {k: (str(v) if v else None) for k, v in (("train", train), ("val", val), ("test", test))},
         "inputs": {"features": str(Path(features).resolve()), "labels": str(labels)},
         "halo_features": halo_features,
+        "dtypes": {"gid": np.dtype(id_dtype).name,
+                   "indptr": "int64" if max(q["num_edges"] for q in parts_info) >= 2 ** 31 else "int32",
+                   "indices": "int64" if max(q["num_local"] for q in parts_info) >= 2 ** 31 else "int32",
+                   "labels": np.dtype(lab_dtype).name, "features": feats.dtype.name, "masks": "bool"},
         "write_phase_s": {k: round(v, 3) for k, v in phase.items()}, "write_peak_rss_mb": peak_rss_mb(),
         "stream_metrics": metrics or {}, "parts": parts_info,
     }
@@ -344,8 +358,8 @@ def _bucket_pass(edges, owner, ins, both, group, P, tmp: Path, id_dtype) -> dict
             need = src.size * (4 if both else 2)
             if need > cap:
                 cap = need + need // 16
-                out_b = np.empty(cap, np.int64)
-                out_s, out_d = np.empty(cap, np.int64), np.empty(cap, np.int64)
+                out_b = np.empty(cap, np.int32)   # bucket of each selected edge (a few hundred at most)
+                out_s, out_d = np.empty(cap, id_dtype), np.empty(cap, id_dtype)
                 pairs = np.empty((cap, 2), id_dtype)
                 counts, starts = np.zeros(nb, np.int64), np.zeros(nb, np.int64)
             k = select_chunk(src, dst, owner, ins, both, slot, base_a, bounds_a, lo_a, hi_a, out_b, out_s, out_d)
@@ -364,7 +378,7 @@ def _write_csr(pdir: Path, owned: np.ndarray, halo: np.ndarray, files: list, g2l
     to ``indices.npy`` as local ids; then ``indptr.npy`` and ``gid.npy``. Returns the edge count."""
     gid = np.concatenate([owned, halo])
     num_local = gid.size
-    g2l[gid] = np.arange(num_local)
+    g2l[gid] = np.arange(num_local, dtype=g2l.dtype)
     counts = np.zeros(num_local + 1, np.int64)
     idx_dtype = np.int32 if num_local < 2 ** 31 else np.int64
     with NpyRowWriter(pdir / "indices.npy", idx_dtype) as w:
@@ -375,36 +389,42 @@ def _write_csr(pdir: Path, owned: np.ndarray, halo: np.ndarray, files: list, g2l
                 if not pairs.size:
                     continue
                 out = np.empty(pairs.shape[0], idx_dtype)
-                k = csr_bucket(pairs, g2l, np.empty(pairs.shape[0], np.int64), out, counts)
+                k = csr_bucket(pairs, g2l, np.empty(pairs.shape[0], pairs.dtype), out, counts)
                 del pairs
                 w.write(out[:k])
                 del out
     g2l[gid] = -1
-    np.save(pdir / "indptr.npy", np.cumsum(counts))
+    np.cumsum(counts, out=counts)
+    np.save(pdir / "indptr.npy", counts.astype(np.int32) if counts[-1] < 2 ** 31 else counts)
     np.save(pdir / "gid.npy", gid)
-    return int(counts.sum())
+    return int(counts[-1])
 
 
 def _write_node_data(pdir: Path, p: int, owned: np.ndarray, halo: np.ndarray, num_edges: int, feats: NpyRows,
-                     labs: NpyRows, role: np.ndarray, halo_rows: bool = True) -> dict:
+                     labs: NpyRows, lab_dtype, role: np.ndarray, halo_rows: bool = True) -> dict:
     with NpyRowWriter(pdir / "features.npy", feats.dtype, feats.shape[1:]) as w:
         for ids in (owned, halo) if halo_rows else (owned,):
             for a in range(0, ids.size, 1 << 16):
                 w.write(feats.gather(ids[a:a + (1 << 16)]))
-    lab = np.concatenate([labs.gather(owned), labs.gather(halo)]).astype(np.int64)
-    np.save(pdir / "labels.npy", lab)
+    k = owned.size
+    num_split = np.zeros(3, np.int64)   # owned, labelled train/val/test vertices
+    with NpyRowWriter(pdir / "labels.npy", lab_dtype) as w:
+        for ids in (owned, halo):
+            for a in range(0, ids.size, 1 << 16):
+                lab = labs.gather(ids[a:a + (1 << 16)])
+                w.write(lab.astype(lab_dtype))
+                if ids is owned:
+                    r = role[ids[a:a + (1 << 16)]][lab >= 0]
+                    num_split += [int(((r & bit) != 0).sum()) for bit in (1, 2, 4)]
     r = np.concatenate([role[owned], role[halo]])
     for bit, name in ((1, "train_mask"), (2, "val_mask"), (4, "test_mask")):
         np.save(pdir / f"{name}.npy", (r & bit) != 0)
+    del r
     indptr = np.load(pdir / "indptr.npy", mmap_mode="r")
-    k = owned.size
-    labelled = lab[:k] >= 0
     info = {"part": p, "dir": pdir.name, "num_owned": int(k), "num_halo": int(halo.size),
             "num_local": int(k + halo.size), "num_edges": int(num_edges),
             "num_edges_owned_rows": int(indptr[k]),
-            "num_train": int((((r[:k] & 1) != 0) & labelled).sum()),
-            "num_val": int((((r[:k] & 2) != 0) & labelled).sum()),
-            "num_test": int((((r[:k] & 4) != 0) & labelled).sum()),
+            "num_train": int(num_split[0]), "num_val": int(num_split[1]), "num_test": int(num_split[2]),
             "owned_id_range": [int(owned[0]), int(owned[-1])] if k else None,
             "halo_id_range": [int(halo[0]), int(halo[-1])] if halo.size else None}
     del indptr

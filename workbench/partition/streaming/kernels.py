@@ -8,8 +8,10 @@ State names used throughout:
 * ``rep``: ``(N, ceil(P / 64))`` uint64 replica bitsets, bit ``p`` of row ``v`` set when part ``p`` holds ``v``
   (``A(v)`` in the papers).
 * ``load``: ``(P,)`` int64 lines per part; ``last``: ``(N,)`` int64 part of the last line touching ``v``.
-* ``deg``: ``(N,)`` int64 degree (both endpoints of every line counted; a self-loop counts twice).
-* ``cid``/``vol``: ``(N,)`` cluster id of each vertex (0 = unseen) and ``(N + 1,)`` cluster volumes.
+* ``deg``: ``(N,)`` degree (both endpoints of every line counted; a self-loop counts twice): int32, widened to
+  int64 by the degree pass if a degree would overflow it.
+* ``cid``/``vol``: ``(N,)`` cluster id of each vertex (0 = unseen; int32 below 2^31 vertices, as every array of
+  ids, ranks and richest neighbours) and ``(N + 1,)`` int64 cluster volumes (sums of degrees).
 * ``out``: the chunk's part per line (the caller stores it, on disk for a file).
 
 This module holds the bit-set helpers every family shares, the degree pass, list scheduling, neighbour
@@ -64,11 +66,17 @@ def _place(u, v, p, rep, load, last):
 
 
 @numba.njit(cache=True)
-def degree_chunk(src, dst, deg):
-    """Degree pass: ``deg[u] += 1; deg[v] += 1`` per line."""
+def degree_chunk(src, dst, deg, limit):
+    """Degree pass: ``deg[u] += 1; deg[v] += 1`` per line, stopping before a line that would take a degree
+    past ``limit`` (the largest value of ``deg``'s type). Returns the lines counted (the caller widens ``deg``
+    and counts the rest when fewer than the chunk's)."""
     for i in range(src.shape[0]):
-        deg[src[i]] += 1
-        deg[dst[i]] += 1
+        u, v = src[i], dst[i]
+        if deg[u] >= limit - 1 or deg[v] >= limit - 1:
+            return i
+        deg[u] += 1
+        deg[v] += 1
+    return src.shape[0]
 
 
 @numba.njit(cache=True)

@@ -185,11 +185,12 @@ def spring_merge(deg, cid, rn, num_clusters, cap, rerank):
     (size, id), visited by position, the largest cluster never a source.
 
     Returns:
-        ``(root, size)``: ``root[c]`` the cluster that cluster id ``c`` ended in, ``size`` per cluster id.
+        ``(root, size)``: ``root[c]`` the cluster that cluster id ``c`` ended in, ``size`` per cluster id (both
+        of ``cid``'s type).
     """
     n = cid.shape[0]
-    size = np.zeros(num_clusters, np.int64)
-    rep = np.full(num_clusters, -1, np.int64)
+    size = np.zeros(num_clusters, cid.dtype)   # sizes, ids and vertices all below the capacity: cid's type
+    rep = np.full(num_clusters, -1, cid.dtype)
     for v in range(n):
         c = cid[v]
         if c == 0:
@@ -200,7 +201,9 @@ def spring_merge(deg, cid, rn, num_clusters, cap, rerank):
         dr = (deg[rn[r]] if rn[r] >= 0 else 0) if r >= 0 else 0
         if r < 0 or dr < dn:
             rep[c] = v
-    parent = np.arange(num_clusters)
+    parent = np.empty(num_clusters, cid.dtype)
+    for c in range(num_clusters):
+        parent[c] = c
     visited = np.zeros(num_clusters, np.bool_)
     big = np.int64(num_clusters + 1)
     heap = [np.int64(0)]
@@ -240,26 +243,23 @@ def spring_merge(deg, cid, rn, num_clusters, cap, rerank):
                 rep[j] = ri
             if rerank and not visited[j]:
                 heapq.heappush(heap, size[j] * big + j)
-    root = np.empty(num_clusters, np.int64)
-    for c in range(num_clusters):
-        root[c] = _find(parent, c)
-    return root, size
+    for c in range(num_clusters):   # the roots, in place of the parents (no second array)
+        parent[c] = _find(parent, c)
+    return parent, size
 
 
 @numba.njit(cache=True)
-def first_seen_of_roots(cid, first, root, num_roots):
-    """Per merged cluster (``root``), the least ``first[v] * (n + 1) + v`` over its seen vertices (int64 max for
-    a root with none): clusters ordered by it are in the order their first vertex was seen, ties to the lower
-    id. One pass over the vertices, no per-vertex temporaries (SPRING's Step C at 10^8 vertices)."""
-    n = cid.shape[0]
-    key = np.full(num_roots, np.iinfo(np.int64).max, dtype=np.int64)
-    for v in range(n):
+def first_seen_of_roots(cid, first, root, key):
+    """Per merged cluster (``root``), the least first-seen rank ``first[v]`` over its seen vertices into ``key``
+    (filled by the caller with a value above every rank: left for a root with none). Ranks are distinct, so
+    clusters ordered by it are in the order their first vertex was seen. One pass over the vertices, no
+    per-vertex temporaries (SPRING's Step C at 10^8 vertices). Returns ``key``."""
+    for v in range(cid.shape[0]):
         c = cid[v]
         if c > 0:
             r = root[c]
-            k = first[v] * (n + 1) + v
-            if k < key[r]:
-                key[r] = k
+            if first[v] < key[r]:
+                key[r] = first[v]
     return key
 
 

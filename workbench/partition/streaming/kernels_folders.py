@@ -5,7 +5,8 @@ A chunk is edge lines ``(src, dst)`` (int64). An undirected line ``u v`` is the 
 
 * ``owner``: ``(N,)`` part of each vertex; ``ins``: ``(N, ceil(P / 64))`` uint64 bitsets, bit ``p`` of row ``v``
   set when ``v`` is in part ``p``'s completed subgraph (owned, or an in-neighbour of a vertex ``p`` owns);
-* ``deg``: ``(N,)`` lines touching each vertex (an upper bound of any of its rows in any part).
+* ``deg``: ``(N,)`` lines touching each vertex (an upper bound of any of its rows in any part), saturating at
+  the largest value of its type (it only sizes the temporary buckets: any cut of the rows gives the same folder).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from workbench.partition.streaming.kernels import _has, _set
 
-__all__ = ["inside_chunk", "own_bits", "select_chunk", "group_pairs"]
+__all__ = ["inside_chunk", "own_bits", "select_chunk", "group_pairs", "csr_bucket", "range_limits"]
 
 
 @numba.njit(cache=True)
@@ -26,7 +27,7 @@ def own_bits(owner, ins):
 
 
 @numba.njit(cache=True)
-def inside_chunk(src, dst, owner, both, ins, deg, part_rows):
+def inside_chunk(src, dst, owner, both, ins, deg, deg_max, part_rows):
     """``u -> v`` puts ``u`` in ``owner[v]``'s subgraph (and ``v`` in ``owner[u]``'s when ``both``); degrees;
     ``part_rows[p]``: the directed edges part ``p`` may keep (``owner[d] == p``, or ``owner[s] == p`` across
     parts), repeats included: the size of its temporary buckets."""
@@ -34,8 +35,10 @@ def inside_chunk(src, dst, owner, both, ins, deg, part_rows):
         u, v = src[i], dst[i]
         if u == v:
             continue
-        deg[u] += 1
-        deg[v] += 1
+        if deg[u] < deg_max:
+            deg[u] += 1
+        if deg[v] < deg_max:
+            deg[v] += 1
         ou, ov = owner[u], owner[v]
         _set(ins, u, ov)
         part_rows[ov] += 1
@@ -155,3 +158,30 @@ def csr_bucket(pairs, g2l, tmp, out, counts):
                 kept += 1
         counts[r0 + r + 1] = kept
     return k
+
+
+@numba.njit(cache=True)
+def range_limits(ids, deg, budget, n):
+    """Ascending exclusive upper limits (global ids, the last ``n``) cutting ``ids`` into ranges: a range starts at
+    ``ids[i]`` where ``(sum of deg[ids[:i]]) // budget`` changes (at most ``budget`` plus one vertex's degree a
+    range). No temporaries the size of ``ids``."""
+    count = 1
+    acc, prev = np.int64(0), np.int64(0)
+    for i in range(ids.shape[0]):
+        g = acc // budget
+        if i > 0 and g != prev:
+            count += 1
+        prev = g
+        acc += deg[ids[i]]
+    out = np.empty(count, np.int64)
+    k = 0
+    acc, prev = np.int64(0), np.int64(0)
+    for i in range(ids.shape[0]):
+        g = acc // budget
+        if i > 0 and g != prev:
+            out[k] = ids[i]
+            k += 1
+        prev = g
+        acc += deg[ids[i]]
+    out[k] = n
+    return out

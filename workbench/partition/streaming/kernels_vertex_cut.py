@@ -52,16 +52,21 @@ def _min_max(load):
 
 
 @numba.njit(cache=True)
-def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, rep, load, last, out):
+def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, limit, rep, load, last, out):
     """HDRF (``greedy=False``) or the greedy score form (``greedy=True``): argmax over parts of
     ``C_REP + lam * (maxsize - load[p]) / (eps + maxsize - minsize)``, first index on ties.
 
     HDRF's ``C_REP = g(u, p) + g(v, p)`` with ``g(x, p) = 1 + (1 - theta(x))`` when ``p`` holds ``x``,
     ``theta(u) = pdeg[u] / (pdeg[u] + pdeg[v])`` over partial degrees incremented before scoring.
     Greedy's ``C_REP = [p holds u] + [p holds v]``.
+
+    Stops before a line that would take a partial degree past ``limit`` (the largest value of ``pdeg``'s
+    type); returns the lines assigned (the caller widens ``pdeg`` and assigns the rest).
     """
     for i in range(src.shape[0]):
         u, v = src[i], dst[i]
+        if pdeg[u] >= limit - 1 or pdeg[v] >= limit - 1:
+            return i
         pdeg[u] += 1
         pdeg[v] += 1
         du, dv = float(pdeg[u]), float(pdeg[v])
@@ -83,6 +88,7 @@ def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, rep, load, last, out
                 best, best_s = p, s
         _place(u, v, best, rep, load, last)
         out[i] = best
+    return src.shape[0]
 
 
 @numba.njit(cache=True, inline="always")

@@ -21,7 +21,7 @@ from workbench.partition.streaming.kernels_clustering import (first_seen_of_root
                                                               spring_merge, twops_cluster_chunk, twops_pre_chunk,
                                                               twops_rest_chunk)
 from workbench.partition.streaming.kernels_vertex_cut import dbh_chunk, greedy_cases_chunk, hash_chunk, hdrf_chunk
-from workbench.partition.streaming.state import StreamRun
+from workbench.partition.streaming.state import INDEX, StreamRun, part_dtype
 
 __all__ = ["STREAMING_METHODS", "HashPartitioner", "DBHPartitioner", "GreedyPartitioner", "HDRFPartitioner",
            "TwoPSLPartitioner", "ClusteringPartitioner", "SpringPartitioner"]
@@ -42,22 +42,35 @@ class _VertexCut(StreamingPartitioner):
 
     def _state(self, run: StreamRun) -> None:
         run.array("rep", np.uint64, 0, width=run.words)
-        run.array("last", np.int64, -1)
+        run.array("last", part_dtype(run.num_parts), -1)
         run.load = np.zeros(run.num_parts, np.int64)
 
-    def _one_pass(self, run: StreamRun, phase: str, kernel, args):
+    def _one_pass(self, run: StreamRun, phase: str, kernel, args, counts: str = ""):
+        """One assignment pass; ``counts`` names a per-vertex count the kernel stops before overflowing (it
+        returns the lines done): the count is widened to int64 and the chunk's rest assigned."""
         assignment = run.new_assignment()
         for src, dst in run.chunks(phase, count_lines=True):
             out = run.scratch("out", src.size, assignment.dtype)
-            kernel(src, dst, *args(), run.rep, run.load, run.last, out)
+            done = kernel(src, dst, *args(), run.rep, run.load, run.last, out)
+            if counts and done < src.size:
+                run.widen(counts, np.int64)
+                kernel(src[done:], dst[done:], *args(), run.rep, run.load, run.last, out[done:])
             assignment.append(out)
         return assignment
 
 
+def _count_limit(counts: np.ndarray) -> int:
+    return int(np.iinfo(counts.dtype).max)
+
+
 def _degree_pass(run: StreamRun) -> np.ndarray:
-    run.array("deg", np.int64, 0)
+    """Full degrees, int32 unless one would pass 2^31 - 1 (then widened to int64 where it happens)."""
+    run.array("deg", np.int32, 0)
     for src, dst in run.chunks("degrees", count_lines=True):
-        degree_chunk(src, dst, run.deg)
+        done = degree_chunk(src, dst, run.deg, _count_limit(run.deg))
+        if done < src.size:
+            run.widen("deg", np.int64)
+            degree_chunk(src[done:], dst[done:], run.deg, _count_limit(run.deg))
     return run.deg
 
 
@@ -143,10 +156,11 @@ class HDRFPartitioner(_VertexCut):
 
     def _stream(self, run):
         self._state(run)
-        run.array("pdeg", np.int64, 0)
+        run.array("pdeg", np.int32, 0)
         c = self.config
         return self._one_pass(run, "assign", hdrf_chunk,
-                              lambda: (run.num_parts, float(c.lam), float(c.eps), self._greedy, run.pdeg))
+                              lambda: (run.num_parts, float(c.lam), float(c.eps), self._greedy, run.pdeg,
+                                       _count_limit(run.pdeg)), counts="pdeg")
 
 
 @register_partitioner
@@ -176,9 +190,10 @@ class GreedyPartitioner(_VertexCut):
     def _stream(self, run):
         if self.config.rule == "score":
             self._state(run)
-            run.array("pdeg", np.int64, 0)
+            run.array("pdeg", np.int32, 0)
             return self._one_pass(run, "assign", hdrf_chunk,
-                                  lambda: (run.num_parts, 1.0, 1.0, True, run.pdeg))
+                                  lambda: (run.num_parts, 1.0, 1.0, True, run.pdeg, _count_limit(run.pdeg)),
+                                  counts="pdeg")
         _degree_pass(run)
         self._state(run)
         run.array("seen", np.int64, 0)
@@ -186,9 +201,9 @@ class GreedyPartitioner(_VertexCut):
 
 
 def _cluster_state(run: StreamRun) -> None:
-    run.array("cid", np.int64, 0)
-    run.array("vol", np.int64, 0)
-    run.array("first", np.int64, -1)
+    run.array("cid", INDEX, 0)      # cluster ids run to the vertices seen + 1 <= capacity
+    run.array("vol", np.int64, 0)   # sums of degrees: up to twice the lines
+    run.array("first", INDEX, -1)
     run.counters = np.array([1, 0], np.int64)
 
 
@@ -276,7 +291,7 @@ class _Owner(StreamingPartitioner):
             _degree_pass(run)
             tau = self.config.tau_factor * int(run.deg.sum()) / run.num_parts
         _cluster_state(run)
-        run.array("rn", np.int64, -1)
+        run.array("rn", INDEX, -1)
         for k in range(self.config.passes):
             for src, dst in run.chunks(f"cluster{k + 1}"):
                 hollocou_chunk(src, dst, run.deg, run.cid, run.vol, run.rn, run.first, run.counters, tau, partial)
@@ -286,20 +301,25 @@ class _Owner(StreamingPartitioner):
         seen first), 'lpt-id' (size descending, ties to the lower id) or 'first' (first-occurrence order)."""
         n = run.num_nodes
         cid = run.cid[:n]
-        # per cluster, when its first vertex was seen (ties to the lower id): one compiled pass, so the memory
-        # stays that of the vertex state (an argsort of the seen vertices took 8 of them at 10^8 vertices)
-        first_rank = first_seen_of_roots(cid, run.first[:n], np.ascontiguousarray(root, dtype=np.int64), root.size)
-        clusters = np.flatnonzero((first_rank < np.iinfo(np.int64).max) & (size > 0))
+        # per cluster, when its first vertex was seen (first-seen ranks are distinct, so no ties): one compiled
+        # pass, so the memory stays that of the vertex state (an argsort of the seen vertices took 8 of them at
+        # 10^8 vertices)
+        none = np.iinfo(run.first.dtype).max
+        first_rank = first_seen_of_roots(cid, run.first[:n], root, np.full(root.size, none, run.first.dtype))
+        run.release(names=("first",))
+        clusters = np.flatnonzero((first_rank < none) & (size > 0))
         if order_rule == "first":
             order = clusters[np.argsort(first_rank[clusters], kind="stable")]
         elif order_rule == "lpt":
             order = clusters[np.lexsort((first_rank[clusters], -size[clusters]))]
         else:
             order = clusters[np.lexsort((clusters, -size[clusters]))]
+        del first_rank, clusters
         part_load = np.zeros(run.num_parts, np.int64)
-        cpart = np.zeros(root.size, np.int64)
+        cpart = np.zeros(root.size, part_dtype(run.num_parts))
         cpart[order] = list_schedule(order, size, run.num_parts, part_load)
-        return owners_of_roots(cid, np.ascontiguousarray(root, dtype=np.int64), cpart)
+        del order
+        return owners_of_roots(cid, root, cpart)
 
 
 @register_partitioner
@@ -328,6 +348,7 @@ class ClusteringPartitioner(_Owner):
         self._cluster(run, partial=self.config.degrees == "partial")
         start = time.perf_counter()
         num_clusters = int(run.counters[0])
+        run.release(names=("deg", "vol", "rn"))
         size = np.bincount(run.cid[:run.num_nodes], minlength=num_clusters).astype(np.int64)
         size[0] = 0
         owner = self._schedule(run, np.arange(num_clusters), size, "lpt")
@@ -370,7 +391,9 @@ class SpringPartitioner(_Owner):
         start = time.perf_counter()
         n = run.num_nodes
         cap = self.config.beta * n / run.num_parts
+        run.release(names=("vol",))   # Step A's: from here on degrees, clusters, richest neighbours, ranks
         root, size = spring_merge(run.deg[:n], run.cid[:n], run.rn[:n], int(run.counters[0]), cap, paper)
+        run.release(names=("deg", "rn"))
         run.phase_s["merge"] = time.perf_counter() - start
         start = time.perf_counter()
         owner = self._schedule(run, root, size, "lpt-id" if paper else "first")

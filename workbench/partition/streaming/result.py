@@ -64,7 +64,7 @@ class StreamMetrics:
     rss_start_mb: float
     """RSS when the run started (MiB): ``peak_rss_mb - rss_start_mb`` is what the run added."""
     state_bytes: int
-    """Bytes of the per-vertex and per-part state arrays after the method's passes (before completion)."""
+    """Bytes of the per-vertex and per-part state arrays: the most they held at once during the method's passes."""
 
     def to_dict(self) -> dict[str, Any]:
         out = {}

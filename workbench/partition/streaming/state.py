@@ -22,7 +22,7 @@ import numpy as np
 import workbench.partition.streaming.kernels as K
 from workbench._validation import ParamError
 
-__all__ = ["StreamRun", "part_dtype", "fill_unowned", "current_rss_mb", "peak_rss_mb"]
+__all__ = ["StreamRun", "part_dtype", "index_dtype", "INDEX", "fill_unowned", "current_rss_mb", "peak_rss_mb"]
 
 
 # ------------------------------------------------------------------------------------------- memory helpers
@@ -88,6 +88,16 @@ def peak_rss_mb() -> float:
 def part_dtype(num_parts: int):
     """The smallest signed integer type holding a part id or -1 (the dtype of per-line part arrays)."""
     return np.int16 if num_parts < 2 ** 15 else np.int32
+
+
+def index_dtype(capacity: int):
+    """The type of per-vertex arrays holding vertex ids, cluster ids or first-seen ranks (all below
+    ``capacity``) and -1: int32 while ``capacity < 2^31``, else int64."""
+    return np.int32 if capacity < 2 ** 31 else np.int64
+
+
+INDEX = "index"
+"""The ``dtype`` of :meth:`StreamRun.array` for ids below the capacity: :func:`index_dtype`, widened on growth."""
 
 
 def _grown(buf: np.ndarray, size: int, dtype) -> np.ndarray:
@@ -181,7 +191,8 @@ class StreamRun:
     """State of one streaming run: the stream, part count, growable per-vertex arrays, timers.
 
     Per-vertex arrays are registered with :meth:`array` and grow (by a quarter at least) as larger ids appear;
-    kernels index them by vertex id.
+    kernels index them by vertex id. Arrays of ids (``dtype=INDEX``) are int32 until the capacity reaches 2^31,
+    then widened to int64.
     """
 
     def __init__(self, edges, num_parts: int, seed: int, assignment_dir: Optional[Path]):
@@ -194,11 +205,23 @@ class StreamRun:
         self.phase_s: dict[str, float] = {}
         self._assignment_dir = assignment_dir
         self._scratch: dict[str, np.ndarray] = {}
+        self._state_peak = 0   # the largest state_bytes before a release
 
     def array(self, name: str, dtype, fill, width: Optional[int] = None) -> np.ndarray:
+        """Register and allocate a per-vertex array; ``dtype=INDEX`` for ids below the capacity (and -1)."""
         shape = (self.capacity,) if width is None else (self.capacity, width)
-        setattr(self, name, np.full(shape, fill, dtype=dtype))
+        setattr(self, name, np.full(shape, fill, dtype=self._dtype(dtype, self.capacity)))
         self._arrays[name] = (dtype, fill)
+        return getattr(self, name)
+
+    @staticmethod
+    def _dtype(dtype, capacity: int):
+        return index_dtype(capacity) if isinstance(dtype, str) and dtype == INDEX else dtype
+
+    def widen(self, name: str, dtype) -> np.ndarray:
+        """Re-type a registered array (a count about to overflow its type), keeping its values."""
+        setattr(self, name, getattr(self, name).astype(dtype))
+        self._arrays[name] = (dtype, self._arrays[name][1])
         return getattr(self, name)
 
     def ensure(self, src: np.ndarray, dst: np.ndarray) -> None:
@@ -215,7 +238,7 @@ class StreamRun:
         new_cap = max(hi + 1, self.capacity + self.capacity // 4)  # not doubling: state <= 1.25 x the ids seen
         for name, (dtype, fill) in self._arrays.items():
             old = getattr(self, name)
-            grown = np.full((new_cap,) + old.shape[1:], fill, dtype=dtype)
+            grown = np.full((new_cap,) + old.shape[1:], fill, dtype=self._dtype(dtype, new_cap))
             grown[:old.shape[0]] = old
             setattr(self, name, grown)
         self.capacity = new_cap
@@ -251,12 +274,15 @@ class StreamRun:
         return getattr(self, name)[:self.num_nodes]
 
     def state_bytes(self) -> int:
-        return int(sum(getattr(self, name).nbytes for name in self._arrays))
+        """Bytes of the per-vertex arrays: the most they held together (arrays freed by :meth:`release` count
+        until then)."""
+        return max(self._state_peak, int(sum(getattr(self, name).nbytes for name in self._arrays)))
 
-    def release(self, keep: tuple[str, ...] = ()) -> None:
-        """Free the per-vertex arrays other than ``keep`` (the passes that needed them are over), so
-        completion's owners and replicas do not come on top of them."""
-        for name in [n for n in self._arrays if n not in keep]:
+    def release(self, keep: tuple[str, ...] = (), names: Optional[tuple[str, ...]] = None) -> None:
+        """Free the per-vertex arrays other than ``keep`` (or only ``names``: the passes that needed them are
+        over), so what comes next does not come on top of them."""
+        self._state_peak = self.state_bytes()
+        for name in [n for n in self._arrays if n not in keep and (names is None or n in names)]:
             del self._arrays[name]
             delattr(self, name)
         self._scratch.clear()
