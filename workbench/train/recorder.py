@@ -241,6 +241,7 @@ def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: O
         "comm_s": [max(r["comm_s"][e] for r in results) for e in range(num_epochs)],
         "comm_critical_s": [critical_comm([r["calls"][e] for r in results if "calls" in r])
                             for e in range(num_epochs)],
+        "comm_calls": [len(r0["calls"][e]) if "calls" in r0 else None for e in range(num_epochs)],
         "param_checksums": {k: [float(v.double().sum()), float(v.double().pow(2).sum())] for k, v in params.items()},
         "time_breakdown": time_breakdown(results),
     }
