@@ -101,9 +101,14 @@ def disk_mb(*paths: Path) -> float:
 def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, methods: list[str],
         train_parts: int, epochs: int, seed: int = 0, classes: int = 172, mode: str = "full",
         halo_features: str = "copy", eval_sample: str = "full", keep_folders: bool = True, log=print) -> dict:
-    """All phases; returns the report (also written to ``WORK/scale.json``). ``keep_folders=False`` removes each
-    method's partition folder once it has trained (the disk then holds the input and one folder at a time)."""
+    """All phases; returns the report (also written to ``WORK/scale.json``, after each phase as it goes, so a run
+    cut short keeps what it measured). ``keep_folders=False`` removes each method's partition folder once it has
+    trained (the disk then holds the input and one folder at a time)."""
     work.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        (work / "scale.json").write_text(json.dumps(report, indent=1) + "\n")
+
     spec = (f"papers-like:num_nodes={nodes},avg_degree={avg_degree},num_features={features},"
             f"num_classes={classes},seed={seed}")
     edges = work / "g.bin"
@@ -119,6 +124,7 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
     report.update(num_nodes=gen["num_nodes"], num_lines=gen["num_lines"])
     report["phases"]["generate"] = {"wall_s": wall, "peak_rss_mb": peak, "disk_mb": disk_mb(edges, *files.values()),
                                     "edges_mb": disk_mb(edges), "features_mb": disk_mb(files["features"])}
+    save()
     log(f"generate: {gen['num_lines']:,} lines, {gen['num_nodes']:,} vertices, {wall:.1f} s, peak {peak:.0f} MiB")
     select = f"0-{train_parts - 1}"
     for method in methods:
@@ -141,6 +147,7 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
             "replication_factor_lines": d["replication_factor"], "owner_balance": d["owner_balance"],
             "part_local_max": max(q["num_local"] for q in manifest["parts"]),
             "part_edges_max": max(q["num_edges"] for q in manifest["parts"])}
+        save()
         log(f"partition {method}: {wall:.1f} s (stream {d['elapsed_s']:.1f} s, folder {manifest['write_phase_s']}), "
             f"peak {peak:.0f} MiB, RF {manifest['replication_factor']:.3f}, folder {disk_mb(folder):.0f} MiB")
         t, wall, peak = run_phase(["-c", TRAIN_SCRIPT, str(folder), method, select, str(epochs), mode, eval_sample],
@@ -149,6 +156,7 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
             "wall_s": wall, "peak_rss_mb": peak, "run_s": t["wall_s"], "epoch_s": t["epoch_times"],
             "losses": t["losses"], "val_acc": t["accuracy_by_epoch"]["val"],
             "parts": [{k: q[k] for k in ("part", "owned", "local", "local_edges")} for q in t["parts"]]}
+        save()
         log(f"train {method} on parts {select}: {wall:.1f} s (epochs {[round(x, 2) for x in t['epoch_times']]} s), "
             f"peak {peak:.0f} MiB, losses {[round(x, 4) for x in t['losses']]}")
         if not keep_folders:
@@ -161,7 +169,7 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
     folders = [v["disk_mb"] for k, v in report["phases"].items() if k.startswith("partition-")]
     report["disk_peak_mb"] = report["phases"]["generate"]["disk_mb"] + (
         sum(folders) if keep_folders else max(folders, default=0.0))   # the input and the folders held at once
-    (work / "scale.json").write_text(json.dumps(report, indent=1) + "\n")
+    save()
     return report
 
 
