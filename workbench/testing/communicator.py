@@ -62,10 +62,21 @@ def exercise_communicator(comm) -> dict:
         pieces[(r + 1) % p] = torch.empty(0, 2)
     got = comm.all_to_all(pieces, kind="all_to_all")
     out["all_to_all"] = [[list(t.shape), t.flatten().tolist()] for t in got]
+    # all_to_all with a dtype per destination and odd byte counts: rank r sends j an int8 (r + j + 1, 3) to even j,
+    # a float64 vector of r + j + 1 to odd j (the pieces' bytes then do not line up with the next dtype)
+    mixed = [_mixed_piece(r, j) for j in range(p)]
+    out["all_to_all_mixed"] = [[str(t.dtype), list(t.shape), t.flatten().tolist()]
+                               for t in comm.all_to_all(mixed, kind="all_to_all_mixed")]
     comm.barrier()
     out["bytes_by_kind"] = comm.counter.bytes_by_kind(epoch=1)
     out["records"] = [(e.src_rank, e.dst_rank, e.kind, e.bytes, e.messages) for e in comm.counter.records()]
     return out
+
+
+def _mixed_piece(src: int, dst: int) -> torch.Tensor:
+    if dst % 2 == 0:
+        return torch.full((src + dst + 1, 3), src - dst, dtype=torch.int8)
+    return torch.arange(src + dst + 1, dtype=torch.float64) + 0.5 * src
 
 
 def expected_bytes(p: int) -> dict:
@@ -82,6 +93,8 @@ def expected_bytes(p: int) -> dict:
                 if j != r and j != (r + 1) % p:
                     a2a += 4 * 2 * (r + j + 1)
         exp["all_to_all"] = a2a
+        exp["all_to_all_mixed"] = sum(_mixed_piece(r, j).numel() * _mixed_piece(r, j).element_size()
+                                      for r in range(p) for j in range(p) if j != r)
     return {k: v for k, v in exp.items() if v}
 
 
@@ -103,6 +116,10 @@ def check_communicator_results(results: list[dict]) -> None:
             rows = 0 if (p > 1 and r == (j + 1) % p) else j + r + 1
             assert shape == [rows, 2], f"all_to_all piece from {j} on rank {r}: shape {shape}, not {[rows, 2]}"
             assert flat == [float(10 * j + r)] * (2 * rows), f"all_to_all piece from {j} on rank {r}: values"
+        for j, (dtype, shape, flat) in enumerate(res["all_to_all_mixed"]):
+            want = _mixed_piece(j, r)
+            assert [dtype, shape, flat] == [str(want.dtype), list(want.shape), want.flatten().tolist()], \
+                f"all_to_all_mixed piece from {j} on rank {r}: {dtype} {shape} {flat}"
         if p > 1:
             assert res["recv"] == _vec((r - 1) % p).tolist(), f"send/recv on rank {r}"
             assert res["irecv"] == {j: _vec(j, N + r).tolist() for j in range(p) if j != r}, f"isend/irecv on rank {r}"
