@@ -4,10 +4,8 @@ Same semantics and the same accounting (inherited from :class:`~workbench.commun
 as the in-process backend, so a program's counted bytes do not depend on where it runs.
 
 * ``all_to_all`` takes pieces of any shape per pair: the ranks first all-gather a small header
-  (dtype and shape of every piece, not counted), then exchange the pieces: on gloo as bytes in one
-  ``all_to_all_single`` with uneven splits (each piece padded to 8 bytes, the padding not counted), on NCCL with
-  paired non-blocking ``isend``/``irecv``. Empty pieces are not sent. Gloo's paired ``isend``/``irecv`` took a
-  median 4 ms per call on loopback where its all-to-all takes 0.1 ms (torch 2.2).
+  (dtype and shape of every piece, not counted), then exchange the pieces with paired non-blocking
+  ``isend``/``irecv`` (gloo has no ``all_to_all`` with uneven pieces). Empty pieces are not sent.
 * ``all_gather`` takes equally shaped tensors, ``broadcast`` fills a same-shaped buffer on the others.
 * Transport failures (a peer died, the process group timed out) surface as
   :class:`~workbench.communicate.inprocess.CommunicationError`, so the runtime can tell them apart
@@ -28,7 +26,6 @@ Example (two processes, each with an initialised group):
 from __future__ import annotations
 
 import functools
-import math
 from typing import Optional
 
 import torch
@@ -42,14 +39,6 @@ __all__ = ["TorchDistCommunicator", "init_process_group", "shutdown_process_grou
 _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
            torch.int8, torch.uint8, torch.bool]
 _MAX_DIMS = 6
-
-
-def _piece(header: list[int]) -> tuple[torch.dtype, tuple[int, ...], int, int]:
-    """``(dtype, shape, bytes, bytes padded to 8)`` of one piece from its all-to-all header row."""
-    dtype = _DTYPES[header[0]]
-    shape = tuple(header[2:2 + header[1]])
-    nbytes = math.prod(shape) * dtype.itemsize
-    return dtype, shape, nbytes, -(-nbytes // 8) * 8
 
 
 def init_process_group(backend: str, init_method: str, rank: int, world_size: int, *,
@@ -201,16 +190,15 @@ class TorchDistCommunicator(Communicator):
         if len(tensors) != p:
             raise ValueError(f"all_to_all needs one tensor per rank ({p}), got {len(tensors)}")
         # header: per destination [dtype code, ndim, dims...] so receivers can size their buffers
-        rows = []
-        for t in tensors:
+        header = torch.zeros(p, 2 + _MAX_DIMS, dtype=torch.int64)
+        for j, t in enumerate(tensors):
             if t.dim() > _MAX_DIMS:
                 raise ValueError(f"all_to_all supports tensors of at most {_MAX_DIMS} dimensions, got {t.dim()}")
-            rows.append([_DTYPES.index(t.dtype), t.dim(), *t.shape] + [0] * (_MAX_DIMS - t.dim()))
-        header = torch.tensor(rows, dtype=torch.int64)
+            header[j, 0] = _DTYPES.index(t.dtype)
+            header[j, 1] = t.dim()
+            header[j, 2:2 + t.dim()] = torch.tensor(t.shape, dtype=torch.int64)
         headers = [torch.empty_like(header, device=self.device) for _ in range(p)]
         dist.all_gather(headers, header.to(self.device), group=self.group)
-        if self.dist_backend == "gloo":
-            return self._packed_all_to_all(tensors, [h.tolist() for h in headers])
         headers = [h.cpu() for h in headers]
 
         out: list[Optional[torch.Tensor]] = [None] * p
@@ -230,36 +218,6 @@ class TorchDistCommunicator(Communicator):
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
         return out  # type: ignore[return-value]
-
-    def _packed_all_to_all(self, tensors: list[torch.Tensor], headers: list[list[list[int]]]) -> list[torch.Tensor]:
-        """The pieces as bytes in one gloo ``all_to_all_single`` with uneven splits (each piece padded to 8 bytes so
-        the received ones are aligned views of one buffer). Gloo's paired ``isend``/``irecv`` cost about 4 ms per
-        call here (median, loopback) where its all-to-all takes 0.1 ms: a per-call cost no network model has."""
-        p, r = self.world_size, self.rank
-        pieces = [[_piece(h[k]) for k in range(p)] for h in headers]   # [src][dst] -> (dtype, shape, bytes, padded)
-        send_sizes = [0 if j == r else pieces[r][j][3] for j in range(p)]
-        recv_sizes = [0 if j == r else pieces[j][r][3] for j in range(p)]
-        out: list[torch.Tensor] = [tensors[r].clone() if j == r else torch.empty(0) for j in range(p)]
-        if any(pieces[i][j][3] for i in range(p) for j in range(p) if i != j):   # the same answer on every rank
-            send = torch.empty(sum(send_sizes), dtype=torch.uint8)
-            offset = 0
-            for j, t in enumerate(tensors):
-                if j != r and t.numel():
-                    nb = t.numel() * t.element_size()
-                    send[offset:offset + nb].copy_(t.reshape(-1).view(torch.uint8))
-                offset += send_sizes[j]
-            recv = torch.empty(sum(recv_sizes), dtype=torch.uint8)
-            dist.all_to_all_single(recv, send, output_split_sizes=recv_sizes, input_split_sizes=send_sizes,
-                                   group=self.group)
-        else:
-            recv = torch.empty(0, dtype=torch.uint8)
-        offset = 0
-        for j in range(p):
-            if j != r:
-                dtype, shape, size, _ = pieces[j][r]
-                out[j] = recv[offset:offset + size].view(dtype).reshape(shape) if size else torch.empty(shape, dtype=dtype)
-            offset += recv_sizes[j]
-        return out
 
     @_transport
     def _barrier(self) -> None:
