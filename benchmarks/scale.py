@@ -32,7 +32,11 @@ Usage::
     python benchmarks/scale.py --nodes 111059956 --features 16   # papers100M-sized (~1.6B lines; see the docs)
 
 ``--keep`` keeps the files (default: each method's partition folder is removed once it has trained, so the disk
-holds the input and one folder at a time, and the rest at the end).
+holds the input and one folder at a time, and the rest at the end). ``--reuse-input`` takes the input an earlier
+run generated in ``--work`` for the same graph and keeps it (the papers100M-sized input takes 16 minutes)::
+
+    python benchmarks/scale.py --nodes 111059956 --features 16 --minibatch --eval-sample train \
+        --halo-features reference --methods hdrf --work /work/scale --reuse-input
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_SCRIPT = "import os, sys; from workbench.cli import main; rc = main(sys.argv[1:]); sys.stdout.flush(); os._exit(rc)"
@@ -98,9 +103,22 @@ def disk_mb(*paths: Path) -> float:
     return total / 2**20
 
 
+def reusable_input(work: Path, spec: str) -> Optional[dict]:
+    """What ``workbench generate`` wrote into ``WORK/g.bin.json`` when it generated ``spec`` there and every file it
+    lists still exists (``--reuse-input``), else ``None``."""
+    meta = work / "g.bin.json"
+    if not (work / "g.bin").is_file() or not meta.is_file():
+        return None
+    info = json.loads(meta.read_text())
+    if info.get("spec") != spec or not all(Path(f).is_file() for f in info.get("files", {}).values()):
+        return None
+    return info
+
+
 def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, methods: list[str],
         train_parts: int, epochs: int, seed: int = 0, classes: int = 172, mode: str = "full",
-        halo_features: str = "copy", eval_sample: str = "full", keep_folders: bool = True, log=print) -> dict:
+        halo_features: str = "copy", eval_sample: str = "full", keep_folders: bool = True, reuse_input: bool = False,
+        log=print) -> dict:
     """All phases; returns the report (also written to ``WORK/scale.json``, after each phase as it goes, so a run
     cut short keeps what it measured). ``keep_folders=False`` removes each method's partition folder once it has
     trained (the disk then holds the input and one folder at a time)."""
@@ -119,13 +137,21 @@ def run(work: Path, nodes: int, avg_degree: float, features: int, parts: int, me
     _, _, base = run_phase(["-c", BASELINE_SCRIPT], work, "baseline")
     report["baseline_rss_mb"] = base
     log(f"baseline (the interpreter with torch, numba and the workbench imported): {base:.0f} MiB")
-    gen, wall, peak = run_phase(["-c", CLI_SCRIPT, "generate", spec, "--out", str(edges), "--json"], work, "generate")
+    gen = reusable_input(work, spec) if reuse_input else None
+    reused = gen is not None
+    if not reused:
+        gen, wall, peak = run_phase(["-c", CLI_SCRIPT, "generate", spec, "--out", str(edges), "--json"], work,
+                                    "generate")
     files = {k: Path(v) for k, v in gen["files"].items()}
     report.update(num_nodes=gen["num_nodes"], num_lines=gen["num_lines"])
-    report["phases"]["generate"] = {"wall_s": wall, "peak_rss_mb": peak, "disk_mb": disk_mb(edges, *files.values()),
+    report["phases"]["generate"] = {"wall_s": 0.0 if reused else wall, "peak_rss_mb": 0.0 if reused else peak,
+                                    "reused": reused, "disk_mb": disk_mb(edges, *files.values()),
                                     "edges_mb": disk_mb(edges), "features_mb": disk_mb(files["features"])}
     save()
-    log(f"generate: {gen['num_lines']:,} lines, {gen['num_nodes']:,} vertices, {wall:.1f} s, peak {peak:.0f} MiB")
+    if reused:
+        log(f"generate: reused {edges} ({gen['num_lines']:,} lines, {gen['num_nodes']:,} vertices)")
+    else:
+        log(f"generate: {gen['num_lines']:,} lines, {gen['num_nodes']:,} vertices, {wall:.1f} s, peak {peak:.0f} MiB")
     select = f"0-{train_parts - 1}"
     for method in methods:
         folder = work / f"parts-{method}"
@@ -197,6 +223,9 @@ def main(argv=None) -> int:
                         "(the folder then holds N x F feature floats, not RF x N x F)")
     p.add_argument("--work", default=None, help="folder for the files (default: a temporary folder)")
     p.add_argument("--keep", action="store_true", help="keep the files")
+    p.add_argument("--reuse-input", action="store_true",
+                   help="use the input already generated in --work for the same graph (g.bin, its features, labels "
+                        "and splits) instead of generating it again, and keep it at the end")
     args = p.parse_args(argv)
     errors = [f"--{k.replace('_', '-')} must be >= {lo}, got {v}" for k, v, lo in
               (("nodes", args.nodes, 2), ("parts", args.parts, 1), ("train_parts", args.train_parts, 1),
@@ -210,13 +239,13 @@ def main(argv=None) -> int:
         report = run(work, args.nodes, args.avg_degree, args.features, args.parts,
                      [m.strip() for m in args.methods.split(",") if m.strip()], args.train_parts, args.epochs,
                      args.seed, args.classes, "minibatch" if args.minibatch else "full", args.halo_features,
-                     args.eval_sample, keep_folders=args.keep)
+                     args.eval_sample, keep_folders=args.keep, reuse_input=args.reuse_input)
         print(json.dumps({k: v for k, v in report.items() if k != "phases"}, indent=1))
         print("phase                wall s   peak RSS MiB   disk MiB")
         for k, v in report["phases"].items():
             print(f"{k:<20} {v['wall_s']:>7.1f} {v['peak_rss_mb']:>14.0f} {v.get('disk_mb', 0):>10.0f}")
     finally:
-        if not args.keep:
+        if not args.keep and not args.reuse_input:
             shutil.rmtree(work, ignore_errors=True)
     return 0
 

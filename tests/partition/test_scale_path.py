@@ -76,3 +76,24 @@ def test_scale_path_trains_two_parts_from_the_folder(generated):
     s = launch(cfg, runner="local", workers=1, out=None).wait(timeout=300)
     assert [q["part"] for q in s["parts"]] == [0, 1] and s["num_syncs"] == 2
     assert s["losses"][1] < s["losses"][0]
+
+
+def test_scale_reuses_only_the_input_it_generated_for_the_same_graph(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    bench = importlib.util.spec_from_file_location("scale_benchmark",
+                                                   Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py")
+    scale = importlib.util.module_from_spec(bench)
+    bench.loader.exec_module(scale)
+    spec = "papers-like:num_nodes=1000,avg_degree=29.0,num_features=16,num_classes=172,seed=0"
+    assert scale.reusable_input(tmp_path, spec) is None                      # nothing generated yet
+    features = tmp_path / "g.features.npy"
+    (tmp_path / "g.bin").write_bytes(b"")
+    features.write_bytes(b"")
+    info = {"spec": spec, "num_nodes": 1000, "num_lines": 0, "files": {"features": str(features)}}
+    (tmp_path / "g.bin.json").write_text(json.dumps(info))
+    assert scale.reusable_input(tmp_path, spec) == info
+    assert scale.reusable_input(tmp_path, spec.replace("seed=0", "seed=1")) is None   # another graph
+    features.unlink()
+    assert scale.reusable_input(tmp_path, spec) is None                      # a listed file is gone
