@@ -32,7 +32,7 @@ from widgets.partition import PartitionView
 from widgets.pipeline import PipelineView
 from widgets.schedule import ScheduleView
 from widgets.staleness import StalenessView
-from widgets.store import _TERMINAL, RunStore
+from widgets.store import RunStore
 from widgets.timing import TimingView
 from widgets.traffic import TrafficView
 from workbench._validation import check_float
@@ -108,7 +108,7 @@ class ProgressView(StoreView):
             parts.append(f"recipe <code>{html.escape(s.recipe)}</code>")
         if s.world_size:
             parts.append(f"{s.world_size} ranks ({html.escape(s.runner or '?')})")
-        if s.dashboard_link and s.status not in _TERMINAL:   # the cluster's dashboard shows a live run
+        if s.dashboard_link and not s.done:   # the cluster's dashboard shows a live run
             link = html.escape(s.dashboard_link, quote=True)
             parts.append(f"<a href='{link}' target='_blank' class='wb-dask-link'>Dask dashboard</a>")
         counts = [f"epochs done: <b class='wb-epochs'>{h['epochs_done']}</b>"]

@@ -188,7 +188,7 @@ class RunHandle:
     def _repr_html_(self) -> str:
         colour = {"finished": "#2a7", "failed": "#c33", "stopped": "#c80"}.get(self.status, "#36c")
         link = (f" · <a href='{html.escape(self.dashboard_link)}' target='_blank'>Dask dashboard</a>"
-                if self.dashboard_link and self.status not in ("finished", "failed", "stopped") else "")
+                if self.dashboard_link and not self.done() else "")
         where = f" · <code>{html.escape(str(self.log_dir))}</code>" if self.log_dir else ""
         err = f"<br><span style='color:#c33'>{html.escape(str(self.error))}</span>" if self.error else ""
         return (f"<b>run</b> <code>{html.escape(self.run_id)}</code> · {self.runner} × {self.world_size} · "
