@@ -7,8 +7,9 @@
 #   sudo bash benchmarks/netcheck_independent.sh [RATE] [HOSTS] [RECIPE...]    # defaults: 100mbit 2 full_graph sancus
 #
 # Hosts are network namespaces on a bridge, each veth shaped both ways with tbf (no netem on this kernel: no
-# added latency); every host runs one single-threaded Dask worker, a further namespace the scheduler. Needs
-# root; everything it creates is removed on exit (also on error or Ctrl-C).
+# added latency; a burst of 24 KiB, about 0.2 ms at 1 Gbit/s, as NetCluster's); every host runs one
+# single-threaded Dask worker, on cores of its own when the machine has one per host (taskset), a further
+# namespace the scheduler. Needs root; everything it creates is removed on exit (also on error or Ctrl-C).
 set -euo pipefail
 
 RATE=${1:-100mbit}
@@ -56,8 +57,8 @@ host() {   # host NAMESPACE OCTET: a namespace on the bridge, its link shaped bo
     ip netns exec "$ns" ip link set "$b" up
     ip netns exec "$ns" ip link set lo up
     ip netns exec "$ns" ip route add default via "$NET.1"
-    tc qdisc add dev "$a" root tbf rate "$RATE" burst 64kb latency 50ms
-    ip netns exec "$ns" tc qdisc add dev "$b" root tbf rate "$RATE" burst 64kb latency 50ms
+    tc qdisc add dev "$a" root tbf rate "$RATE" burst 24kb latency 50ms
+    ip netns exec "$ns" tc qdisc add dev "$b" root tbf rate "$RATE" burst 24kb latency 50ms
 }
 
 host nck-s 10
@@ -65,9 +66,14 @@ SCHED="tcp://$NET.10:8786"
 ip netns exec nck-s env OMP_NUM_THREADS=1 "$BIN/dask" scheduler --host "$NET.10" --port 8786 \
     --no-dashboard > /tmp/nck-scheduler.log 2>&1 &
 PIDS+=($!)
+CORES=$(nproc)
 for i in $(seq 1 "$HOSTS"); do
     host "nck-h$i" $((10 + i))
-    ip netns exec "nck-h$i" env OMP_NUM_THREADS=1 "$BIN/dask" worker "$SCHED" --host "$NET.$((10 + i))" \
+    PIN=()
+    if (( CORES >= HOSTS )); then   # host i: the i-th share of the cores
+        SHARE=$(( CORES / HOSTS )); PIN=(taskset -c "$(( (i - 1) * SHARE ))-$(( i * SHARE - 1 ))")
+    fi
+    ip netns exec "nck-h$i" "${PIN[@]}" env OMP_NUM_THREADS=1 "$BIN/dask" worker "$SCHED" --host "$NET.$((10 + i))" \
         --nthreads 1 --nworkers 1 --no-dashboard --name "h$i" > "/tmp/nck-worker$i.log" 2>&1 &
     PIDS+=($!)
 done

@@ -30,10 +30,10 @@ def test_a_link_rate_turns_the_payload_rate_into_an_efficiency():
     assert s["payload_Bps"] == pytest.approx((8e6 / 0.067 + 8e6 / 0.068) / 2)    # the median rate, less a round trip
     assert s["model"].bandwidth_Bps == 125e6 and s["model"].effective_Bps == pytest.approx(s["payload_Bps"])
     # idle calls only: the all-reduce's 0.3 ms less its 2 rounds is call_s, the all-to-all's rest exchange_s
-    assert s["model"].call_s == pytest.approx(3e-4 - 2e-4) and s["model"].exchange_s == pytest.approx(1e-3 - 3e-4)
+    assert s["model"].call_s == pytest.approx(3e-4 - 2e-4) and s["model"].exchange_s == pytest.approx(1e-3 - 2e-4)
     m.update(allreduce_busy_s=[2.2e-3], a2a_busy_s=[5e-3])      # after a compute step, when measured
     s = summarize_probe(m, world_size=2)
-    assert (s["model"].call_s, s["model"].exchange_s) == pytest.approx((2e-3, 5e-3 - 2e-4 - 2e-3))
+    assert (s["model"].call_s, s["model"].exchange_s) == pytest.approx((2e-3, 5e-3 - 1e-4 - 2e-3))
     assert NetProbe(link_rate="1gbit").link_rate == 125e6
     with pytest.raises(ValueError, match="NetProbe needs"):
         NetProbe(pings=0)

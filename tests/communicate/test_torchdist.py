@@ -8,6 +8,7 @@ from workbench.testing import check_communicator_results, exercise_communicator,
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("exchange", ["sockets", "gloo"])
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_gloo_every_verb_values_and_bytes(world_size):
-    check_communicator_results(run_gloo_ranks(world_size, exercise_communicator))
+def test_gloo_every_verb_values_and_bytes(world_size, exchange):
+    check_communicator_results(run_gloo_ranks(world_size, exercise_communicator, exchange=exchange))

@@ -17,9 +17,10 @@ so phases do not overlap and the epoch is their sum::
 
 * ``c``: the calls of the phase in the epoch (messages on its busiest link; a broadcast: all its link
   messages / (p - 1)); ``a``: its algorithm, from the kind (:data:`ALGORITHMS`); ``p``: world size;
-* ``rounds``: the latency-bound steps of one call: ``exchange`` (``all_to_all``: a ring all-gather of the
-  size header, then every pair at once) ``p``; ring ``allreduce`` ``2 (p - 1)``; ring ``allgather`` ``p - 1``;
-  binomial-tree ``broadcast`` (gloo's) ``ceil(log2 p)``;
+* ``rounds``: the latency-bound steps of one call: ``exchange`` (``all_to_all``: every pair at once, the
+  sizes framed with the pieces on the socket mesh, :mod:`workbench.communicate.sockets`) ``1``; ring
+  ``allreduce`` ``2 (p - 1)``; ring ``allgather`` ``p - 1``; binomial-tree ``broadcast`` (gloo's)
+  ``ceil(log2 p)``;
 * ``call_s``: what one synchronising call costs beyond its rounds: the ranks meet there, and a rank that
   computed up to the call reaches it (and is woken from it) a little later than an idle one would. ``netprobe``
   measures it the way runs make the calls, with a compute step on every rank before each call;
@@ -56,8 +57,8 @@ Example:
     >>> halo = [Traffic(epoch=0, src_rank=s, dst_rank=1 - s, kind="halo_fwd", layer=0, bytes=10**6, messages=1)
     ...         for s in (0, 1)]
     >>> net = resolve_network("10MB/s,100us,call=0.5ms")
-    >>> round(transport_seconds(halo, net)[0], 4)     # 2 rounds * 100 us + 0.5 ms + 1 MB / 10 MB/s each way
-    0.1007
+    >>> round(transport_seconds(halo, net)[0], 4)     # 1 round of 100 us + 0.5 ms + 1 MB / 10 MB/s each way
+    0.1006
 """
 
 from __future__ import annotations
@@ -273,11 +274,11 @@ def rounds(algorithm: str, p: int) -> int:
 
     Example:
         >>> [rounds(a, 3) for a in ("exchange", "allreduce", "allgather", "broadcast")]
-        [3, 4, 2, 2]
+        [1, 4, 2, 2]
     """
     if p <= 1:
         return 0
-    return {"exchange": p, "allreduce": 2 * (p - 1), "allgather": p - 1,
+    return {"exchange": 1, "allreduce": 2 * (p - 1), "allgather": p - 1,
             "broadcast": max(1, math.ceil(math.log2(p)))}[algorithm]
 
 

@@ -34,9 +34,9 @@ The probe's own arithmetic:
     >>> m = {"rtt_s": [1e-3, 1.2e-3, 1e-3], "one_way": [(1_000_000, 0.101)], "both_ways": [(1_000_000, 0.1)],
     ...      "a2a_s": [2e-3], "allreduce_s": [1e-3], "a2a_busy_s": [4e-3], "allreduce_busy_s": [2e-3]}
     >>> summarize_probe(m, world_size=2)["model"].spec    # 1 MB in 0.1 s after a round trip; 2 ms - 2 rounds ...
-    '10MB/s,500us,call=1ms,xchg=2ms'
+    '10MB/s,500us,call=1ms,xchg=2.5ms'
     >>> summarize_probe(m, world_size=2, link_rate=12.5e6)["model"].spec
-    '12.5MB/s,500us,eff=0.8,call=1ms,xchg=2ms'
+    '12.5MB/s,500us,eff=0.8,call=1ms,xchg=2.5ms'
 """
 
 from __future__ import annotations

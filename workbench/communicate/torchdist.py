@@ -3,9 +3,14 @@
 Same semantics and the same accounting (inherited from :class:`~workbench.communicate.base.Communicator`)
 as the in-process backend, so a program's counted bytes do not depend on where it runs.
 
-* ``all_to_all`` takes pieces of any shape per pair: the ranks first all-gather a small header
-  (dtype and shape of every piece, not counted), then exchange the pieces with paired non-blocking
-  ``isend``/``irecv`` (gloo has no ``all_to_all`` with uneven pieces). Empty pieces are not sent.
+* With a :class:`~workbench.communicate.sockets.SocketMesh` (``mesh=``; the Dask runner makes one for
+  every gloo run) the point-to-point verbs, ``all_to_all`` and ``all_reduce`` go over the ranks' own TCP
+  streams, read and written by the rank's thread: each piece travels with its dtype and shape, and the
+  all-reduce is a ring over the same streams. Broadcast, all-gather and barrier stay gloo's.
+* Without one (NCCL, or ``mesh=None``), ``all_to_all`` takes pieces of any shape per pair: the ranks first
+  all-gather a small header (dtype and shape of every piece, not counted), then exchange the pieces with
+  paired non-blocking ``isend``/``irecv`` (gloo has no ``all_to_all`` with uneven pieces). Empty pieces
+  are not sent.
 * ``all_gather`` takes equally shaped tensors, ``broadcast`` fills a same-shaped buffer on the others.
 * Transport failures (a peer died, the process group timed out) surface as
   :class:`~workbench.communicate.inprocess.CommunicationError`, so the runtime can tell them apart
@@ -33,12 +38,20 @@ import torch.distributed as dist
 
 from workbench.communicate.base import Communicator, TrafficCounter, Work
 from workbench.communicate.inprocess import CommunicationError
+from workbench.communicate.sockets import DTYPES as _DTYPES, MAX_DIMS as _MAX_DIMS, SocketMesh
 
 __all__ = ["TorchDistCommunicator", "init_process_group", "shutdown_process_group"]
 
-_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
-           torch.int8, torch.uint8, torch.bool]
-_MAX_DIMS = 6
+
+
+class _MeshRequest:
+    """A mesh op with a request's ``wait`` (so :meth:`TorchDistCommunicator._waiter` times both alike)."""
+
+    def __init__(self, mesh: SocketMesh, op):
+        self.mesh, self.op = mesh, op
+
+    def wait(self) -> None:
+        self.mesh.wait([self.op])
 
 
 def init_process_group(backend: str, init_method: str, rank: int, world_size: int, *,
@@ -111,6 +124,7 @@ class TorchDistCommunicator(Communicator):
         device: where receive buffers and headers live (``cuda`` for NCCL; default: CPU for gloo,
             ``cuda:<current>`` for NCCL).
         counter: where traffic is recorded.
+        mesh: the ranks' socket mesh for the exchanges (CPU tensors, the default group); closed by :meth:`close`.
 
     Raises:
         RuntimeError: no process group is initialised.
@@ -119,7 +133,7 @@ class TorchDistCommunicator(Communicator):
     backend = "torch.distributed"
 
     def __init__(self, group: Optional[dist.ProcessGroup] = None, *, device: Optional[torch.device] = None,
-                 counter: Optional[TrafficCounter] = None):
+                 counter: Optional[TrafficCounter] = None, mesh: Optional[SocketMesh] = None):
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("TorchDistCommunicator needs an initialised torch.distributed process group")
         self.group = group
@@ -130,6 +144,10 @@ class TorchDistCommunicator(Communicator):
             device = torch.device("cuda", torch.cuda.current_device()) if self.dist_backend == "nccl" \
                 else torch.device("cpu")
         self.device = torch.device(device)
+        if mesh is not None and (self.device.type != "cpu" or group is not None):
+            raise ValueError("TorchDistCommunicator: mesh= carries CPU tensors of the default group; got device "
+                             f"{self.device} and group {group}")
+        self.mesh = mesh
 
     def _peer(self, rank: int) -> int:
         """Global rank of group rank ``rank`` (p2p calls take global ranks)."""
@@ -140,20 +158,32 @@ class TorchDistCommunicator(Communicator):
     # p2p -----------------------------------------------------------------------------------------------------
     @_transport
     def _send(self, tensor: torch.Tensor, dst: int) -> None:
+        if self.mesh is not None:
+            self.mesh.wait([self.mesh.post_send(tensor, dst)])
+            return
         dist.send(tensor, self._peer(dst), group=self.group)
 
     @_transport
     def _recv(self, tensor: torch.Tensor, src: int) -> torch.Tensor:
+        if self.mesh is not None:
+            self.mesh.wait([self.mesh.post_recv(src, into=tensor)])
+            return tensor
         dist.recv(tensor, self._peer(src), group=self.group)
         return tensor
 
     @_transport
     def _isend(self, tensor: torch.Tensor, dst: int) -> Work:
+        if self.mesh is not None:
+            op = self.mesh.post_send(tensor, dst)
+            return Work(self._waiter(_MeshRequest(self.mesh, op)))
         req = dist.isend(tensor, self._peer(dst), group=self.group)
         return Work(self._waiter(req))
 
     @_transport
     def _irecv(self, tensor: torch.Tensor, src: int) -> Work:
+        if self.mesh is not None:
+            op = self.mesh.post_recv(src, into=tensor)
+            return Work(self._waiter(_MeshRequest(self.mesh, op)), tensor)
         req = dist.irecv(tensor, self._peer(src), group=self.group)
         return Work(self._waiter(req), tensor)
 
@@ -175,6 +205,8 @@ class TorchDistCommunicator(Communicator):
 
     @_transport
     def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.mesh is not None:
+            return self.mesh.all_reduce(tensor)
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
         return tensor
 
@@ -189,6 +221,8 @@ class TorchDistCommunicator(Communicator):
         p, r = self.world_size, self.rank
         if len(tensors) != p:
             raise ValueError(f"all_to_all needs one tensor per rank ({p}), got {len(tensors)}")
+        if self.mesh is not None:
+            return self.mesh.exchange([t.cpu() for t in tensors])
         # header: per destination [dtype code, ndim, dims...] so receivers can size their buffers
         header = torch.zeros(p, 2 + _MAX_DIMS, dtype=torch.int64)
         for j, t in enumerate(tensors):
@@ -218,6 +252,11 @@ class TorchDistCommunicator(Communicator):
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
         return out  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Close the socket mesh, if any (the process group is the runtime's to destroy)."""
+        if self.mesh is not None:
+            self.mesh.close()
 
     @_transport
     def _barrier(self) -> None:

@@ -207,8 +207,8 @@ def _rendezvous_store(init_method: str, rank: int, world_size: int, timeout_s: f
 
 
 def join_process_group(backend: str, init_method: str, rank: int, world_size: int, timeout_s: float,
-                       device, worker: Optional[str] = None) -> None:
-    """Join the rendezvous; raise :class:`RendezvousTimeout` or :class:`RankFailed` on failure.
+                       device, worker: Optional[str] = None):
+    """Join the rendezvous and return its store; raise :class:`RendezvousTimeout` or :class:`RankFailed`.
 
     Every setting is explicit, as in :func:`workbench.communicate.torchdist.init_process_group`; the
     store is made here so that rank 0 serves it on its worker's address only (:func:`_rendezvous_store`).
@@ -224,6 +224,7 @@ def join_process_group(backend: str, init_method: str, rank: int, world_size: in
             torch.cuda.set_device(device)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=datetime.timedelta(seconds=timeout_s))
+        return store
     except Exception as exc:  # noqa: BLE001
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         if _is_timeout(exc):
@@ -238,6 +239,7 @@ def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_
     import torch
     from distributed import get_worker
 
+    from workbench.communicate.sockets import SocketMesh
     from workbench.communicate.torchdist import TorchDistCommunicator, shutdown_process_group
 
     worker = get_worker()
@@ -253,10 +255,14 @@ def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_
 
     worker.log_event(topic, {"_rank": rank, "_control": "started"})
     dev = torch.device(device)
-    join_process_group(backend, init_method, rank, world_size, timeout_s, dev, address)
+    store = join_process_group(backend, init_method, rank, world_size, timeout_s, dev, address)
     clean, comm, stop_poller = False, None, None
     try:
-        comm = TorchDistCommunicator(device=dev)
+        mesh = None
+        if backend == "gloo" and world_size > 1:   # the exchanges go over the rank's own streams
+            mesh = SocketMesh.connect(store, rank, world_size, host=urlparse(address).hostname or "127.0.0.1",
+                                      timeout_s=timeout_s)
+        comm = TorchDistCommunicator(device=dev, mesh=mesh)
         stop_poller = _StopPoller(stop_name, silent_s=_silent_limit(timeout_s))
         ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=run_id, device=dev, emit=emit,
                           stop_requested=stop_poller, program=program.name,
@@ -273,5 +279,7 @@ def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_
     finally:
         if stop_poller is not None:
             stop_poller.close()
+        if comm is not None:
+            comm.close()
         shutdown_process_group(synchronize=clean)
 

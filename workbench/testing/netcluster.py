@@ -9,13 +9,20 @@ namespace and reaches the scheduler through the bridge.
 
 What is emulated and what is not:
 
-* **bandwidth**: emulated, ``tbf`` on both ends of each host's link (rate ``bandwidth``, a burst of 1/250 s
-  of the rate, at least 32 KiB, and a queue of 50 ms);
+* **bandwidth**: emulated, ``tbf`` on both ends of each host's link (rate ``bandwidth``, a queue of 50 ms,
+  and a burst of 0.2 ms of the rate, at least 24 KiB). A real link has no burst to speak of: a larger
+  bucket (we had 4 ms of the rate) lets a message of a few hundred kB that follows a compute step leave at
+  memory speed, and the calls then beat the wire (16 KiB cost 15 % of the payload rate at 1 Gbit/s);
 * **latency**: emulated only where the kernel has ``netem`` (``latency=`` then adds a ``netem delay`` of
   half the round trip on each end); where it has not (this machine's kernel), asking for a latency is an
   error rather than a silently unemulated setting. Without it a round trip costs what veth costs
   (tens of microseconds);
-* **loss, reordering, jitter, switch contention**: not emulated (the bridge forwards at memory speed).
+* **loss, reordering, jitter, switch contention**: not emulated (the bridge forwards at memory speed);
+* **cores**: with ``cpus="auto"`` (the default) every host's processes run on cores of their own when the
+  machine has at least one per host (``os.sched_setaffinity``; host ``i`` gets the ``i``-th share of the
+  cores), as on separate machines: a rank woken by its network then does not take the core of another
+  host's rank. With fewer cores than hosts (or ``cpus="shared"``) the hosts share every core, and a call's
+  time holds that contention (the scheduler host and the client always float).
 
 Faults: :meth:`NetCluster.link_down` / :meth:`~NetCluster.link_up` take a host's link down and up (the
 cable pulled), :meth:`~NetCluster.kill_worker` kills a host's worker processes.
@@ -152,7 +159,9 @@ class NetCluster:
 
     def __init__(self, hosts: int = 2, bandwidth: str = "1gbit", latency: Optional[str] = None, *,
                  workers: bool = True, python: Optional[str] = None, start_timeout: float = 60.0,
-                 scheduler_file: bool = False):
+                 scheduler_file: bool = False, cpus: str = "auto"):
+        if cpus not in ("auto", "shared"):
+            raise ValueError(f"The 'cpus' parameter of NetCluster must be 'auto' or 'shared'. Got {cpus!r} instead.")
         if not isinstance(hosts, int) or isinstance(hosts, bool) or not 1 <= hosts <= 200:
             raise ValueError(f"The 'hosts' parameter of NetCluster must be an int in [1, 200]. Got {hosts!r} instead.")
         self.rate_bps = parse_rate(bandwidth)
@@ -173,6 +182,9 @@ class NetCluster:
         self.scheduler_file: Optional[Path] = (Path(f"/tmp/workbench-netcluster-{self.tag}") / "scheduler.json"
                                                if scheduler_file else None)
         self._up = False
+        self.cpus = cpus
+        self.host_cpus: list[Optional[list[int]]] = _host_cpus(hosts, cpus)
+        """The cores of each host's processes (``None``: every core)."""
 
     # -- addresses -----------------------------------------------------------------------------------------
     @property
@@ -187,8 +199,9 @@ class NetCluster:
 
     def __repr__(self) -> str:
         state = "up" if self._up else "down"
+        cores = "cores per host" if self.host_cpus and self.host_cpus[0] is not None else "cores shared"
         return (f"NetCluster(hosts={self.num_hosts}, bandwidth={self.bandwidth!r}, latency={self.latency!r}, "
-                f"subnet={self.subnet}.0/24, {state})")
+                f"subnet={self.subnet}.0/24, {cores}, {state})")
 
     # -- life cycle ----------------------------------------------------------------------------------------
     def __enter__(self) -> "NetCluster":
@@ -240,7 +253,7 @@ class NetCluster:
         return host
 
     def _shape(self, dev: str, ns: Optional[str]) -> None:
-        burst = max(self.rate_bps // 8 // 250, 32 * 1024)
+        burst = max(self.rate_bps // 8 // 5000, 24 * 1024)   # 0.2 ms of the rate, at least 24 KiB
         tbf = ["tbf", "rate", f"{self.rate_bps}bit", "burst", str(burst), "latency", "50ms"]
         if self.latency_us is None:
             _run("tc", "qdisc", "add", "dev", dev, "root", *tbf, ns=ns)
@@ -249,7 +262,7 @@ class NetCluster:
         _run("tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay", f"{half:.1f}us", ns=ns)
         _run("tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf, ns=ns)
 
-    def _spawn(self, host: Host, *args: str, log: str) -> None:
+    def _spawn(self, host: Host, *args: str, log: str, cpus: Optional[list[int]] = None) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
         env.pop("GLOO_SOCKET_IFNAME", None)
         logf = open(self.log_dir / log, "ab")
@@ -257,6 +270,11 @@ class NetCluster:
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
         logf.close()
         host.pids.append(proc.pid)
+        if cpus is not None:   # inherited by the exec'd interpreter and the nanny's worker process
+            try:
+                os.sched_setaffinity(proc.pid, cpus)
+            except OSError:
+                pass
 
     @property
     def log_dir(self) -> Path:
@@ -278,7 +296,8 @@ class NetCluster:
         where = ("--scheduler-file", str(self.scheduler_file)) if self.scheduler_file else (self.scheduler_address,)
         self._spawn(host, "-m", "distributed.cli.dask_worker", *where, "--host", host.address,
                     "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--name", host.name,
-                    "--death-timeout", "60", log=f"worker-{host.name}.log")
+                    "--death-timeout", "60", log=f"worker-{host.name}.log",
+                    cpus=self.host_cpus[self.hosts.index(host)] if host in self.hosts else None)
 
     def wait_for_workers(self, n: int, timeout: Optional[float] = None) -> None:
         """Block until ``n`` workers are registered with the scheduler."""
@@ -373,6 +392,7 @@ class NetCluster:
         return {"tag": self.tag, "subnet": self.subnet, "bridge": self.bridge, "bandwidth": self.bandwidth,
                 "latency": self.latency, "scheduler": self.scheduler_address,
                 "scheduler_file": str(self.scheduler_file) if self.scheduler_file else None,
+                "cpus": self.cpus, "host_cpus": self.host_cpus,
                 "hosts": [dataclasses.asdict(h) for h in [self.scheduler_host, *self.hosts]]}
 
     @classmethod
@@ -384,7 +404,20 @@ class NetCluster:
         c.scheduler_host, c.hosts = hosts[0], hosts[1:]
         c.num_hosts, c._up, c.scheduler_port = len(c.hosts), True, int(state["scheduler"].rsplit(":", 1)[1])
         c.scheduler_file = Path(state["scheduler_file"]) if state.get("scheduler_file") else None
+        c.cpus, c.host_cpus = state.get("cpus", "shared"), state.get("host_cpus", [None] * len(c.hosts))
         return c
+
+
+def _host_cpus(hosts: int, cpus: str) -> list[Optional[list[int]]]:
+    """Each host's cores: an equal share of this process's cores when there is one per host, else ``None``."""
+    try:
+        mine = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        mine = list(range(os.cpu_count() or 1))
+    if cpus == "shared" or len(mine) < hosts:
+        return [None] * hosts
+    share = len(mine) // hosts
+    return [mine[i * share:(i + 1) * share] for i in range(hosts)]
 
 
 def _kill(pids: list) -> None:

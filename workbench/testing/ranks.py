@@ -71,29 +71,46 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _gloo_main(rank: int, world_size: int, port: int, out_dir: str, body: Callable[[Any], Any]) -> None:
-    """One spawned gloo rank: ``body(TorchDistCommunicator())``, pickled to ``out_dir/<rank>.pkl``."""
+def _gloo_main(rank: int, world_size: int, port: int, out_dir: str, body: Callable[[Any], Any],
+               exchange: str = "sockets") -> None:
+    """One spawned gloo rank: ``body(TorchDistCommunicator(...))``, pickled to ``out_dir/<rank>.pkl``."""
+    import torch.distributed as dist
+
+    from workbench.communicate.sockets import SocketMesh
     from workbench.communicate.torchdist import TorchDistCommunicator, init_process_group, shutdown_process_group
 
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank, world_size, timeout_s=60)
+    comm = None
     try:
-        res = body(TorchDistCommunicator())
+        mesh = None
+        if exchange == "sockets":
+            store = dist.distributed_c10d._get_default_store()
+            mesh = SocketMesh.connect(store, rank, world_size, host="127.0.0.1", timeout_s=60)
+        comm = TorchDistCommunicator(mesh=mesh)
+        res = body(comm)
         with open(os.path.join(out_dir, f"{rank}.pkl"), "wb") as f:
             pickle.dump(res, f)
     finally:
+        if comm is not None:
+            comm.close()
         shutdown_process_group()
 
 
-def run_gloo_ranks(world_size: int, body: Callable[[Any], Any]) -> list:
+def run_gloo_ranks(world_size: int, body: Callable[[Any], Any], *, exchange: str = "sockets") -> list:
     """``body(comm)`` on ``world_size`` spawned processes over gloo (127.0.0.1); the results by rank.
 
     ``body`` and its results must pickle: a module-level function, or a ``functools.partial`` of one.
+    ``exchange``: how point-to-point verbs and ``all_to_all`` travel, as in runs: ``sockets`` (a
+    :class:`~workbench.communicate.sockets.SocketMesh`, the default) or ``gloo`` (its paired calls).
     """
     import torch.multiprocessing as mp
 
+    if exchange not in ("sockets", "gloo"):
+        raise ValueError(f"run_gloo_ranks: exchange must be 'sockets' or 'gloo', got {exchange!r}")
     with tempfile.TemporaryDirectory(prefix="workbench-gloo-") as out_dir:
-        mp.spawn(_gloo_main, args=(world_size, free_port(), out_dir, body), nprocs=world_size, join=True)
+        mp.spawn(_gloo_main, args=(world_size, free_port(), out_dir, body, exchange), nprocs=world_size,
+                 join=True)
         results = []
         for r in range(world_size):
             with open(os.path.join(out_dir, f"{r}.pkl"), "rb") as f:
