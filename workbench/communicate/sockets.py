@@ -124,10 +124,11 @@ class SocketMesh:
         ``host:port`` in ``store`` under ``prefix``, connect to the lower ranks, accept the higher ones."""
         if host is None:
             host = local_address_towards(getattr(store, "host", None) or "127.0.0.1")
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family, _, _, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+        listener = socket.socket(family, socket.SOCK_STREAM)
         socks: dict[int, socket.socket] = {}
         try:
-            listener.bind((host, 0))
+            listener.bind(address)
             listener.listen(max(1, world_size))
             listener.settimeout(timeout_s)
             store.set(f"{prefix}/{rank}", f"{host}:{listener.getsockname()[1]}")
