@@ -103,7 +103,6 @@ class SocketMesh:
     def __init__(self, rank: int, world_size: int, socks: dict[int, socket.socket], timeout_s: float = 120.0):
         self.rank, self.world_size, self.timeout_s = rank, world_size, float(timeout_s)
         self.socks = socks
-        self._peer_of = {s.fileno(): j for j, s in socks.items()}
         self._sel = selectors.DefaultSelector()
         for j, s in socks.items():
             s.setblocking(False)
