@@ -99,8 +99,8 @@ class CommCoefficients:
         ...                 messages=1) for s in (0, 1)]
         >>> c = CommCoefficients()
         >>> c.update(pd.DataFrame([vars(e) for e in halo]), world_size=2)
-        >>> c.rounds_s, c.byte_s            # 2 latency rounds, 1 MB through the busiest link
-        ({0: 2.0}, {0: 1000000.0})
+        >>> c.rounds_s, c.byte_s            # 1 latency round, 1 MB through the busiest link
+        ({0: 1.0}, {0: 1000000.0})
         >>> round(c.seconds(0, resolve_network("10GbE")), 9) == round(transport_seconds(halo, "10GbE")[0], 9)
         True
     """
