@@ -3,6 +3,7 @@ their own addresses, gloo over the shaped links, and three faults injected mid-r
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -35,6 +36,10 @@ def test_a_run_crosses_the_shaped_links_and_nothing_is_left_behind():
         s = launch(full_graph.recipe(graph=GRAPH, epochs=4), runner="dask", scheduler=cluster.scheduler_address,
                    workers=2, out=None, timeout=30).wait(timeout=180)
         pids = cluster.namespace_pids()
+        for host, cpus in zip(cluster.hosts, cluster.host_cpus):   # each host on its own cores where they suffice
+            out = subprocess.run(["ip", "netns", "pids", host.namespace], capture_output=True, text=True).stdout
+            want = set(cpus) if cpus is not None else os.sched_getaffinity(0)
+            assert out.split() and all(os.sched_getaffinity(int(pid)) == want for pid in out.split())
     # the ranks ran on the emulated hosts, and the bytes counted are the plan's
     assert s["world_size"] == 2 and s["bytes_per_epoch"] == s["predicted_bytes_per_epoch"] > 0
     # the links are shaped: each rank sends half the epoch's bytes through its own 100 Mbit/s link, so the

@@ -468,6 +468,9 @@ def _add_arguments(parser) -> None:
     up.add_argument("--hosts", type=int, default=2, help="worker hosts (default 2)")
     up.add_argument("--bandwidth", default="1gbit", help="each link's rate, both ways (tc units; default 1gbit)")
     up.add_argument("--latency", default=None, help="one-way delay per link (needs netem; e.g. 0.2ms)")
+    up.add_argument("--cpus", choices=("auto", "shared"), default="auto",
+                    help="auto: each host's processes on cores of their own where there is one per host (default); "
+                         "shared: every host on every core")
     up.add_argument("--state", type=Path, default=STATE_FILE, help=f"where to record it (default {STATE_FILE})")
     down = sub.add_parser("down", help="stop the emulated cluster that 'up' created")
     down.add_argument("--state", type=Path, default=STATE_FILE)
@@ -501,7 +504,8 @@ def run_cli(args) -> int:
             print(f"workbench cluster: a cluster is up already ({args.state}); 'workbench cluster down' first",
                   file=sys.stderr)
             return 2
-        cluster = NetCluster(args.hosts, args.bandwidth, args.latency, scheduler_file=True).up()
+        cluster = NetCluster(args.hosts, args.bandwidth, args.latency, scheduler_file=True,
+                             cpus=getattr(args, "cpus", "auto")).up()
         _LIVE.remove(cluster)   # it outlives this process
         args.state.write_text(json.dumps(cluster.to_state(), indent=1))
         print(f"{cluster!r}\nscheduler {cluster.scheduler_address} (its file: {cluster.scheduler_file})\n"
