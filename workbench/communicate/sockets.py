@@ -292,7 +292,7 @@ class SocketMesh:
                 if state.view is None:
                     n = sock.recv_into(memoryview(state.header)[state.got:])
                 else:
-                    n = sock.recv_into(state.view[state.offset:]) if len(state.view) > state.offset else -1
+                    n = sock.recv_into(state.view[state.offset:])   # a full view was delivered below
             except (BlockingIOError, InterruptedError):
                 return moved
             except OSError as exc:
@@ -311,7 +311,7 @@ class SocketMesh:
                 code, ndim, *dims = _HEADER.unpack(bytes(state.header))
                 state.tensor = torch.empty(dims[:ndim], dtype=DTYPES[code])
                 state.view, state.offset = _byte_view(state.tensor), 0
-            elif n > 0:
+            else:
                 state.offset += n
             if state.offset >= len(state.view):
                 self._deliver(peer, state.tensor)

@@ -43,17 +43,6 @@ from workbench.communicate.sockets import DTYPES as _DTYPES, MAX_DIMS as _MAX_DI
 __all__ = ["TorchDistCommunicator", "init_process_group", "shutdown_process_group"]
 
 
-
-class _MeshRequest:
-    """A mesh op with a request's ``wait`` (so :meth:`TorchDistCommunicator._waiter` times both alike)."""
-
-    def __init__(self, mesh: SocketMesh, op):
-        self.mesh, self.op = mesh, op
-
-    def wait(self) -> None:
-        self.mesh.wait([self.op])
-
-
 def init_process_group(backend: str, init_method: str, rank: int, world_size: int, *,
                        timeout_s: float = 120.0, device: Optional[torch.device] = None) -> None:
     """Initialise the default group with every setting explicit (no environment variables read or set).
@@ -174,23 +163,22 @@ class TorchDistCommunicator(Communicator):
     @_transport
     def _isend(self, tensor: torch.Tensor, dst: int) -> Work:
         if self.mesh is not None:
-            op = self.mesh.post_send(tensor, dst)
-            return Work(self._waiter(_MeshRequest(self.mesh, op)))
+            return Work(self._waiter(functools.partial(self.mesh.wait, [self.mesh.post_send(tensor, dst)])))
         req = dist.isend(tensor, self._peer(dst), group=self.group)
-        return Work(self._waiter(req))
+        return Work(self._waiter(req.wait))
 
     @_transport
     def _irecv(self, tensor: torch.Tensor, src: int) -> Work:
         if self.mesh is not None:
             op = self.mesh.post_recv(src, into=tensor)
-            return Work(self._waiter(_MeshRequest(self.mesh, op)), tensor)
+            return Work(self._waiter(functools.partial(self.mesh.wait, [op])), tensor)
         req = dist.irecv(tensor, self._peer(src), group=self.group)
-        return Work(self._waiter(req), tensor)
+        return Work(self._waiter(req.wait), tensor)
 
-    def _waiter(self, req):
+    def _waiter(self, request_wait):
         def wait() -> None:
             try:
-                self._timed(req.wait)
+                self._timed(request_wait)
             except (RuntimeError, OSError) as exc:
                 raise CommunicationError(f"rank {self.rank}: wait failed: {exc}") from exc
             return None  # Work.wait then returns the receive buffer

@@ -297,7 +297,7 @@ class NetCluster:
         self._spawn(host, "-m", "distributed.cli.dask_worker", *where, "--host", host.address,
                     "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--name", host.name,
                     "--death-timeout", "60", log=f"worker-{host.name}.log",
-                    cpus=self.host_cpus[self.hosts.index(host)] if host in self.hosts else None)
+                    cpus=self.host_cpus[self.hosts.index(host)])
 
     def wait_for_workers(self, n: int, timeout: Optional[float] = None) -> None:
         """Block until ``n`` workers are registered with the scheduler."""
@@ -505,7 +505,7 @@ def run_cli(args) -> int:
                   file=sys.stderr)
             return 2
         cluster = NetCluster(args.hosts, args.bandwidth, args.latency, scheduler_file=True,
-                             cpus=getattr(args, "cpus", "auto")).up()
+                             cpus=args.cpus).up()
         _LIVE.remove(cluster)   # it outlives this process
         args.state.write_text(json.dumps(cluster.to_state(), indent=1))
         print(f"{cluster!r}\nscheduler {cluster.scheduler_address} (its file: {cluster.scheduler_file})\n"
