@@ -7,7 +7,8 @@
 #   sudo bash benchmarks/netcheck_independent.sh [RATE] [HOSTS] [RECIPE...]    # defaults: 100mbit 2 full_graph sancus
 #
 # Hosts are network namespaces on a bridge, each veth shaped both ways with tbf (no netem on this kernel: no
-# added latency; a burst of 24 KiB, about 0.2 ms at 1 Gbit/s, as NetCluster's); every host runs one
+# added latency; a burst of 24 KiB, about 0.2 ms at 1 Gbit/s, GSO packets of at most 16 KiB so that tbf never
+# splits one in software, and a flow's packets steered to one core (RPS), as NetCluster's); every host runs one
 # single-threaded Dask worker, on cores of its own when the machine has one per host (taskset), a further
 # namespace the scheduler. Needs root; everything it creates is removed on exit (also on error or Ctrl-C).
 set -euo pipefail
@@ -46,6 +47,17 @@ ip link add "$BR" type bridge
 ip addr add "$NET.1/24" dev "$BR"
 ip link set "$BR" up
 
+rps_mask() {   # every core, as rps_cpus takes it: 32-bit hex words separated by commas
+    local n words="" i
+    n=$(nproc --all)
+    for (( i = 0; i < n; i += 32 )); do
+        local bits=$(( n - i < 32 ? n - i : 32 ))
+        words="$(printf '%08x' $(( (1 << bits) - 1 )))${words:+,$words}"
+    done
+    echo "$words"
+}
+MASK=$(rps_mask)
+
 host() {   # host NAMESPACE OCTET: a namespace on the bridge, its link shaped both ways
     local ns=$1 octet=$2
     local a="nck${octet}r" b="nck${octet}n"
@@ -57,6 +69,10 @@ host() {   # host NAMESPACE OCTET: a namespace on the bridge, its link shaped bo
     ip netns exec "$ns" ip link set "$b" up
     ip netns exec "$ns" ip link set lo up
     ip netns exec "$ns" ip route add default via "$NET.1"
+    ip link set dev "$a" gso_max_size 16384
+    ip netns exec "$ns" ip link set dev "$b" gso_max_size 16384
+    for q in /sys/class/net/"$a"/queues/rx-*; do echo "$MASK" > "$q/rps_cpus"; done
+    ip netns exec "$ns" sh -c "for q in /sys/class/net/$b/queues/rx-*; do echo $MASK > \$q/rps_cpus; done"
     tc qdisc add dev "$a" root tbf rate "$RATE" burst 24kb latency 50ms
     ip netns exec "$ns" tc qdisc add dev "$b" root tbf rate "$RATE" burst 24kb latency 50ms
 }

@@ -124,3 +124,57 @@ def test_the_cli_brings_a_cluster_up_and_down(tmp_path):
     assert not state.exists()
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"wb{info['tag']}" not in names
+
+
+
+def test_each_link_carries_gso_packets_that_fit_the_shaper_and_steers_a_flow_to_one_core():
+    """tbf splits a GSO packet larger than its bucket into MTU-sized segments in software: with the kernel's
+    64 KiB packets and a 24 KiB bucket that took most of two cores at three hosts' 1 Gbit/s and reordered
+    segments (hundreds of spurious retransmissions a run, docs/benchmarks.rst). Every veth end caps its GSO
+    packets below the burst (headers included) and steers a flow to one core, and a bulk transfer crosses."""
+    import sys
+
+    from workbench.testing.netcluster import link_settings
+
+    with NetCluster(hosts=2, bandwidth="1gbit", workers=False) as cluster:
+        burst, gso = link_settings(cluster.rate_bps)
+        assert gso + (gso // 1448 + 1) * 100 < burst    # payload and every segment's headers fit the bucket
+        for host in cluster.hosts:
+            for dev, ns in ((host.veth_root, None), (host.veth_host, host.namespace)):
+                pre = ["ip", "netns", "exec", ns] if ns else []
+                shown = subprocess.run(pre + ["ip", "-d", "link", "show", dev], capture_output=True, text=True).stdout
+                assert f"gso_max_size {gso} " in shown
+                assert f"burst {burst}b" in subprocess.run(pre + ["tc", "qdisc", "show", "dev", dev],
+                                                           capture_output=True, text=True).stdout
+                for queue in subprocess.run(pre + ["sh", "-c", f"cat /sys/class/net/{dev}/queues/rx-*/rps_cpus"],
+                                            capture_output=True, text=True).stdout.split():
+                    assert int(queue.replace(",", ""), 16) == (1 << os.cpu_count()) - 1
+        a, b = cluster.hosts
+        sink = subprocess.Popen(["ip", "netns", "exec", b.namespace, sys.executable, "-c", _SINK, b.address],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert sink.stdout.readline().strip() == "ready"
+            subprocess.run(["ip", "netns", "exec", a.namespace, sys.executable, "-c", _SOURCE, b.address],
+                           check=True, timeout=60)
+            assert int(sink.stdout.readline()) == 8 << 20
+        finally:
+            sink.kill()
+            sink.wait()
+    assert _leftovers(cluster) == ([], "")
+
+
+_SINK = """
+import socket, sys
+server = socket.create_server((sys.argv[1], 5555))
+print("ready", flush=True)
+conn, _ = server.accept()
+n = 0
+while chunk := conn.recv(1 << 20):
+    n += len(chunk)
+print(n, flush=True)
+"""
+_SOURCE = """
+import socket, sys
+with socket.create_connection((sys.argv[1], 5555)) as s:
+    s.sendall(bytes(8 << 20))
+"""
