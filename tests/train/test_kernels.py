@@ -139,3 +139,33 @@ def test_the_kernel_setting_reaches_every_product_of_a_run(recipe, kernel):
     assert calls and {c.kernel for c in calls} == {kernel}
     with pytest.raises(ParamError, match="'kernel' parameter of TrainLoopConfig must be one of"):
         cfg.with_strings({"train.kernel": "cusparse"})
+
+
+_FIRST_KERNEL_IN_A_THREAD = """
+import threading, torch
+from workbench.train import kernels
+torch.set_num_threads(1)                  # what a runtime gives a rank that shares the host's cores
+seen = {}
+def rank():
+    seen["before"] = torch.get_num_threads()
+    seen["numba"] = bool(kernels._load_numba())   # the rank's first compiled kernel starts numba's pool
+    seen["after"] = torch.get_num_threads()
+thread = threading.Thread(target=rank)
+thread.start()
+thread.join()
+print(seen["before"], seen["numba"], seen["after"])
+"""
+
+
+def test_starting_numbas_pool_leaves_the_ranks_torch_threads_alone():
+    """numba's OpenMP pool runs on torch's libgomp: starting it from a rank's thread set that thread's OpenMP
+    count to every core, so a rank given 1 of 2 cores ran torch on 2 spinning threads (three ranks on two
+    cores spent most of the machine in libgomp's spin-wait). The count a runtime set survives the start."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", _FIRST_KERNEL_IN_A_THREAD], capture_output=True, text=True,
+                         env=env, check=True).stdout.split()
+    assert out[0] == "1" and out[2] == "1", out

@@ -169,8 +169,13 @@ def _load_numba():
         import numpy as np
 
         out = np.zeros((2, 1), np.float32)    # compile (or load from the cache) and start the thread pool
+        threads = torch.get_num_threads()
         csr_spmm_add(np.array([0, 1, 1], np.int64), np.zeros(1, np.int64), np.ones(1, np.float32),
                      np.ones((1, 1), np.float32), out)
+        if torch.get_num_threads() != threads:
+            # numba's OpenMP pool shares torch's libgomp, and starting it set this thread's OpenMP count to the
+            # pool's size (every core): a rank given 1 of 2 cores then ran torch on 2 spinning threads
+            torch.set_num_threads(threads)
         if numba.threading_layer() == "workqueue":
             _numba_lock = threading.Lock()
         _numba_fn = csr_spmm_add
