@@ -81,3 +81,17 @@ def test_a_run_with_a_network_carries_the_modelled_communication_beside_the_meas
                  "--network", "10GbE"]) == 0
     out = capsys.readouterr().out
     assert "communication per epoch (median): measured" in out and "modelled" in out and "on 1250MB/s,20us" in out
+
+
+def test_a_calls_time_starts_when_the_last_rank_arrives():
+    """On cores shared by more ranks than cores, a busy call's time on a rank is mostly its wait for a slower
+    rank's compute; the model predicts the runs' critical path (comm_critical_s), so the probe times each call
+    from the last rank's arrival to the last return."""
+    probe_program = NetProbe(link_rate="1gbit")
+    base = {"rtt_s": [2e-4], "one_way": [(8e6, 0.0672)], "both_ways": [(8e6, 0.0688)], "a2a_s": [(0.0, 1e-3)],
+            "allreduce_s": [(0.0, 3e-4)]}
+    early = dict(base, a2a_busy_s=[(10.0, 10.0061)], allreduce_busy_s=[(20.0, 20.0042)])   # waited 4-6 ms
+    late = dict(base, a2a_busy_s=[(10.005, 10.006)], allreduce_busy_s=[(20.004, 20.0041)])
+    s = probe_program.summarize([early, late])
+    assert s["a2a_busy_call_s"] == pytest.approx(1.1e-3) and s["allreduce_busy_call_s"] == pytest.approx(2e-4)
+    assert s["model"].call_s == pytest.approx(2e-4 - 2e-4, abs=1e-12)

@@ -15,9 +15,11 @@ What it measures, rank 0 against every other rank ``j`` (one pair at a time, the
   each direction keeps, as a fraction of the one-way rate (1.0: a full-duplex link);
 * **calls**: the time of an ``all_to_all`` of one-element pieces and of a one-element ``all_reduce`` (all
   ranks at once), ``rounds`` times each, first idle, then as runs make them: every rank computes for
-  ``busy_s`` (small matrix products) before each call. What a call takes beyond its latency rounds is the
-  model's ``call_s`` (from the all-reduce) and ``exchange_s`` (the all-to-all's extra): on dedicated cores it
-  is small; on cores shared with other work a rank that computed up to a call is woken late from it.
+  ``busy_s`` (small matrix products) before each call. A call's time is its critical time, from the last
+  rank's arrival to the last return (:func:`critical_calls`), as the runs' ``comm_critical_s`` that the model
+  predicts: the waits before it are for a slower rank's compute. What a call takes beyond its latency rounds
+  is the model's ``call_s`` (from the all-reduce) and ``exchange_s`` (the all-to-all's extra): on dedicated
+  cores it is small; on cores shared with other work a rank that computed up to a call is woken late from it.
 
 The result is a :class:`~workbench.communicate.netmodel.NetworkModel` whose ``bandwidth_Bps`` is the payload
 rate (``efficiency`` 1), or, when ``link_rate`` (the link's nominal rate, e.g. ``100mbit``) is given, whose
@@ -54,7 +56,7 @@ import torch
 from workbench.communicate.netmodel import NetworkModel, parse_rate_Bps, rounds
 from workbench.runtime.program import Program, RankContext
 
-__all__ = ["NetProbe", "probe", "summarize_probe", "register", "run_cli"]
+__all__ = ["NetProbe", "probe", "summarize_probe", "critical_calls", "register", "run_cli"]
 
 _KIND = "netprobe"
 
@@ -123,17 +125,36 @@ class NetProbe(Program):
                 comm.barrier()
                 for _ in range(self.rounds):
                     _compute(work, busy)
-                    t0 = time.perf_counter()
+                    t0 = time.time()
                     call()
-                    out[f"{name}{suffix}_s"].append(time.perf_counter() - t0)
+                    out[f"{name}{suffix}_s"].append((t0, time.time()))
         return out
 
     def summarize(self, rank_results: list[dict]) -> dict:
         merged: dict[str, list] = {}
         for r in rank_results:
             for k, v in r.items():
-                merged.setdefault(k, []).extend(v)
+                if k not in _CALLS:
+                    merged.setdefault(k, []).extend(v)
+        for k in _CALLS:   # per call, from the last rank's arrival to the last return (as a run's comm_critical_s)
+            merged[k] = critical_calls([r[k] for r in rank_results])
         return summarize_probe(merged, world_size=len(rank_results), link_rate=self.link_rate)
+
+
+_CALLS = ("a2a_s", "allreduce_s", "a2a_busy_s", "allreduce_busy_s")
+
+
+def critical_calls(calls_by_rank: list[list[tuple[float, float]]]) -> list[float]:
+    """Each collective call's critical time, ``max end - max start`` over the ranks' ``(start, end)`` wall-clock
+    times: what the call took once the last rank had arrived. The waits before that are for a slower rank's
+    compute (on cores shared by more ranks than cores, most of a busy call's time), which a run's
+    ``comm_critical_s`` leaves out too.
+
+    Example:
+        >>> critical_calls([[(0.0, 0.004), (1.0, 1.001)], [(0.003, 0.0045), (1.0, 1.002)]])
+        [0.0015, 0.002]
+    """
+    return [round(max(e for _, e in call) - max(s for s, _ in call), 9) for call in zip(*calls_by_rank)]
 
 
 def _compute(work: torch.Tensor, seconds: float) -> None:
