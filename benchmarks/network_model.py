@@ -36,6 +36,12 @@ Usage::
     sudo python benchmarks/network_model.py                       # 3 recipes x hosts 2,3 x 100mbit,1gbit
     sudo python benchmarks/network_model.py --quick --json        # small graphs, fewer epochs
     sudo python benchmarks/network_model.py --links 1gbit --hosts 2 --recipes full_graph
+    sudo python benchmarks/network_model.py --hosts 3 --busy-ms 0  # calls calibrated idle
+
+``--busy-ms`` is what each rank computes before the probe's timed calls (``NetProbe(busy_s=...)``). On hosts
+with cores of their own it hardly matters (2 hosts on this machine: 0.1 ms a call either way); on hosts that
+share cores (3 on 2 here) a call after compute costs what the waking rank waits for a core, which depends on
+the compute between a run's calls, so the table is given at both (docs/benchmarks.rst).
 """
 
 from __future__ import annotations
@@ -108,6 +114,8 @@ def main(argv=None) -> int:
     ap.add_argument("--recipes", default=",".join(CASES), help="recipes, comma-separated")
     ap.add_argument("--quick", action="store_true", help="smaller graphs and fewer epochs")
     ap.add_argument("--bulk-mb", type=float, default=8.0, help="MB of the probe's bulk transfers (default 8)")
+    ap.add_argument("--busy-ms", type=float, default=3.0,
+                    help="ms each rank computes before the probe's timed calls (default 3; 0: idle calls)")
     ap.add_argument("--probe", choices=("each", "once"), default="each",
                     help="probe the links before each recipe's run (default: the calibration then holds the CPU "
                          "load the run meets) or once per cluster")
@@ -133,7 +141,8 @@ def main(argv=None) -> int:
                 for name in args.recipes.split(","):
                     if net is None or args.probe == "each":
                         pr = probe(scheduler=cluster.scheduler_address, workers=hosts,
-                                   bulk_bytes=int(args.bulk_mb * 2**20), link_rate=link)
+                                   bulk_bytes=int(args.bulk_mb * 2**20), link_rate=link,
+                                   busy_s=args.busy_ms / 1e3)
                         net = pr["model"]
                         probes.append({"link": link, "hosts": hosts, "before": name, "spec": net.spec,
                                        "model": net.to_dict(),
