@@ -8,6 +8,8 @@
 # ranks included).
 #
 #   sudo bash benchmarks/netcheck_independent.sh [RATE] [HOSTS] [RECIPE...]    # defaults: 100mbit 2 full_graph sancus
+#   sudo BUSY_MS=0 bash benchmarks/netcheck_independent.sh 1gbit 3 ...          # the probe's calls idle (default 3 ms
+#                                                                               # of compute before each)
 #
 # Hosts are network namespaces on a bridge, each veth shaped both ways with tbf (no netem on this kernel: no
 # added latency; a burst of 24 KiB, about 0.2 ms at 1 Gbit/s, GSO packets of at most 16 KiB so that tbf never
@@ -99,7 +101,8 @@ done
 sleep 8
 
 cd "$ROOT"
-SPEC=$("$BIN/workbench" netprobe --scheduler "$SCHED" --workers "$HOSTS" --link-rate "$RATE" --json |
+SPEC=$("$BIN/workbench" netprobe --scheduler "$SCHED" --workers "$HOSTS" --link-rate "$RATE" \
+       --busy-ms "${BUSY_MS:-3}" --json |
        "$BIN/python" -c "import json, sys; print(json.load(sys.stdin)['spec'])")
 echo "calibrated model ($RATE, $HOSTS hosts): --network $SPEC"
 printf "%-11s %5s %8s %12s %12s %6s %12s %6s\n" recipe hosts link "measured ms" "modelled ms" ratio "comm_s ms" ratio
