@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import holoviews as hv
@@ -39,7 +40,12 @@ def test_views_on_saved_log(saved_run, render):
     assert view.partition._last is None and not view.partition._layout.select(pn.pane.HoloViews)[0].object
     for i in range(len(view._tabs)):  # the other tabs draw when first opened
         view._tabs.active = i
+    for thread in threading.enumerate():   # the partition's vertex drawing is laid out in a thread of its own
+        if thread.name == "partition-layout":
+            thread.join(60)
     for v in view.views:
+        if not v.up_to_date():   # a drawing that landed after its tab drew: the page's periodic refresh shows it
+            v.refresh(force=True)
         assert v.up_to_date() and not v._error.visible, v._error.object
     assert "Loss per rank" in _titles(view.curves)
     assert any("Vertices per part" in t for t in _titles(view.partition))
