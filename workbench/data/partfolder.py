@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from workbench._validation import Config, ErrorCollector, ParamError, param_error
+from workbench.data.safe_io import open_npy
 from workbench.graph import Graph
 
 __all__ = ["FOLDER_FORMAT", "FOLDER_VERSION", "PART_ARRAYS", "PartFolder", "PartsConfig", "read_part_graph",
@@ -61,7 +62,7 @@ class MappedArray:
     """
 
     def __init__(self, path: Any):
-        head = np.load(path, mmap_mode="r", allow_pickle=False)
+        head = open_npy(path)
         shape, dtype, offset = head.shape, head.dtype, int(head.offset)
         del head
         with open(path, "rb") as f:
@@ -198,7 +199,7 @@ class PartFolder:
         """The input features a folder written with ``halo_features="reference"`` names, memory-mapped."""
         source = Path(self.manifest["inputs"]["features"])
         try:
-            return np.load(source, mmap_mode="r", allow_pickle=False)
+            return open_npy(source)
         except (OSError, ValueError) as exc:
             raise ParamError([param_error("dir", "PartFolder", "a folder whose input features are where its manifest "
                                           "says (halo_features='reference')", f"{self.path}: {exc}")]) from None
@@ -206,7 +207,7 @@ class PartFolder:
     def open_part(self, part: int) -> dict[str, np.ndarray]:
         """Part ``part``'s arrays (:data:`PART_ARRAYS`), memory-mapped read-only (nothing is read yet)."""
         folder = self.part_dir(part)
-        return {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in PART_ARRAYS}
+        return {name: open_npy(folder / f"{name}.npy") for name in PART_ARRAYS}
 
     def __repr__(self) -> str:
         m = self.manifest

@@ -32,6 +32,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any, Optional
@@ -40,8 +41,28 @@ import numpy as np
 
 from workbench.data.errors import DataFormatError
 
-__all__ = ["MAX_NODES", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes",
+__all__ = ["MAX_NODES", "open_npy", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes",
            "check_inferred_num_nodes"]
+
+#: numpy parses every ``.npy`` header with ``ast.literal_eval``, and CPython 3.11 before 3.11.8 can fail two
+#: ``ast.parse`` calls in two threads at once ("SystemError: AST constructor recursion depth mismatch", CPython
+#: gh-106905): thread ranks opening their parts together hit it. Every header in this package is read under it.
+NPY_HEADER_LOCK = threading.RLock()
+
+
+def open_npy(path: Any, mmap_mode: Optional[str] = "r") -> np.ndarray:
+    """``np.load(path, mmap_mode=mmap_mode, allow_pickle=False)`` with its header parsed under
+    :data:`NPY_HEADER_LOCK` (a memory map reads nothing else, so the lock is held for microseconds).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.npy"
+        >>> np.save(p, np.arange(3))
+        >>> open_npy(p).tolist()
+        [0, 1, 2]
+    """
+    with NPY_HEADER_LOCK:
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
 
 MAX_NODES = 2 ** 32
 """Most vertices a file may claim (ogbn-papers100M has 1.1e8); larger claims are refused before allocation."""
@@ -99,10 +120,11 @@ def read_npy(path: Any, owner: str) -> np.ndarray:
     path = Path(path)
     try:
         size = path.stat().st_size
-        with open(path, "rb") as fp:
-            shape, dtype, _ = _header(fp, owner, path)
-            _check_size(shape, dtype, size - fp.tell(), owner, path)
-        return np.load(path, allow_pickle=False)
+        with NPY_HEADER_LOCK:
+            with open(path, "rb") as fp:
+                shape, dtype, _ = _header(fp, owner, path)
+                _check_size(shape, dtype, size - fp.tell(), owner, path)
+            return np.load(path, allow_pickle=False)
     except OSError as exc:
         raise _err(owner, path, "a readable file", str(exc)) from None
     except ValueError as exc:

@@ -20,6 +20,7 @@ import numpy as np
 from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.data.edgefiles import NpyRowWriter
 from workbench.data.partfolder import FOLDER_FORMAT, FOLDER_VERSION
+from workbench.data.safe_io import open_npy
 from workbench.partition.streaming.kernels import owner_comm_rows, part_counts
 from workbench.partition.streaming.kernels_folders import (csr_bucket, group_pairs, inside_chunk,
                                                            own_bits, range_limits, select_chunk)
@@ -41,7 +42,7 @@ class NpyRows:
     def __init__(self, path: Any, name: str, owner: str):
         self.path = Path(path)
         try:
-            arr = np.load(self.path, mmap_mode="r", allow_pickle=False)
+            arr = open_npy(self.path)
         except (OSError, ValueError) as exc:
             raise ParamError([param_error(name, owner, "a readable .npy array", f"{path}: {exc}")]) from None
         if not isinstance(arr, np.memmap) or arr.ndim not in (1, 2) or not arr.flags.c_contiguous:
@@ -420,7 +421,7 @@ def _write_node_data(pdir: Path, p: int, owned: np.ndarray, halo: np.ndarray, nu
     for bit, name in ((1, "train_mask"), (2, "val_mask"), (4, "test_mask")):
         np.save(pdir / f"{name}.npy", (r & bit) != 0)
     del r
-    indptr = np.load(pdir / "indptr.npy", mmap_mode="r")
+    indptr = open_npy(pdir / "indptr.npy")
     info = {"part": p, "dir": pdir.name, "num_owned": int(k), "num_halo": int(halo.size),
             "num_local": int(k + halo.size), "num_edges": int(num_edges),
             "num_edges_owned_rows": int(indptr[k]),
