@@ -73,7 +73,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 from workbench._validation import ErrorCollector, ParamError, param_error
 
-__all__ = ["NetworkModel", "NETWORK_PRESETS", "ALGORITHMS", "modelled_seconds", "transport_seconds",
+__all__ = ["NetworkModel", "critical_calls", "NETWORK_PRESETS", "ALGORITHMS", "modelled_seconds", "transport_seconds",
            "transport_seconds_each", "resolve_network", "parse_network", "parse_rate_Bps", "algorithm_of", "rounds"]
 
 
@@ -423,3 +423,16 @@ def _phase_seconds(links: Mapping[tuple[int, int], list[float]], algorithm: str,
         slowest = max(slowest, max(out[r], into[r]) / (B * (net.duplex if both else 1.0)))
     overhead = net.call_s + (net.exchange_s if algorithm == "exchange" else 0.0)
     return calls * (rounds(algorithm, p) * net.latency_s + overhead) + slowest
+
+
+def critical_calls(calls_by_rank: list[list[tuple[float, float]]]) -> list[float]:
+    """Each collective call's critical time, ``max end - max start`` over the ranks' ``(start, end)`` wall-clock
+    times: what the call took once the last rank had arrived, which is what the model predicts. The waits before
+    that are for a slower rank's compute (on cores shared by more ranks than cores, most of a busy call's time).
+    A run's ``comm_critical_s`` is their sum per epoch; ``workbench netprobe`` times its calls this way.
+
+    Example:
+        >>> critical_calls([[(0.0, 0.004), (1.0, 1.001)], [(0.003, 0.0045), (1.0, 1.002)]])
+        [0.0015, 0.002]
+    """
+    return [round(max(0.0, max(e for _, e in call) - max(s for s, _ in call)), 9) for call in zip(*calls_by_rank)]

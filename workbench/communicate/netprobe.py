@@ -16,8 +16,8 @@ What it measures, rank 0 against every other rank ``j`` (one pair at a time, the
 * **calls**: the time of an ``all_to_all`` of one-element pieces and of a one-element ``all_reduce`` (all
   ranks at once), ``rounds`` times each, first idle, then as runs make them: every rank computes for
   ``busy_s`` (small matrix products) before each call. A call's time is its critical time, from the last
-  rank's arrival to the last return (:func:`critical_calls`), as the runs' ``comm_critical_s`` that the model
-  predicts: the waits before it are for a slower rank's compute. What a call takes beyond its latency rounds
+  rank's arrival to the last return (:func:`~workbench.communicate.netmodel.critical_calls`), as the runs'
+  ``comm_critical_s`` that the model predicts: the waits before it are for a slower rank's compute. What a call takes beyond its latency rounds
   is the model's ``call_s`` (from the all-reduce) and ``exchange_s`` (the all-to-all's extra): on dedicated
   cores it is small; on cores shared with other work a rank that computed up to a call is woken late from it.
 
@@ -53,10 +53,10 @@ from typing import Any, Optional
 
 import torch
 
-from workbench.communicate.netmodel import NetworkModel, parse_rate_Bps, rounds
+from workbench.communicate.netmodel import NetworkModel, critical_calls, parse_rate_Bps, rounds
 from workbench.runtime.program import Program, RankContext
 
-__all__ = ["NetProbe", "probe", "summarize_probe", "critical_calls", "register", "run_cli"]
+__all__ = ["NetProbe", "probe", "summarize_probe", "register", "run_cli"]
 
 _KIND = "netprobe"
 
@@ -143,18 +143,6 @@ class NetProbe(Program):
 
 _CALLS = ("a2a_s", "allreduce_s", "a2a_busy_s", "allreduce_busy_s")
 
-
-def critical_calls(calls_by_rank: list[list[tuple[float, float]]]) -> list[float]:
-    """Each collective call's critical time, ``max end - max start`` over the ranks' ``(start, end)`` wall-clock
-    times: what the call took once the last rank had arrived. The waits before that are for a slower rank's
-    compute (on cores shared by more ranks than cores, most of a busy call's time), which a run's
-    ``comm_critical_s`` leaves out too.
-
-    Example:
-        >>> critical_calls([[(0.0, 0.004), (1.0, 1.001)], [(0.003, 0.0045), (1.0, 1.002)]])
-        [0.0015, 0.002]
-    """
-    return [round(max(e for _, e in call) - max(s for s, _ in call), 9) for call in zip(*calls_by_rank)]
 
 
 def _compute(work: torch.Tensor, seconds: float) -> None:

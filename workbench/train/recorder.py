@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from torch import nn
 
+from workbench.communicate.netmodel import critical_calls
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.train.timing import PhaseTimer
 
@@ -203,7 +204,7 @@ def critical_comm(calls_by_rank: list[list[tuple[float, float]]]) -> Optional[fl
     """
     if not calls_by_rank or len({len(c) for c in calls_by_rank}) != 1:
         return None
-    return round(sum(max(0.0, max(e for _, e in call) - max(s for s, _ in call)) for call in zip(*calls_by_rank)), 9)
+    return round(sum(critical_calls(calls_by_rank)), 9)
 
 
 def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: Optional[dict] = None) -> dict:
