@@ -8,6 +8,7 @@
 # ranks included).
 #
 #   sudo bash benchmarks/netcheck_independent.sh [RATE] [HOSTS] [RECIPE...]    # defaults: 100mbit 2 full_graph sancus
+#   sudo WB_BIN=/opt/env/bin bash ...                                          # another environment's executables
 #   sudo BUSY_MS=0 bash benchmarks/netcheck_independent.sh 1gbit 3 ...          # the probe's calls idle (default 3 ms
 #                                                                               # of compute before each)
 #
@@ -25,7 +26,7 @@ RECIPES=("${@:-full_graph sancus}")
 [[ ${#RECIPES[@]} -eq 1 ]] && read -r -a RECIPES <<< "${RECIPES[0]}"
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN="$ROOT/.venv/bin"
+BIN=${WB_BIN:-$ROOT/.venv/bin}   # another environment: a folder with its python, dask and workbench
 NET=10.231.0   # outside workbench.testing.netcluster's 10.77-176.x.0/24
 BR=nckbr0
 GRAPH="sbm:num_nodes=10000,num_blocks=8,avg_degree=10,num_features=64,seed=0"
