@@ -163,10 +163,15 @@ def check_composition(cfg: Any) -> type:
 
     Raises:
         ParamError: one message per stage whose needs are unmet, naming ``SECTION.method``, what the method
-            needs and which settings provide it.
+            needs and which settings provide it; and one per chosen method that cannot run here
+            (:meth:`Stage.unavailable <workbench.stages.Stage.unavailable>`: the ``dgl`` sampler without DGL).
     """
     program, unmet = unmet_needs(cfg)
     errs = ErrorCollector(type(cfg).__name__)
+    for section, cls in stage_classes(cfg).items():
+        if (why := getattr(cls, "unavailable", lambda: None)()) is not None:   # refused here, not on the rank that would build it
+            errs.add(param_error(f"{section}.method", type(cfg).__name__, f"a method whose library imports here: "
+                                 f"{why}", cfg.method(section)))
     program.check_config(cfg, errs)
     if program.default_exchange is not None and getattr(cfg, "exchange", None) is None:
         usable = sorted(n for n, cls in registry("exchange").items() if set(cls.requires) <= set(program.provides))

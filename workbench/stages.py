@@ -74,6 +74,13 @@ class Stage:
     provides: ClassVar[frozenset[str]] = frozenset()
     """Capabilities this method gives the rest of the run (an edge sampler's inclusion probabilities)."""
 
+    @classmethod
+    def unavailable(cls) -> Optional[str]:
+        """Why this method cannot run here (a library it wraps does not import), or None when it can.
+        :func:`~workbench.composition.check_composition` refuses a run that chooses it, before any worker starts,
+        instead of the rank that would build it."""
+        return None
+
     @dataclasses.dataclass(kw_only=True)
     class Config(BaseConfig):
         """The method's options (attribute docstrings become ``--help`` and form tooltips)."""

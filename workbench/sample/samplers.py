@@ -66,11 +66,15 @@ class DGLSampler(Sampler):
     name = "dgl"
     exact_routing = False
 
+    @classmethod
+    def unavailable(cls):
+        return None if dgl_available() else "'dgl' needs DGL (pip install -e '.[dgl]')"
+
     def __init__(self, config=None, **options):
         super().__init__(config, **options)
-        if not dgl_available():
-            raise ParamError(["The 'method' parameter of sample must be a method whose library imports here: "
-                              "'dgl' needs DGL (pip install -e '.[dgl]'). Got 'dgl' instead."])
+        if (why := self.unavailable()) is not None:
+            raise ParamError([f"The 'method' parameter of sample must be a method whose library imports here: "
+                              f"{why}. Got 'dgl' instead."])
         self._graphs: dict[int, object] = {}
 
     def _dgl_graph(self, csr: CSRRows):
