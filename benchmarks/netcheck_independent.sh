@@ -43,7 +43,9 @@ cleanup() {
     for ns in nck-s $(seq -f "nck-h%g" 1 "$HOSTS"); do
         ip netns pids "$ns" 2> /dev/null | xargs -r kill -9 2> /dev/null || true   # a worker's children too
         ip netns del "$ns" 2> /dev/null || true
+        rm -rf "/etc/netns/$ns"
     done
+    rmdir /etc/netns 2> /dev/null || true
     for octet in $(seq 10 $((10 + HOSTS))); do ip link del "nck${octet}r" 2> /dev/null || true; done
     ip link del "$BR" 2> /dev/null || true
 }
@@ -68,6 +70,11 @@ host() {   # host NAMESPACE OCTET: a namespace on the bridge, its link shaped bo
     local ns=$1 octet=$2
     local a="nck${octet}r" b="nck${octet}n"
     ip netns add "$ns"
+    # its own /etc/hosts (the cluster's names) and a resolver on its loopback: the machine's name server is out
+    # of reach, and torch >= 2.4's TCPStore looks up each peer (10 s a rendezvous waiting for the timeout)
+    mkdir -p "/etc/netns/$ns"
+    { cat /etc/hosts; for o in $(seq 10 $((10 + HOSTS))); do echo "$NET.$o nck-$o"; done; } > "/etc/netns/$ns/hosts"
+    printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' > "/etc/netns/$ns/resolv.conf"
     ip link add "$a" type veth peer name "$b"
     ip link set "$b" netns "$ns"
     ip link set "$a" master "$BR" up

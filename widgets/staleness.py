@@ -112,6 +112,9 @@ class StalenessView(StoreView):
         xlim = (first - 0.5, last + 0.5)   # the heat map's cells are one epoch wide
         df = df[df["epoch"] >= first]  # the cell timeline of thousands of epochs is unreadable and slow to draw
         rows = sorted(df["row"].unique(), key=lambda r: [int(t) for t in r.replace("L", " ").split() if t.isdigit()])
+        # text columns as numpy objects: HoloViews grids a HeatMap's value columns with .values.reshape, which
+        # pandas 3's pyarrow-backed str columns do not support
+        df = df.astype({"state": object, "ages_text": object})
         heat = hv.HeatMap(df, kdims=[hv.Dimension("epoch"), hv.Dimension("row", label="rank")],
                           vdims=[hv.Dimension("active"), "state", hv.Dimension("ages_text", label="ages of cached blocks"),
                                  "max_age", "gap"])

@@ -12,7 +12,7 @@ import pytest
 
 from workbench.events import EpochEnd, RunFinished, read_run_log
 from workbench.runtime import RankFailed, SchedulerLost, WorkerLost, launch
-from workbench.testing.netcluster import NetCluster, parse_rate, unavailable_reason
+from workbench.testing.netcluster import NETNS_ETC, NetCluster, parse_rate, unavailable_reason
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -21,9 +21,11 @@ GRAPH = "sbm:num_nodes=3000,num_blocks=4,avg_degree=10,num_features=64,seed=0"
 
 
 def _leftovers(cluster: NetCluster) -> tuple[list, str]:
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    """The namespaces (and their /etc/netns folders) and the links of ``cluster`` that still exist."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    names += [p.name for p in NETNS_ETC.glob(f"wb{cluster.tag}*")]
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    return [n for n in names.split() if n.startswith(f"wb{cluster.tag}")], \
+    return [n for n in names if n.startswith(f"wb{cluster.tag}")], \
         "".join(line for line in links.splitlines(True) if f"wb{cluster.tag}" in line)
 
 
@@ -49,6 +51,24 @@ def test_a_run_crosses_the_shaped_links_and_nothing_is_left_behind():
     assert len(pids) >= 3    # a scheduler and two workers were running in the namespaces
     assert _leftovers(cluster) == ([], "")
     assert not [pid for pid in pids if _running(pid)]
+
+
+def test_each_host_knows_the_cluster_by_name_and_a_lookup_never_waits():
+    """A namespace cannot reach the machine's name server: the cluster's hosts are in each namespace's own
+    /etc/hosts, both ways, and a name nobody knows fails at once (torch 2.13's TCPStore looks up every peer:
+    before, a rendezvous waited 10 s for the resolver's timeout)."""
+    with NetCluster(hosts=2, bandwidth="1gbit", workers=False) as cluster:
+        h0, h1 = cluster.hosts
+        for host, other in ((h0, h1), (h1, h0)):
+            def getent(*args):
+                return subprocess.run(["ip", "netns", "exec", host.namespace, "getent", "hosts", *args],
+                                      capture_output=True, text=True, timeout=30)
+            assert getent(other.address).stdout.split()[:2] == [other.address, other.namespace]
+            assert getent(other.namespace).stdout.split()[0] == other.address
+            start = time.monotonic()
+            assert getent("no-such-host.invalid").returncode != 0
+            assert time.monotonic() - start < 3
+    assert _leftovers(cluster) == ([], "")
 
 
 def _running(pid: int) -> bool:

@@ -23,6 +23,10 @@ What is emulated and what is not:
   half the round trip on each end); where it has not (this machine's kernel), asking for a latency is an
   error rather than a silently unemulated setting. Without it a round trip costs what veth costs
   (tens of microseconds);
+* **names**: each namespace has its own ``/etc/hosts`` with every host of the cluster, and a resolver that
+  answers at once (``/etc/netns/NAMESPACE``, removed on exit), as a cluster's hosts file or DNS would; the
+  machine's name server is out of a namespace's reach, and a lookup it had to answer (torch's ``TCPStore`` looks
+  up each peer since 2.4) waited 10 s for the resolver's timeout;
 * **loss, reordering, jitter, switch contention**: not emulated (the bridge forwards at memory speed; a run's
   retransmissions, ``nstat TcpRetransSegs`` in a host's namespace, stay near zero);
 * **cores**: with ``cpus="auto"`` (the default) every host's processes run on cores of their own when the
@@ -71,6 +75,8 @@ _UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 _TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)\s*$", re.IGNORECASE)
 STATE_FILE = Path("/run/workbench-cluster.json")
 """Where ``workbench cluster up`` records what it created (``down`` reads it)."""
+NETNS_ETC = Path("/etc/netns")
+"""Where ``ip netns exec`` finds the files it mounts over ``/etc`` in a namespace (``/etc/netns/NAMESPACE/FILE``)."""
 
 
 def parse_rate(text: str) -> int:
@@ -235,6 +241,7 @@ class NetCluster:
             _run("ip", "link", "set", self.bridge, "up")
             self.scheduler_host = self._add_host("s", 253)
             self.hosts = [self._add_host(f"h{i}", i + 1) for i in range(self.num_hosts)]
+            self._write_names()
             if self.start_workers:
                 self._start_dask()
         except BaseException:
@@ -258,6 +265,27 @@ class NetCluster:
         self._shape(host.veth_root, None)
         self._shape(host.veth_host, ns)
         return host
+
+    def _write_names(self) -> None:
+        """Each namespace's own ``/etc/hosts`` and ``/etc/resolv.conf`` (``ip netns exec`` mounts the files of
+        ``/etc/netns/NAMESPACE`` over ``/etc``): the cluster's hosts by name, as a real cluster's hosts file or DNS
+        has them, and a name server on the namespace's own loopback, which refuses at once. The machine's name
+        server is not reachable from a namespace, so every lookup it misses would wait for the resolver's timeout:
+        torch's ``TCPStore`` (2.4 and later) looks up each peer's name, which cost 10 s a rendezvous on torch 2.13."""
+        try:
+            base = Path("/etc/hosts").read_text()
+        except OSError:
+            base = "127.0.0.1\tlocalhost\n"
+        hosts = [h for h in [self.scheduler_host, *self.hosts] if h is not None]
+        names = "".join(f"{h.address}\t{h.namespace} {h.name}\n" for h in hosts)
+        for h in hosts:
+            folder = NETNS_ETC / h.namespace
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "hosts").write_text(f"{base.rstrip()}\n# workbench emulated cluster {self.tag}\n"
+                                          f"{self.gateway}\twb{self.tag}client\n{names}")
+            (folder / "resolv.conf").write_text(f"# workbench emulated cluster {self.tag}: no name server is "
+                                                "reachable from this namespace\nnameserver 127.0.0.1\n"
+                                                "options timeout:1 attempts:1\n")
 
     def _shape(self, dev: str, ns: Optional[str]) -> None:
         burst, gso = link_settings(self.rate_bps)
@@ -394,6 +422,11 @@ class NetCluster:
         for h in hosts:
             _run("ip", "link", "del", h.veth_root, check=False)
             _run("ip", "netns", "del", h.namespace, check=False)
+            shutil.rmtree(NETNS_ETC / h.namespace, ignore_errors=True)
+        try:
+            NETNS_ETC.rmdir()   # where the last cluster made it (another user's files keep it)
+        except OSError:
+            pass
         _run("ip", "link", "del", self.bridge, check=False)
         shutil.rmtree(f"/tmp/workbench-netcluster-{self.tag}", ignore_errors=True)
         if self in _LIVE:
