@@ -67,7 +67,8 @@ def latency_for(bandwidth_Bps: Union[float, np.ndarray]) -> Union[float, np.ndar
         >>> round(latency_for(1.25e9) * 1e6, 6), round(latency_for(1e7) * 1e6, 6)     # 10GbE's; below 1GbE: 1GbE's
         (20.0, 50.0)
     """
-    return np.exp(np.interp(np.log(bandwidth_Bps), _PRESET_BPS, _PRESET_LAT))
+    out = np.exp(np.interp(np.log(bandwidth_Bps), _PRESET_BPS, _PRESET_LAT))
+    return float(out) if np.ndim(out) == 0 else out   # a Python float for one bandwidth (numpy 2 prints its own)
 
 
 def format_rate(bandwidth_Bps: float) -> str:
