@@ -265,3 +265,12 @@ def test_a_weight_column_on_fewer_vertices_than_parts_is_refused(karate):
                                          r"at least num_parts=4 vertices each .* Got 'positive entries per column "
                                          r"\[34, 3\]' instead"):
         partition(karate, 4, method="metis", vertex_weights=few)
+
+
+def test_the_dgl_backend_without_dgl_is_one_templated_error(karate, monkeypatch):
+    import workbench.partition.metis as metis
+
+    monkeypatch.setattr(metis, "_dgl_available", lambda: False)
+    with pytest.raises(ParamError, match=r"^The 'backend' parameter of MetisPartitioner must be a backend that "
+                                         r"imports here \('dgl' needs DGL.*\)\. Got 'dgl' instead\.$"):
+        partition(karate, 2, method="metis", backend="dgl")

@@ -283,8 +283,8 @@ class MetisPartitioner(Partitioner):
             errs.add(f"The 'backend' parameter of MetisPartitioner needs libmetis: {_INSTALL_HINT}.")
         elif backend == "dgl":
             if not _dgl_available():
-                errs.add(f"The 'backend' parameter of MetisPartitioner is 'dgl' but DGL does not import; "
-                         f"{_INSTALL_HINT}.")
+                errs.check(False, "backend", "a backend that imports here ('dgl' needs DGL: pip install -e "
+                           "'.[dgl]'; 'pymetis' or 'libmetis' need no DGL)", c.backend)
             elif c.edge_weights is not None or c.vertex_weights is not None:
                 errs.add("The 'backend' parameter of MetisPartitioner cannot be 'dgl' with edge_weights or "
                          "vertex_weights (dgl.metis_partition_assignment takes neither); "
