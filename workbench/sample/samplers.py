@@ -67,7 +67,8 @@ class DGLSampler(Sampler):
     exact_routing = False
 
     @classmethod
-    def unavailable(cls):
+    def unavailable(cls) -> "str | None":
+        """Why this sampler cannot run here: DGL does not import (None when it does)."""
         return None if dgl_available() else "'dgl' needs DGL (pip install -e '.[dgl]')"
 
     def __init__(self, config=None, **options):

@@ -176,10 +176,9 @@ def _block_sampler(stage: Any) -> bool:
 
 
 def _sampler(stage: Any, **options: Any) -> Any:
-    from workbench.sample import dgl_available
-
-    if _name(stage) == "dgl" and not dgl_available():
-        raise unittest.SkipTest("DGL does not import here")
+    why = getattr(_class(stage), "unavailable", lambda: None)()   # a library it wraps does not import here
+    if why is not None:
+        raise unittest.SkipTest(why)
     return _make(stage, **options)
 
 
