@@ -41,6 +41,8 @@ import numpy as np
 
 from workbench.data.errors import DataFormatError
 
+_np_core = getattr(np, "_core", None) or np.core   # numpy 2 renamed numpy.core (a deprecated alias there)
+
 __all__ = ["MAX_NODES", "open_npy", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes",
            "check_inferred_num_nodes"]
 
@@ -203,7 +205,7 @@ def _safe_frombuffer(buf, dtype, shape, order):
     if not isinstance(buf, (bytes, bytearray, pickle.PickleBuffer)) or not isinstance(dtype, np.dtype) \
             or dtype.hasobject:
         raise _Refused("numpy _frombuffer of something other than numeric bytes")
-    return np.core.numeric._frombuffer(buf, dtype, shape, order)
+    return _np_core.numeric._frombuffer(buf, dtype, shape, order)
 
 
 def _safe_scalar(dtype, data=None):
@@ -211,7 +213,7 @@ def _safe_scalar(dtype, data=None):
     if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, (bytes, type(None))) \
             or (data is not None and len(data) != dtype.itemsize):
         raise _Refused("numpy scalar of a non-numeric dtype")
-    return np.core.multiarray.scalar(dtype, data) if data is not None else np.core.multiarray.scalar(dtype)
+    return _np_core.multiarray.scalar(dtype, data) if data is not None else _np_core.multiarray.scalar(dtype)
 
 
 def _dtype_from_state(dtype: np.dtype, state: Any) -> np.dtype:

@@ -161,6 +161,7 @@ def rel_error(a: torch.Tensor, b: torch.Tensor) -> float:
         >>> rel_error(torch.tensor([1.0, 1.0]), torch.tensor([1.0, 0.0]))
         1.0
     """
+    a, b = a.detach(), b.detach()
     return float((a - b).norm() / max(float(b.norm()), 1e-12))
 
 
