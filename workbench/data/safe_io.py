@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import pickle
@@ -41,7 +42,11 @@ import numpy as np
 
 from workbench.data.errors import DataFormatError
 
-_np_core = getattr(np, "_core", None) or np.core   # numpy 2 renamed numpy.core (a deprecated alias there)
+# numpy 2 renamed numpy.core to numpy._core (numpy.core is a deprecated alias there); numpy 1.26 has a numpy._core
+# stub for pickles, without these modules' contents, so the choice goes by version, not by what imports
+_NP_CORE = "numpy._core" if int(np.__version__.split(".")[0]) >= 2 else "numpy.core"
+_np_multiarray = importlib.import_module(f"{_NP_CORE}.multiarray")
+_np_numeric = importlib.import_module(f"{_NP_CORE}.numeric")
 
 __all__ = ["MAX_NODES", "open_npy", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes",
            "check_inferred_num_nodes"]
@@ -205,7 +210,7 @@ def _safe_frombuffer(buf, dtype, shape, order):
     if not isinstance(buf, (bytes, bytearray, pickle.PickleBuffer)) or not isinstance(dtype, np.dtype) \
             or dtype.hasobject:
         raise _Refused("numpy _frombuffer of something other than numeric bytes")
-    return _np_core.numeric._frombuffer(buf, dtype, shape, order)
+    return _np_numeric._frombuffer(buf, dtype, shape, order)
 
 
 def _safe_scalar(dtype, data=None):
@@ -213,7 +218,7 @@ def _safe_scalar(dtype, data=None):
     if not isinstance(dtype, np.dtype) or dtype.hasobject or not isinstance(data, (bytes, type(None))) \
             or (data is not None and len(data) != dtype.itemsize):
         raise _Refused("numpy scalar of a non-numeric dtype")
-    return _np_core.multiarray.scalar(dtype, data) if data is not None else _np_core.multiarray.scalar(dtype)
+    return _np_multiarray.scalar(dtype, data) if data is not None else _np_multiarray.scalar(dtype)
 
 
 def _dtype_from_state(dtype: np.dtype, state: Any) -> np.dtype:
