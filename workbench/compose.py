@@ -56,7 +56,7 @@ from typing import Annotated, Any, Mapping, Optional
 
 from workbench._validation import Config, ErrorCollector, ParamError, coerce_field, param_error
 from workbench.constraints import Interval, OneOf, declared, type_name
-from workbench.composition import check_composition, stage_classes, trainer_for, unmet_needs
+from workbench.composition import check_composition, trainer_for, unavailable_methods, unmet_needs
 from workbench.stages import REGISTRIES, STAGE_SECTIONS, registry, switch_config
 
 __all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "load_stage_modules", "describe_stages",
@@ -563,9 +563,7 @@ def composition_matrix() -> list[dict]:
                     check_composition(cfg)
                 except ParamError as exc:   # by the config itself (a cache with sample=none) or by the check
                     why = [f"{s}.method={m} needs {', '.join(lack)}" for s, m, lack in unmet]
-                    why += [f"{s}.method={cfg.method(s)}: {reason}" for s, cls in
-                            (stage_classes(cfg).items() if cfg is not None else ())
-                            if (reason := getattr(cls, "unavailable", lambda: None)()) is not None]
+                    why += [f"{s}.method={m}: {reason}" for s, m, reason in (unavailable_methods(cfg) if cfg else ())]
                     why = "; ".join(why) or str(exc).split(" must be ", 1)[-1].split(". Got ")[0]
                     row.update(status="refused", why=why)
                 rows.append(row)

@@ -54,8 +54,8 @@ from typing import Any
 from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.stages import STAGE_SECTIONS, registry
 
-__all__ = ["CAPABILITIES", "TRAINERS", "trainer_class", "trainer_for", "unmet_needs", "check_composition",
-           "stage_classes", "stage_label", "stages_summary"]
+__all__ = ["CAPABILITIES", "TRAINERS", "trainer_class", "trainer_for", "unmet_needs", "unavailable_methods",
+           "check_composition", "stage_classes", "stage_label", "stages_summary"]
 
 CAPABILITIES: dict[str, str] = {
     "embedding exchange": "a trainer that moves layer embeddings between parts",
@@ -155,6 +155,13 @@ def unmet_needs(cfg: Any) -> tuple[type, list[tuple[str, str, list[str]]]]:
     return program, [u for u in unmet if u[2]]
 
 
+def unavailable_methods(cfg: Any) -> list[tuple[str, str, str]]:
+    """``[(section, method, why), ...]``: the chosen methods that cannot run here (:meth:`Stage.unavailable
+    <workbench.stages.Stage.unavailable>`; partitioners, which are no ``Stage``, always can)."""
+    return [(section, cfg.method(section), why) for section, cls in stage_classes(cfg).items()
+            if (why := getattr(cls, "unavailable", lambda: None)()) is not None]
+
+
 def check_composition(cfg: Any) -> type:
     """Refuse ``cfg`` when a chosen stage needs what neither its trainer nor the other stages provide.
 
@@ -168,10 +175,9 @@ def check_composition(cfg: Any) -> type:
     """
     program, unmet = unmet_needs(cfg)
     errs = ErrorCollector(type(cfg).__name__)
-    for section, cls in stage_classes(cfg).items():
-        if (why := getattr(cls, "unavailable", lambda: None)()) is not None:   # refused here, not on the rank that would build it
-            errs.add(param_error(f"{section}.method", type(cfg).__name__, f"a method whose library imports here: "
-                                 f"{why}", cfg.method(section)))
+    for section, method, why in unavailable_methods(cfg):   # refused here, not on the rank that would build it
+        errs.add(param_error(f"{section}.method", type(cfg).__name__, f"a method whose library imports here: {why}",
+                             method))
     program.check_config(cfg, errs)
     if program.default_exchange is not None and getattr(cfg, "exchange", None) is None:
         usable = sorted(n for n, cls in registry("exchange").items() if set(cls.requires) <= set(program.provides))

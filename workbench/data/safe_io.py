@@ -48,8 +48,8 @@ _NP_CORE = "numpy._core" if int(np.__version__.split(".")[0]) >= 2 else "numpy.c
 _np_multiarray = importlib.import_module(f"{_NP_CORE}.multiarray")
 _np_numeric = importlib.import_module(f"{_NP_CORE}.numeric")
 
-__all__ = ["MAX_NODES", "open_npy", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler", "check_num_nodes",
-           "check_inferred_num_nodes"]
+__all__ = ["MAX_NODES", "open_npy", "read_npy", "read_npz", "read_json", "read_pickle", "RestrictedUnpickler",
+           "check_num_nodes", "check_inferred_num_nodes"]
 
 #: numpy parses every ``.npy`` header with ``ast.literal_eval``, and CPython 3.11 before 3.11.8 can fail two
 #: ``ast.parse`` calls in two threads at once ("SystemError: AST constructor recursion depth mismatch", CPython
