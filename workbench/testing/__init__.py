@@ -17,7 +17,8 @@ import pytest (only :mod:`workbench.testing.fixtures` and :func:`parametrize_wit
 Modules: :mod:`~workbench.testing.graphs` (tiny seeded graphs), :mod:`~workbench.testing.ranks` (thread, gloo
 and Dask ranks, a program run), :mod:`~workbench.testing.checks` and :mod:`~workbench.testing.config_checks`
 (conformance per stage kind), :mod:`~workbench.testing.communicator`, :mod:`~workbench.testing.cache_harness`,
-:mod:`~workbench.testing.sampling` (the harness of each), :mod:`~workbench.testing.tiny_program` (a tiny SPMD
+:mod:`~workbench.testing.sampling` (the harness of each), :mod:`~workbench.testing.compare` (two runs' losses and
+weights, with tolerances that hold on any CPU), :mod:`~workbench.testing.tiny_program` (a tiny SPMD
 program for runner tests), :mod:`~workbench.testing.fixtures` (the pytest plugin).
 
 Example:
@@ -33,6 +34,7 @@ from workbench.testing.checks import (check_cache, check_cache_deterministic, ch
                                       check_name, check_partitioner, check_sampler, check_sampler_seeded,
                                       check_schedule, check_selectable, check_stage, parametrize_with_checks,
                                       registered, stage_checks)
+from workbench.testing.compare import assert_same_run, assert_same_weights, weight_checksums
 from workbench.testing.communicator import (check_communicator, check_communicator_results, exercise_communicator,
                                             expected_bytes)
 from workbench.testing.config_checks import StageCheckFailed, check_config, stage_kind, stage_label
@@ -46,6 +48,8 @@ __all__ = [
     "tiny_graph", "random_graph", "multigraph", "planted_graph", "karate", "small_sbm",
     # ranks and clusters
     "run_ranks", "run_gloo_ranks", "free_port", "local_cluster", "run_program", "rel_error", "assert_same_training",
+    # comparing two runs (by the weights' size, never a relative tolerance on a sum that cancels)
+    "assert_same_run", "assert_same_weights", "weight_checksums",
     # conformance
     "check_stage", "stage_checks", "check_name", "parametrize_with_checks", "registered", "stage_kind", "stage_label",
     "StageCheckFailed", "check_config", "check_selectable", "check_partitioner", "check_sampler",

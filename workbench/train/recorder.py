@@ -207,6 +207,13 @@ def critical_comm(calls_by_rank: list[list[tuple[float, float]]]) -> Optional[fl
     return round(sum(critical_calls(calls_by_rank)), 9)
 
 
+def _checksums(weight) -> list[float]:
+    """``[Σ w, Σ w², Σ |w|]`` of one weight tensor, in float64: what :mod:`workbench.testing.compare` compares
+    (the signed sum cancels, so it is held to ``Σ |w|``, never to itself)."""
+    w = weight.detach().double()
+    return [float(w.sum()), float(w.pow(2).sum()), float(w.abs().sum())]
+
+
 def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: Optional[dict] = None) -> dict:
     """The JSON-safe run summary from the ranks' results (rank 0 holds the global loss/accuracy).
 
@@ -243,7 +250,7 @@ def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: O
         "comm_critical_s": [critical_comm([r["calls"][e] for r in results if "calls" in r])
                             for e in range(num_epochs)],
         "comm_calls": [len(r0["calls"][e]) if "calls" in r0 else None for e in range(num_epochs)],
-        "param_checksums": {k: [float(v.double().sum()), float(v.double().pow(2).sum())] for k, v in params.items()},
+        "param_checksums": {k: _checksums(v) for k, v in params.items()},
         "time_breakdown": time_breakdown(results),
     }
     if extra:
