@@ -11,7 +11,11 @@ are reported; the overhead uses the best:
 * the multi-constraint paths (train/val/test balancing): workbench (libmetis) and DGL;
 * the workbench's own work (validation, METIS input, result) timed alone, which stays stable when the
   machine is busy and the end-to-end ratio does not;
-* ``metrics``: ``PartitionResult.metrics()`` from scratch, with its peak extra memory (RSS sampled).
+* ``metrics``: ``PartitionResult.metrics()`` from scratch, with its peak extra memory (RSS sampled);
+* ``kaminpar PRESET, T thread(s)``: KaMinPar (``partition.method=kaminpar``) on the same prebuilt CSR, its ParHIP
+  file written to a temporary folder, read by KaMinPar and partitioned: file writing included, as the workbench
+  pays it. Its time and edge cut are reported as ratios to raw pymetis's (the same cut function for both); the
+  issue's target is at most a quarter of METIS's time at no worse cut.
 
 Usage::
 
@@ -19,6 +23,7 @@ Usage::
     python benchmarks/partition.py --graph "rmat:scale=18,edge_factor=16,seed=0" --parts 16
     python benchmarks/partition.py --quick              # a small graph, one round (smoke test)
     python benchmarks/partition.py --save docs/benchmarks/partition.json   # the docs' record
+    python benchmarks/partition.py --graph products-like:num_nodes=1000000,seed=0 --only-kaminpar --repeats 2
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from typing import Callable
 import psutil
 
 TARGET_OVERHEAD = 0.15
+TARGET_KAMINPAR_TIME = 0.25   # KaMinPar (file writing included) / raw pymetis
+TARGET_KAMINPAR_CUT = 1.0     # KaMinPar's edge cut / raw pymetis's
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -66,6 +73,40 @@ def _peak_rss_during(fn: Callable[[], object]) -> tuple[float, int]:
     return seconds, peak[0] - base
 
 
+def _edge_cut(xadj, adjncy, part) -> int:
+    """Undirected edges of the symmetric CSR whose ends lie in different parts."""
+    import numpy as np
+
+    row = np.repeat(np.arange(len(xadj) - 1), np.diff(xadj))
+    return int((part[row] != part[adjncy]).sum()) // 2
+
+
+def _kaminpar_case(xadj, adjncy, num_parts: int, preset: str, threads: int, last: dict) -> Callable[[], object]:
+    """KaMinPar as the partitioner runs it: ParHIP file into a temporary folder, load, partition (seed 0).
+    Keeps the last call's parts and file-writing and loading seconds in ``last``."""
+    import tempfile
+
+    import kaminpar
+    import numpy as np
+
+    from workbench.partition.kaminpar import write_parhip
+
+    def run():
+        with tempfile.TemporaryDirectory(prefix="bench-kaminpar-") as tmp:
+            start = time.perf_counter()
+            write_parhip(f"{tmp}/g.parhip", xadj, adjncy)
+            last["write_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            g = kaminpar.load_graph(f"{tmp}/g.parhip", kaminpar.GraphFileFormat.PARHIP)
+            last["load_s"] = time.perf_counter() - start
+        kaminpar.reseed(0)
+        part = kaminpar.KaMinPar(threads, kaminpar.context_by_name(preset)).compute_partition(g, num_parts, 0.03)
+        last["part"] = np.asarray(part, dtype=np.int64)
+        return last["part"]
+
+    return run
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graph", default="sbm:num_nodes=100000,avg_degree=40,seed=0", help="graph spec")
@@ -74,6 +115,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="small graph, one round")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--save", metavar="PATH", help="write the run's record (docs/benchmarks/NAME.json)")
+    parser.add_argument("--kaminpar-threads", default="1,2", help="KaMinPar thread counts to time ('' for none)")
+    parser.add_argument("--kaminpar-preset", default="fast", help="KaMinPar preset (partition.preset)")
+    parser.add_argument("--only-kaminpar", action="store_true",
+                        help="time only raw pymetis and KaMinPar (for large graphs)")
     args = parser.parse_args(argv)
     if args.save:
         sys.path.insert(0, str(Path(__file__).resolve().parent))   # benchmarks/_record.py
@@ -89,7 +134,7 @@ def main(argv=None) -> dict:
     from workbench.data import load_graph
     import torch
 
-    from workbench.partition import MetisPartitioner, PartitionResult, partition
+    from workbench.partition import KaMinParPartitioner, MetisPartitioner, PartitionResult, partition
     from workbench.partition._libmetis import load_libmetis
     from workbench.partition.metis import split_categories, symmetric_csr
 
@@ -108,24 +153,33 @@ def main(argv=None) -> dict:
                                  options=pymetis.Options(seed=0, ufactor=30, objtype=0))
         return np.asarray(res.vertex_part)
 
-    cases: dict[str, Callable[[], object]] = {
-        "pymetis (raw)": raw_pymetis,
-        "workbench metis": lambda: partition(graph, P, method="metis", seed=0),
-    }
-    if load_libmetis() is not None and graph.train_mask is not None:
+    cases: dict[str, Callable[[], object]] = {"pymetis (raw)": raw_pymetis}
+    if not args.only_kaminpar:
+        cases["workbench metis"] = lambda: partition(graph, P, method="metis", seed=0)
+    kaminpar_last: dict[str, dict] = {}
+    threads = [int(t) for t in args.kaminpar_threads.split(",") if t.strip()]
+    why = KaMinParPartitioner.unavailable()
+    if why is not None and threads:
+        print(f"(KaMinPar not benchmarked: {why})")
+    for t in threads if why is None else []:
+        name = f"kaminpar {args.kaminpar_preset}, {t} thread{'s' if t > 1 else ''} (file + partition)"
+        kaminpar_last[name] = {}
+        cases[name] = _kaminpar_case(xadj, adjncy, P, args.kaminpar_preset, t, kaminpar_last[name])
+    if not args.only_kaminpar and load_libmetis() is not None and graph.train_mask is not None:
         cases["workbench metis balance_train (libmetis)"] = lambda: partition(
             graph, P, method="metis", seed=0, balance_train=True)
-    try:
-        import dgl
+    if not args.only_kaminpar:  # DGL's METIS
+        try:
+            import dgl
 
-        dgl_graph = dgl.graph(graph.edges(), num_nodes=graph.num_nodes)
-        cases["dgl.metis_partition_assignment"] = lambda: dgl.metis_partition_assignment(dgl_graph, P)
-        if graph.train_mask is not None:
-            cats = split_categories(graph)
-            cases["dgl.metis_partition_assignment balance_ntypes"] = lambda: dgl.metis_partition_assignment(
-                dgl_graph, P, balance_ntypes=cats)
-    except Exception as exc:  # DGL missing or built for another torch
-        print(f"(DGL not benchmarked: {type(exc).__name__}: {exc})")
+            dgl_graph = dgl.graph(graph.edges(), num_nodes=graph.num_nodes)
+            cases["dgl.metis_partition_assignment"] = lambda: dgl.metis_partition_assignment(dgl_graph, P)
+            if graph.train_mask is not None:
+                cats = split_categories(graph)
+                cases["dgl.metis_partition_assignment balance_ntypes"] = lambda: dgl.metis_partition_assignment(
+                    dgl_graph, P, balance_ntypes=cats)
+        except Exception as exc:  # DGL missing or built for another torch
+            print(f"(DGL not benchmarked: {type(exc).__name__}: {exc})")
 
     times: dict[str, list[float]] = {name: [] for name in cases}
     names = list(cases)
@@ -137,6 +191,37 @@ def main(argv=None) -> dict:
                 times[name].append(_timed(cases[name]))
     median = {name: statistics.median(ts) for name, ts in times.items()}
     best = {name: min(ts) for name, ts in times.items()}
+    base, base_best = median["pymetis (raw)"], best["pymetis (raw)"]
+
+    kaminpar_out: dict[str, dict] = {}
+    metis_cut = None
+    if kaminpar_last:
+        metis_part = np.asarray(raw_pymetis(), dtype=np.int64)
+        metis_cut = _edge_cut(xadj, adjncy, metis_part)
+        mean = graph.num_nodes / P
+        print(f"\nKaMinPar against raw pymetis on the same CSR (pymetis: best {base_best:.3f} s, edge cut {metis_cut}, "
+              f"largest part {np.bincount(metis_part, minlength=P).max() / mean:.3f} x mean)")
+        print(f"{'path':<48} {'time ratio':>10} {'cut ratio':>10} {'write s':>8} {'load s':>7} {'largest part':>13}")
+        for name, last in kaminpar_last.items():
+            cut = _edge_cut(xadj, adjncy, last["part"])
+            kaminpar_out[name] = {"time_ratio": best[name] / base_best, "time_ratio_median": median[name] / base,
+                                  "cut_ratio": cut / max(metis_cut, 1), "edge_cut": cut, "metis_edge_cut": metis_cut,
+                                  "write_s": last["write_s"], "load_s": last["load_s"],
+                                  "max_part_over_mean": float(np.bincount(last["part"], minlength=P).max() / mean)}
+            k = kaminpar_out[name]
+            print(f"{name:<48} {k['time_ratio']:>9.3f}x {k['cut_ratio']:>9.3f}x {k['write_s']:>8.3f} "
+                  f"{k['load_s']:>7.3f} {k['max_part_over_mean']:>12.3f}x")
+        print(f"(targets: time <= {TARGET_KAMINPAR_TIME}x, cut <= {TARGET_KAMINPAR_CUT}x; time ratios are best of "
+              f"{args.repeats}, file writing included)")
+    if args.only_kaminpar:
+        out = {"graph": args.graph, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges, "parts": P,
+               "repeats": args.repeats, "median_s": median, "best_s": best, "metis_edge_cut": metis_cut,
+               "kaminpar": kaminpar_out}
+        if args.json:
+            print(json.dumps(out))
+        if args.save:
+            record.save(args.save, out, _kaminpar_rows(kaminpar_out, best, base_best))
+        return out
 
     # The workbench's own work around METIS, timed alone (stable even when the machine is busy).
     partitioner = MetisPartitioner(seed=0)
@@ -156,7 +241,6 @@ def main(argv=None) -> dict:
     metrics_s = statistics.median(s for s, _ in metric_runs)
     metrics_peak = max(m for _, m in metric_runs)
 
-    base, base_best = median["pymetis (raw)"], best["pymetis (raw)"]
     print(f"\n{'path':<48} {'median s':>9} {'ratio':>7} {'best s':>8} {'ratio':>7}")
     for name in cases:
         print(f"{name:<48} {median[name]:>9.3f} {median[name] / base:>6.2f}x {best[name]:>8.3f} "
@@ -177,7 +261,7 @@ def main(argv=None) -> dict:
            "repeats": args.repeats, "median_s": median, "best_s": best,
            "ratio_vs_pymetis": {k: v / base_best for k, v in best.items()},
            "workbench_overhead": overhead, "workbench_own_s": own_s, "metrics_s": metrics_s, "metrics_peak_rss_bytes": metrics_peak,
-           "metrics": m.summary()}
+           "metrics": m.summary(), "kaminpar": kaminpar_out}
     if args.json:
         print(json.dumps(out))
     if args.save:
@@ -189,8 +273,21 @@ def main(argv=None) -> dict:
                      for name in cases if name not in ("pymetis (raw)", "workbench metis")]
         headline += [row("workbench's own work around METIS", own_total, "s", base_best, "raw pymetis"),
                      row("metrics() from scratch", metrics_s, "s")]
+        headline += _kaminpar_rows(kaminpar_out, best, base_best)
         record.save(args.save, out, headline)
     return out
+
+
+def _kaminpar_rows(kaminpar_out: dict, best: dict, base_best: float) -> list[dict]:
+    """Headline rows of the KaMinPar cases: time and cut against raw pymetis, with the issue's targets."""
+    from _record import row
+
+    rows = []
+    for name, k in kaminpar_out.items():
+        rows.append(row(f"{name}: time (best)", best[name], "s", base_best, "raw pymetis", TARGET_KAMINPAR_TIME))
+        rows.append(row(f"{name}: edge cut", k["edge_cut"], "", k["metis_edge_cut"], "raw pymetis",
+                        TARGET_KAMINPAR_CUT))
+    return rows
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from workbench.partition.bytegnn import ByteGNNPartitioner
 from workbench.partition.gnn_metrics import SamplingMetrics, sampling_metrics
 from workbench.partition.hypergraph import HypergraphPartitioner, StochasticHypergraphPartitioner
 from workbench.partition.g3 import G3Partitioner
+from workbench.partition.kaminpar import KaMinParPartitioner
 import workbench.partition.streaming  # noqa: F401,E402  (registers the streaming partitioners)
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "compute_metrics",
     "export_distdgl",
     "G3Partitioner",
+    "KaMinParPartitioner",
     "get_partitioner",
     "partition",
     "register_partitioner",
