@@ -167,6 +167,18 @@ class RunConfig(Config):
             return chosen
         return reg.name_of(cfg) or type(cfg).__qualname__
 
+    def named_method(self, section: str) -> Optional[str]:
+        """The method of ``section`` when a setting chose it by name (``--set partition.method=random``,
+        ``compose(partition="random")``), else ``None`` (a recipe's ``Config`` object, or the default): what the
+        user said, as opposed to what the recipe holds.
+
+        Example:
+            >>> RunConfig().named_method("partition"), RunConfig.compose(partition="random").named_method("partition")
+            (None, 'random')
+        """
+        chosen = self._methods.get(section)
+        return chosen if chosen is not None and chosen == self.method(section) else None
+
     def sections(self) -> dict[str, Optional[Config]]:
         """Section name -> its config (None when empty)."""
         return {name: getattr(self, name) for name in self.section_names()}

@@ -437,3 +437,65 @@ def test_range_limits_cut_by_the_degree_budget():
             group = (np.cumsum(w) - w) // budget
             want = np.concatenate([ids[np.flatnonzero(np.diff(group)) + 1], [1000]])
             assert range_limits(ids, deg, budget, 1000).tolist() == want.tolist()
+
+
+# ------------------------------------------------------------------------------------------- any recipe on a folder
+# issue 41: a run from a partition folder trains on the folder's parts (its owner map), whatever the recipe
+
+
+@pytest.fixture(scope="module")
+def folder2(raw):
+    """A 2-part SPRING folder of the same stream."""
+    d = raw[0]
+    out = d / "pf2"
+    args = ["partition", str(d / "e.bin"), "--stream", "--method", "spring", "--parts", "2", "--out", str(out),
+            "--with-features", str(d / "x.npy"), "--labels", str(d / "y.npy"), "--train", str(d / "train.npy"),
+            "--val", str(d / "val.npy"), "--test", str(d / "test.npy")]
+    assert main(args) == 0
+    return out
+
+
+@pytest.mark.parametrize("recipe", ["full_graph", "distdgl", "sancus"])
+def test_any_recipe_trains_on_the_folders_parts(raw, folder2, recipe):
+    """``--graph parts:DIR`` trains on the folder's parts (not a fresh METIS run): the same run as the graph in
+    memory with the folder's owner map as ``node_part``, and the summary names the folder's method."""
+    import importlib
+
+    from workbench.events import PartitionComputed
+    from workbench.runtime import launch
+
+    d = raw[0]
+    make = importlib.import_module(f"recipes.{recipe}").recipe
+    g = load_graph(_files_spec(d, d / "e.bin"))
+    owner = torch.from_numpy(np.load(folder2 / "owner.npy"))
+    assert torch.equal(torch.from_numpy(PartFolder(folder2).owner_part()), owner)
+    settings = {"epochs": 2, "hidden": 8}
+    memory = _run(make(graph="karate", **settings).build(graph=g, node_part=owner), 2)
+    run = launch(make(graph=f"parts:{folder2}", **settings), runner="local", workers=2, out=None)
+    ours = run.wait(timeout=300)
+    assert_same_run(ours, memory, rtol=1e-5)
+    assert ours["bytes_by_kind"] == memory["bytes_by_kind"]
+    assert ours["partition"] == "spring" and ours["stages"]["partition"]["method"] == "spring"
+    assert ours["stages"]["partition"]["folder"] == str(folder2)
+    assert [e.method for e in run.events if isinstance(e, PartitionComputed)] == ["spring"]
+
+
+def test_a_folder_run_refuses_other_parts_and_a_partition_method_set_by_name(folder2):
+    from recipes import distdgl, full_graph
+
+    spec = f"parts:{folder2}"
+    with pytest.raises(ParamError, match=r"The 'num_parts' parameter of RunConfig must be 2, the parts of the "
+                                         r"partition folder .* Got 3 instead"):
+        full_graph.recipe(graph=spec, epochs=1).build().prepare(3, lambda e: None)
+    with pytest.raises(ParamError, match=r"'num_parts' parameter .* Got 4 instead"):
+        distdgl.recipe(graph=spec, epochs=1, num_parts=4).build().prepare(4, lambda e: None)
+    cfg = distdgl.recipe(epochs=1).with_strings({"graph": spec, "partition.method": "random"})   # as --set does
+    with pytest.raises(ParamError) as info:
+        cfg.build().prepare(3, lambda e: None)
+    text = str(info.value)   # both errors at once, before the graph is read
+    assert "The 'partition.method' parameter of RunConfig must be unset or the folder's method 'spring'" in text
+    assert "Got 'random' instead" in text and "'num_parts' parameter" in text
+    # the recipe's own partition config (distdgl's METIS) and the folder's method by name are accepted
+    for ok in (distdgl.recipe(graph=spec, epochs=1),
+               distdgl.recipe(epochs=1).with_strings({"graph": spec, "partition.method": "spring"})):
+        ok.build().prepare(2, lambda e: None)

@@ -6,7 +6,9 @@
 whole graph from the owned rows (every vertex is owned by one part, which keeps its full in-neighbourhood),
 and :class:`PartsConfig` is the ``parts:`` graph spec (``parts:DIR`` or ``parts:dir=DIR,select=0+1``; a folder
 path with a manifest works too). Model averaging (``sync.method=model_avg``) trains the selected parts, each
-rank memory-mapping only its own; every other reader of the spec gets the whole graph.
+rank memory-mapping only its own; every other trainer gets the whole graph on the client and trains on the
+folder's parts (:meth:`PartFolder.owner_part` is the run's partition, no partitioner runs:
+:func:`workbench.train.full_graph.load_and_partition`).
 
 Example:
     >>> parse_select("0+2", 4), parse_select("1-3", 4), parse_select("", 2)
@@ -159,8 +161,31 @@ class PartFolder:
     def parts(self) -> list[dict]:
         return self.manifest["parts"]
 
+    @property
+    def method(self) -> str:
+        """The partitioner that made the parts, as the manifest names it (``spring``; ``folder`` if unnamed)."""
+        return str(self.manifest.get("method") or "folder")
+
     def part_dir(self, part: int) -> Path:
         return self.path / self.parts[part]["dir"]
+
+    def owner_part(self) -> np.ndarray:
+        """``(N,)`` int64 part that owns each vertex, from every part's owned ids (``gid[:num_owned]``): the
+        folder's edge-cut view, also of a vertex-cut folder (each vertex's owner keeps its in-edges).
+
+        Raises:
+            ParamError: a vertex no part owns, or one that two parts own (a damaged folder).
+        """
+        owner = np.full(self.num_nodes, -1, np.int64)
+        seen = 0
+        for p in range(self.num_parts):
+            gid = np.asarray(open_npy(self.part_dir(p) / "gid.npy")[:int(self.parts[p]["num_owned"])], np.int64)
+            owner[gid] = p
+            seen += gid.size
+        if seen != self.num_nodes or bool((owner < 0).any()):
+            raise ParamError([param_error("dir", "PartFolder", "a folder whose parts own every vertex once",
+                                          f"{self.path}: {seen} owned ids for {self.num_nodes} vertices")])
+        return owner
 
     def part_features(self, part: int, arrays: Optional[dict] = None) -> np.ndarray:
         """``(L, F)`` feature rows of part ``part``'s local vertices, read into memory: the part's own file, or
@@ -249,7 +274,8 @@ def read_part_graph(folder: Any, *, name: Optional[str] = None) -> Graph:
 class PartsConfig(Config):
     """A partition folder as a graph spec: ``parts:DIR`` or ``parts:dir=DIR,select=0+1``. Model averaging trains
     the selected parts from their files (each rank memory-maps its own); anything else loading the spec gets the
-    whole graph rebuilt from the owned rows (:func:`read_part_graph`)."""
+    whole graph rebuilt from the owned rows (:func:`read_part_graph`), and the other trainers train on the
+    folder's parts (its owner map)."""
 
     dir: str = ""
     """The partition folder (holding manifest.json and part-NNN/)."""

@@ -76,6 +76,7 @@ class ScheduledTrainer(MiniBatchTrainer):
         from workbench.train.loop import load_training_graph
 
         if not isinstance(self._graph, Graph):
+            self._graph_from_config = self._graph is None   # a partition folder's parts stay the partition
             self._graph = load_training_graph(self._graph if self._graph is not None else self.config.graph,
                                               type(self).__name__)
         shards = super().prepare(world_size, emit)

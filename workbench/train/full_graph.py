@@ -64,17 +64,51 @@ def FullGraphConfig(**settings: Any):
 
 def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_part: Optional[torch.Tensor] = None,
                        owner: str = "program", emit: Optional[Callable[[Event], None]] = None,
-                       num_parts: Optional[int] = None,
-                       check: Optional[Callable[[Graph], None]] = None) -> tuple[Graph, torch.Tensor, Any]:
+                       num_parts: Optional[int] = None, check: Optional[Callable[[Graph], None]] = None,
+                       folder: Any = None) -> tuple[Graph, torch.Tensor, Any]:
     """Load ``cfg.graph`` (or ``graph``) and partition it into ``num_parts`` (default ``world_size``) parts with
-    ``cfg``'s partition stage (or take ``node_part``), emitting :class:`Progress` (stages ``graph`` and
-    ``partition``). Returns ``(graph, node_part, partition result or None)``; raises ``ParamError`` before
-    any rank starts, also when a part owns no vertex (:func:`~workbench.partition.base.check_parts_filled`),
-    and before the partitioner runs where ``check(graph)`` (called once the graph is loaded) raises it."""
+    ``cfg``'s partition stage (or take ``node_part``, or the parts of ``folder``), emitting :class:`Progress`
+    (stages ``graph`` and ``partition``): the one place where the client partitions, for every trainer.
+
+    Args:
+        cfg: the run config (its ``graph`` and ``partition`` sections).
+        world_size: the run's ranks.
+        graph: a :class:`Graph` (or spec) replacing ``cfg.graph``.
+        node_part: a vertex -> part assignment replacing the partitioner.
+        owner: the name the errors give.
+        emit: receives the :class:`Progress` events.
+        num_parts: parts (default ``world_size``).
+        check: called with the loaded graph before the partitioner runs (raises ``ParamError``).
+        folder: the :class:`~workbench.data.partfolder.PartsConfig` of a partition folder whose parts the run
+            trains (:meth:`Trainer.partition_folder <workbench.train.program.Trainer.partition_folder>`): the
+            partition is the folder's owner of every vertex (:meth:`PartFolder.owner_part
+            <workbench.data.partfolder.PartFolder.owner_part>`), no partitioner runs. The folder's parts must be
+            the run's, and a partition method chosen by name (``--set partition.method=...``) must be the
+            folder's: one is never silently ignored (the recipe's own partition config is; a partition option
+            set by name without the method, ``--set partition.seed=1``, is not tracked and is ignored too).
+
+    Returns:
+        ``(graph, node_part, partition result or None)``: a folder's is a
+        :class:`~workbench.partition.base.PartitionResult` named after the folder's method.
+
+    Raises:
+        ParamError: before any rank starts: parts out of range, a part owning no vertex
+            (:func:`~workbench.partition.base.check_parts_filled`), what ``check(graph)`` refuses (before the
+            partitioner runs), a folder whose parts are not the run's or a partition method other than the
+            folder's chosen by name.
+
+    Example:
+        >>> from workbench.compose import RunConfig
+        >>> g, node_part, result = load_and_partition(RunConfig.compose(graph="karate", partition="random"), 2)
+        >>> g.num_nodes, sorted(set(node_part.tolist())), result.method
+        (34, [0, 1], 'random')
+    """
     from workbench.partition.base import check_parts_filled
 
     emit = emit or (lambda event: None)
     parts = world_size if num_parts is None else num_parts
+    if folder is not None and node_part is None:
+        _check_folder(cfg, folder, parts, num_parts)
     spec = graph if graph is not None else cfg.graph
     emit(Progress(stage="graph", done=0, total=1, message=f"loading {getattr(spec, 'name', spec)}"))
     graph = load_training_graph(spec, owner)
@@ -89,6 +123,16 @@ def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_par
         check_parts_filled(node_part, parts, owner)   # a rank without vertices would idle through the run
         emit(Progress(stage="partition", done=1, total=1, message=f"given, {parts} parts"))
         return graph, node_part, None
+    if folder is not None:
+        from workbench.partition.base import PartitionResult
+
+        pf = folder.folder()
+        node_part = torch.from_numpy(pf.owner_part())
+        check_parts_filled(node_part, parts, owner)
+        result = PartitionResult(graph=graph, num_parts=parts, method=pf.method, node_part=node_part,
+                                 options=dict(pf.manifest.get("options") or {}))
+        emit(Progress(stage="partition", done=1, total=1, message=f"{pf.method}, {parts} parts of {pf.path}"))
+        return graph, node_part, result
     method = cfg.method("partition") if parts > 1 else "none"
     emit(Progress(stage="partition", done=0, total=1, message=f"{method}, {parts} parts"))
     node_part, result = partition_nodes(graph, parts, cfg.method("partition"), cfg.partition)
@@ -97,6 +141,21 @@ def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_par
     emit(Progress(stage="partition", done=1, total=1, message=f"{method}, {parts} parts"
                   + (f", {elapsed:.2f} s" if elapsed is not None else "")))
     return graph, node_part, result
+
+
+def _check_folder(cfg: Any, folder: Any, parts: int, num_parts: Optional[int]) -> None:
+    """Refuse a run on a partition folder whose parts are not the run's, or with another partition method chosen
+    by name (all errors at once, before the graph is read)."""
+    pf = folder.folder()
+    errs = ErrorCollector(type(cfg).__name__)
+    given = getattr(cfg, "num_parts", None) if num_parts is None else num_parts
+    errs.check(parts == pf.num_parts, "num_parts", f"{pf.num_parts}, the parts of the partition folder "
+               f"graph={cfg.graph!r} (the run trains them, one per rank"
+               + ("" if given is not None else "; num_parts unset: the number of workers") + ")", parts)
+    named = cfg.named_method("partition") if hasattr(cfg, "named_method") else None
+    errs.check(named in (None, pf.method), "partition.method", f"unset or the folder's method {pf.method!r} "
+               f"(graph={cfg.graph!r} trains the folder's parts; the setting would be ignored)", named)
+    errs.raise_if_any()
 
 
 @dataclasses.dataclass(eq=False)
@@ -265,7 +324,7 @@ class FullGraphTrainer(Trainer):
 
         ``emit`` receives :class:`Progress` events of the steps (stages ``graph`` and ``partition``)."""
         return load_and_partition(self.config, world_size, graph=self._graph, node_part=self._node_part,
-                                  owner=type(self).__name__, emit=emit,
+                                  owner=type(self).__name__, emit=emit, folder=self.partition_folder(),
                                   check=self._check_bins if self._binned() else None)
 
     def _layer_widths(self, graph: Graph) -> tuple[list[int], list[int]]:
@@ -296,7 +355,7 @@ class FullGraphTrainer(Trainer):
         self.bin_plan = None
         if self._binned():   # G3 bins (checked before ranks start)
             self._plan_bins(graph, node_part, layout.shards, widths)
-        event = _partition_event(graph, node_part, world_size, cfg.method("partition"), result, layout.halo_sizes,
+        event = _partition_event(graph, node_part, world_size, self.partition_method(), result, layout.halo_sizes,
                                  graph.num_features)
         self.partition_metrics = {k: v for k, v in event.metrics.items() if not isinstance(v, list)}
         emit(event)

@@ -281,7 +281,8 @@ class MiniBatchTrainer(Trainer):
         check_prefetch(errs, cfg, world_size)
         errs.raise_if_any()
         graph, node_part, result = load_and_partition(cfg, world_size, graph=self._graph, node_part=self._node_part,
-                                                      owner=type(self).__name__, emit=emit)
+                                                      owner=type(self).__name__, emit=emit,
+                                                      folder=self.partition_folder())
         self.split_sizes = split_sizes(graph)
         # the trainers' split: by the ranks' parts, or (single-process reference) by a k-way partition
         split_part = node_part if k == world_size else load_and_partition(cfg, world_size, graph=graph,
@@ -307,7 +308,7 @@ class MiniBatchTrainer(Trainer):
                                          test_split=test_split, num_classes=graph.num_classes,
                                          trainers=[r] if k == world_size else list(range(k))))
         plans = build_halo_plans(graph, node_part, world_size)
-        emit(_partition_event(graph, node_part, world_size, cfg.method("partition"), result,
+        emit(_partition_event(graph, node_part, world_size, self.partition_method(), result,
                               [p.num_halo for p in plans], graph.num_features))
         return shards
 

@@ -77,9 +77,39 @@ class Trainer:
         self.config = config
         self._graph = graph
         self._node_part = node_part
+        self._graph_from_config = False
+        """Whether ``_graph`` was loaded from ``config.graph`` by the trainer itself (not given at build time)."""
         self.notes: list[str] = []
         """Lines of the summary's ``notes`` (the program's list: settings sized or taken from others)."""
         self.split_sizes: Optional[dict] = None
+
+    def partition_folder(self) -> Any:
+        """The :class:`~workbench.data.partfolder.PartsConfig` of the partition folder ``config.graph`` names
+        (``parts:DIR`` or a folder's path) when the run trains on its parts, else ``None`` (another graph spec,
+        or a ``graph``/``node_part`` given at build time). The folder's owner map is then the run's partition:
+        :func:`~workbench.train.full_graph.load_and_partition` takes it instead of running the partitioner."""
+        if (self._graph is not None and not self._graph_from_config) or self._node_part is not None:
+            return None
+        from workbench.data.partfolder import parts_config_of
+
+        return parts_config_of(self.config.graph)
+
+    def partition_method(self) -> str:
+        """The partition the run trains on: the folder's method (as its manifest names it) for a partition
+        folder, else the ``partition`` stage's method."""
+        folder = self.partition_folder()
+        return folder.folder().method if folder is not None else self.config.method("partition")
+
+    def partition_summary(self) -> dict:
+        """The summary's ``partition`` and ``stages.partition`` entries of a run on a partition folder (its method,
+        path and the options its manifest records); ``{}`` otherwise (the stage's, from the config)."""
+        spec = self.partition_folder()
+        if spec is None:
+            return {}
+        folder = spec.folder()
+        stage = {"method": folder.method, "folder": str(folder.path), "num_parts": folder.num_parts,
+                 **dict(folder.manifest.get("options") or {})}
+        return {"partition": folder.method, "stage": stage}
 
     @classmethod
     def check_config(cls, config: Any, errs: Any) -> None:
@@ -177,7 +207,11 @@ class TrainingProgram(Program):
     def summarize(self, rank_results: list[dict]) -> dict:
         extra = self.trainer.summary(rank_results)
         predicted = extra.pop("predicted", {})
-        summary = summarize_ranks(rank_results, name=self.name, predicted=predicted,
-                                  extra={**stages_summary(self.config), **extra})
+        stages = stages_summary(self.config)
+        folder = self.trainer.partition_summary()
+        if folder:   # the folder's parts trained, not the partition stage's
+            stages["partition"] = folder["partition"]
+            stages["stages"] = {**stages["stages"], "partition": folder["stage"]}
+        summary = summarize_ranks(rank_results, name=self.name, predicted=predicted, extra={**stages, **extra})
         self.trainer.summarize(rank_results, summary)
         return summary
