@@ -75,6 +75,17 @@ def test_summary_and_events():
     assert sum(map(sum, part_ev.comm_rows)) == part_ev.metrics["comm_volume_rows"]
 
 
+def test_summary_has_the_peak_rss_of_the_client_and_of_every_rank():
+    from workbench.runtime import launch
+
+    cfg = FullGraphConfig(graph="karate", partition="random", epochs=2)
+    summary = launch(cfg, runner="local", workers=2, out=None).wait(timeout=120)
+    peak = summary["peak_rss_mb"]
+    assert set(peak) == {"client", "ranks"} and len(peak["ranks"]) == 2
+    assert peak["client"] > 0 and all(isinstance(r, float) and r > 0 for r in peak["ranks"])
+    assert peak["ranks"][0] == pytest.approx(peak["ranks"][1], rel=0.5)   # thread ranks: the one process's peak
+
+
 def test_training_learns_on_sbm(small_sbm):
     cfg = FullGraphConfig(graph="sbm", partition="metis", epochs=30, hidden=16, lr=0.05)
     summary, _, _ = run_program(cfg.build(graph=small_sbm), 2)

@@ -10,7 +10,10 @@ A trainer is the part of a run that the other stages plug into: it prepares what
 * ``run_rank``: the kernel choice, the model replicas, the steps, the sync stage (``allreduce``, or the
   ``sync`` section's method), one :class:`~workbench.train.loop.TrainLoop`;
 * ``summarize``: :func:`~workbench.train.recorder.summarize_ranks` with every stage as it ran
-  (:func:`~workbench.composition.stages_summary`), then the trainer's own figures.
+  (:func:`~workbench.composition.stages_summary`; a partition folder's method where the run trained on its
+  parts), then the trainer's own figures, and ``peak_rss_mb``: ``{"client": MiB, "ranks": [MiB per rank]}``,
+  each process's peak resident memory (:func:`~workbench.train.recorder.peak_rss_mb`; thread ranks share the
+  client's process, so each reports that process's peak).
 
 The trainers (:data:`workbench.composition.TRAINERS`; a sample or sync method may name its own):
 
@@ -45,7 +48,7 @@ from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
 from workbench.train.loop import Steps, TrainLoop
 from workbench.train.models import MODELS
-from workbench.train.recorder import summarize_ranks
+from workbench.train.recorder import peak_rss_mb, summarize_ranks
 
 __all__ = ["Trainer", "TrainingProgram"]
 
@@ -202,6 +205,7 @@ class TrainingProgram(Program):
             raise
         out = loop.run()
         out.update(trainer.rank_result(payload, models))
+        out["peak_rss_mb"] = peak_rss_mb()
         return out
 
     def summarize(self, rank_results: list[dict]) -> dict:
@@ -214,4 +218,6 @@ class TrainingProgram(Program):
             stages["stages"] = {**stages["stages"], "partition": folder["stage"]}
         summary = summarize_ranks(rank_results, name=self.name, predicted=predicted, extra={**stages, **extra})
         self.trainer.summarize(rank_results, summary)
+        ranks = sorted(rank_results, key=lambda r: r.get("rank", 0))
+        summary["peak_rss_mb"] = {"client": peak_rss_mb(), "ranks": [r.get("peak_rss_mb") for r in ranks]}
         return summary

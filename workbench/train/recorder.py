@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from collections import defaultdict
 from typing import Any, Optional
@@ -14,7 +16,7 @@ from workbench.communicate.netmodel import critical_calls
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.train.timing import PhaseTimer
 
-__all__ = ["EpochRecorder", "summarize_ranks", "critical_comm", "time_breakdown", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
+__all__ = ["EpochRecorder", "summarize_ranks", "peak_rss_mb", "critical_comm", "time_breakdown", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
            "TRAFFIC_WINDOW_EPOCHS", "PROGRESS_INTERVAL_S"]
 
 #: how finely the run log keeps per-link traffic (``traffic_detail``): ``auto`` or ``epoch``
@@ -212,6 +214,18 @@ def _checksums(weight) -> list[float]:
     (the signed sum cancels, so it is held to ``Σ |w|``, never to itself)."""
     w = weight.detach().double()
     return [float(w.sum()), float(w.pow(2).sum()), float(w.abs().sum())]
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process since it started, in MiB (``getrusage``'s ``ru_maxrss``:
+    kilobytes on Linux, bytes on macOS). Thread ranks share one process: each reports the process's peak.
+
+    Example:
+        >>> peak_rss_mb() > 0
+        True
+    """
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 if sys.platform == "darwin" else 1)
+    return round(kib / 1024, 1)
 
 
 def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: Optional[dict] = None) -> dict:
