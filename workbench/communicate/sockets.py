@@ -39,13 +39,27 @@ import torch
 
 from workbench.communicate.inprocess import CommunicationError
 
-__all__ = ["SocketMesh", "local_address_towards"]
+__all__ = ["SocketMesh", "local_address_towards", "describe"]
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
           torch.int8, torch.uint8, torch.bool]
 MAX_DIMS = 6
 _HEADER = struct.Struct("<8q")          # dtype code, ndim, up to MAX_DIMS sizes
 _HELLO = struct.Struct("<q")
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of ``exc``, never empty after the colon: an exception without text (a bare
+    ``TimeoutError()``; asyncio's timeouts have none) still says what it was in the messages that quote it.
+
+    Example:
+        >>> describe(ConnectionResetError(104, "Connection reset by peer"))
+        'ConnectionResetError: [Errno 104] Connection reset by peer'
+        >>> describe(TimeoutError())
+        'TimeoutError (no message)'
+    """
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} (no message)"
 
 
 def local_address_towards(host: str) -> str:
@@ -150,7 +164,7 @@ class SocketMesh:
             for s in socks.values():
                 s.close()
             if isinstance(exc, (OSError, RuntimeError)) and not isinstance(exc, CommunicationError):
-                raise CommunicationError(f"rank {rank}: socket mesh set-up failed: {exc}") from exc
+                raise CommunicationError(f"rank {rank}: socket mesh set-up failed: {describe(exc)}") from exc
             raise
         finally:
             listener.close()
@@ -273,7 +287,7 @@ class SocketMesh:
                 except (BlockingIOError, InterruptedError):
                     return moved
                 except OSError as exc:
-                    raise self._lost(peer, f"failed while sending: {exc}") from exc
+                    raise self._lost(peer, f"failed while sending: {describe(exc)}") from exc
                 moved = True
                 if n < len(view):
                     op.views[0] = view[n:]
@@ -296,7 +310,7 @@ class SocketMesh:
             except (BlockingIOError, InterruptedError):
                 return moved
             except OSError as exc:
-                raise self._lost(peer, f"failed while receiving: {exc}") from exc
+                raise self._lost(peer, f"failed while receiving: {describe(exc)}") from exc
             if n == 0:   # the peer closed its end: an error only for a message still expected from it
                 self._sel.unregister(sock)
                 self._writing.discard(peer)

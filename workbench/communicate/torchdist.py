@@ -38,7 +38,7 @@ import torch.distributed as dist
 
 from workbench.communicate.base import Communicator, TrafficCounter, Work
 from workbench.communicate.inprocess import CommunicationError
-from workbench.communicate.sockets import DTYPES as _DTYPES, MAX_DIMS as _MAX_DIMS, SocketMesh
+from workbench.communicate.sockets import DTYPES as _DTYPES, MAX_DIMS as _MAX_DIMS, SocketMesh, describe
 
 __all__ = ["TorchDistCommunicator", "init_process_group", "shutdown_process_group"]
 
@@ -91,7 +91,8 @@ def shutdown_process_group(*, synchronize: bool = True, settle_s: float = 0.2) -
 
 
 def _transport(fn):
-    """Turn backend errors into :class:`CommunicationError` (keeping the message and the cause)."""
+    """Turn backend errors into :class:`CommunicationError` (keeping the cause; the message names the call and
+    the cause's type and text, so an error whose text is empty still says what it was)."""
 
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
@@ -100,7 +101,7 @@ def _transport(fn):
         except CommunicationError:
             raise
         except (RuntimeError, OSError) as exc:  # gloo/NCCL report peer loss and timeouts as RuntimeError
-            raise CommunicationError(f"rank {self.rank}: {fn.__name__.lstrip('_')} failed: {exc}") from exc
+            raise CommunicationError(f"rank {self.rank}: {fn.__name__.lstrip('_')} failed: {describe(exc)}") from exc
 
     return wrapper
 
@@ -180,7 +181,7 @@ class TorchDistCommunicator(Communicator):
             try:
                 self._timed(request_wait)
             except (RuntimeError, OSError) as exc:
-                raise CommunicationError(f"rank {self.rank}: wait failed: {exc}") from exc
+                raise CommunicationError(f"rank {self.rank}: wait failed: {describe(exc)}") from exc
             return None  # Work.wait then returns the receive buffer
 
         return wait

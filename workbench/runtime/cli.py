@@ -68,6 +68,10 @@ def register(subparsers) -> None:
     p.add_argument("--device", choices=DEVICES, default="auto", help="auto (GPU where a rank has one), cpu, cuda")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a rank may wait for its peers before the run fails (default 120)")
+    p.add_argument("--liveness", type=float, default=15.0,
+                   help="runner dask: seconds a rank's worker (its heartbeats to the scheduler) or the scheduler may "
+                        "stay silent before the run fails with WorkerLost / SchedulerLost; a slow rank still "
+                        "heartbeats (default 15)")
     p.add_argument("--json", action="store_true", help="print only the run summary as one JSON object")
     p.add_argument("--network", metavar="NET",
                    help="add modelled_comm_s per epoch to the summary: a preset (1GbE, 10GbE, 25GbE, 100GbE, nvlink), "
@@ -273,7 +277,8 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         handle = launch(program, runner=args.runner, workers=args.workers, scheduler=args.scheduler, out=args.out,
                         listeners=listeners, timeout=args.timeout, device=args.device, recipe=recipe,
-                        network=getattr(args, "network", None), scheduler_file=getattr(args, "scheduler_file", None))
+                        network=getattr(args, "network", None), scheduler_file=getattr(args, "scheduler_file", None),
+                        liveness=getattr(args, "liveness", 15.0))
     except BaseException:
         bars.close()   # a run that fails while preparing leaves no bar behind
         raise

@@ -19,11 +19,19 @@ How a run goes:
    and each payload are scattered to their workers;
 4. ranks send events with ``Worker.log_event(topic, event.to_dict())``; the client subscribes to the
    topic and hands each event to the run log and the listeners as it arrives;
-5. the client polls the futures and the worker list: a rank that raised gives
-   :class:`RankFailed`, a worker that left gives :class:`WorkerLost`, a rendezvous that expired gives
-   :class:`RendezvousTimeout`, a scheduler silent for 30 s (the run's timeout when shorter, at least 10 s;
-   its host cut off) gives :class:`SchedulerLost`; the surviving ranks fail fast (gloo reports the closed connection),
-   stragglers are cancelled, and the process group is destroyed in ``finally`` on every rank.
+5. the client polls the futures and the scheduler's view of the workers: a rank that raised gives
+   :class:`RankFailed`, a worker that left gives :class:`WorkerLost`, and so does a worker whose heartbeats
+   stopped reaching the scheduler for the run's ``liveness_s`` (its link or host down: the scheduler itself
+   would keep it for its ``worker-ttl``, 5 minutes by default, while the surviving ranks wait in a call for up
+   to the run's timeout); a rendezvous that expired gives :class:`RendezvousTimeout`, a scheduler silent for
+   ``liveness_s`` (at least 10 s, at most 30 s or the run's timeout; its host cut off) gives
+   :class:`SchedulerLost` (its ranks stop at their next epoch after the same silence, or once their task was
+   cancelled: a client that gave the run up leaves no rank training). A rank that is only slow (a long
+   step) keeps its worker heartbeating: its worker's event loop answers while the rank's thread works. The
+   surviving ranks fail fast (gloo reports the closed connection), stragglers are cancelled, and the process
+   group is destroyed in ``finally`` on every rank; on a cluster the run did not start, the run's surviving
+   workers are then restarted in the background (a rank blocked in a call to a lost peer would hold its
+   worker's thread) and the next run to that scheduler waits for them.
 
 A stop (``RunHandle.stop``) asked while the cluster starts ends the run before any rank starts; once
 they run, the ranks agree on it at their next epoch. :func:`abort_runs` (a server shutting down) ends
@@ -34,6 +42,7 @@ with its worker processes.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import logging
 import threading
@@ -42,6 +51,7 @@ from typing import Any, Optional, Sequence
 from urllib.parse import urlparse
 
 from workbench._validation import ParamError, param_error
+from workbench.communicate.sockets import describe
 from workbench.events import event_from_dict
 from workbench.runtime.dask_worker import (_IgnoreInterrupt, TorchWorkerPlugin, _free_port, _rank_task,  # noqa: F401
                                            _set_threads, _silent_limit, _worker_info, interface_of,
@@ -291,18 +301,22 @@ def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: thr
             payload_f = client.scatter(payloads[r], workers=[addr], hash=False)
             futures.append(client.submit(
                 _rank_task, program_f, payload_f, r, world_size, init_method, backend, device, env.run_id, topic,
-                env.timeout_s, stop_name, workers=[addr], allow_other_workers=False, pure=False,
+                env.timeout_s, stop_name, env.liveness_s, workers=[addr], allow_other_workers=False, pure=False,
                 key=f"{env.run_id}-rank{r}"))
         try:
-            outcomes = _watch(client, futures, addrs, env, inbox, stop_name, abort)
+            outcomes = _watch(client, futures, addrs, env, inbox, stop_name, abort,
+                              hosts={a: infos[a].get("host") for a in addrs})
         except RunError as err:
-            # restart the workers after the error is reported, not before (not through a lost scheduler)
+            # restart the workers after the error is reported, not before (not through a lost scheduler, and not
+            # a worker that went silent: the scheduler cannot reach it either)
             if own_cluster is None and not isinstance(err, SchedulerLost):
                 for f in futures:
                     f.cancel()
-                thread = threading.Thread(target=_recycle, args=(client, futures, addrs), daemon=True,
-                                          name=f"workbench-recycle-{env.run_id}")
-                _RECYCLING[id(client)] = thread
+                restart = [a for a in addrs if not (isinstance(err, WorkerLost) and a == err.worker)]
+                thread = threading.Thread(target=_recycle, args=(client, futures, restart, len(addrs), own_client),
+                                          daemon=True, name=f"workbench-recycle-{env.run_id}")
+                _RECYCLING[_scheduler_key(client)] = thread
+                own_client = None   # the recycling closes it when done
                 thread.start()
             raise
         inbox.wait_for({o.rank: o.num_events for o in outcomes}, _EVENT_FLUSH_S)
@@ -321,33 +335,55 @@ def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: thr
             own_cluster.close()
 
 
-# Worker restarts after a failed run on a shared cluster, by client: the next run waits for them.
-_RECYCLING: dict[int, threading.Thread] = {}
+# Worker restarts after a failed run on a shared cluster, by scheduler address: the next run there waits for them.
+_RECYCLING: dict[str, threading.Thread] = {}
+
+
+def _scheduler_key(client) -> str:
+    """A scheduler's address: of a ``Client``, or the address itself."""
+    if isinstance(client, str):
+        return client
+    return str(getattr(client.scheduler, "address", None) or id(client))
 
 
 def _wait_for_recycling(client, timeout_s: float = 150.0) -> None:
-    thread = _RECYCLING.pop(id(client), None)
+    """Wait (bounded) until the worker restarts after a failed run on ``client``'s scheduler (a ``Client`` or the
+    scheduler's address) are over."""
+    thread = _RECYCLING.pop(_scheduler_key(client), None)
     if thread is not None:
         thread.join(timeout=timeout_s)
 
 
-def _recycle(client, futures, addrs: list[str]) -> None:
-    """After a failed run on a shared cluster, restart the run's surviving workers (bounded).
+@atexit.register
+def _finish_recycling(timeout_s: float = 60.0) -> None:
+    """A process that exits right after a failed run (``workbench run``) still restarts the run's workers first:
+    a survivor blocked in a call to its lost peer would otherwise hold its worker until the run's timeout."""
+    deadline = time.monotonic() + timeout_s
+    for thread in list(_RECYCLING.values()):
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _recycle(client, futures, addrs: list[str], num_workers: int, own_client=None) -> None:
+    """After a failed run on a shared cluster, restart the run's workers ``addrs`` that the scheduler still has
+    (bounded), then wait (bounded) for ``num_workers`` workers; close ``own_client`` (the run's) at the end.
 
     A rank whose peer died may still be blocked in a collective, or hold a half-destroyed gloo group
     (``destroy_process_group`` can hang after a peer loss); a fresh process is the only clean state
     for the next run. Workers that died are already being restarted by their nanny.
     """
-    for f in futures:
-        f.cancel()
     try:
+        for f in futures:
+            f.cancel()
         alive = _worker_addresses(client)
         survivors = [a for a in addrs if a in alive]
         if survivors:
             client.restart_workers(workers=survivors, timeout=60, raise_for_error=False)
-        client.wait_for_workers(len(addrs), timeout=60)
+        client.wait_for_workers(num_workers, timeout=60)
     except Exception:  # noqa: BLE001 - best effort: the run's own error is what the user needs
         pass
+    finally:
+        if own_client is not None:
+            own_client.close()
 
 
 def _claim_workers(client, world_size: int, timeout_s: float) -> list[str]:
@@ -361,47 +397,105 @@ def _claim_workers(client, world_size: int, timeout_s: float) -> list[str]:
 
 
 def _worker_addresses(client) -> set[str]:
-    """The scheduler's current workers, asked afresh (at most :data:`_ASK_S` seconds).
+    """The scheduler's current workers, asked afresh (at most :data:`_ASK_S` seconds)."""
+    return set(_worker_heartbeats(client))
+
+
+def _worker_heartbeats(client) -> dict[str, float]:
+    """``{address: last_seen}`` of the scheduler's current workers, asked afresh (at most :data:`_ASK_S` seconds):
+    ``last_seen`` is when the worker's last heartbeat reached the scheduler, on the scheduler's clock.
 
     ``client.scheduler_info()`` returns a cache that the client's own periodic refresh overwrites
     with a worker-less summary; read between the two, it says every worker is gone (seen under load
     as a false ``WorkerLost``).
     """
-    return set(client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"])
+    workers = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"]
+    return {addr: info.get("last_seen") for addr, info in workers.items()}
+
+
+class _Heartbeats:
+    """How long each worker has been silent: no heartbeat of it has reached the scheduler (a Dask worker sends
+    one every 0.5 s up to 10 workers, from its event loop, whatever its task thread is doing).
+
+    A worker's ``last_seen`` (the scheduler's clock) is only compared with itself: a worker is silent since the
+    moment, on this process's clock, that its ``last_seen`` last changed, so the two hosts' clocks never meet.
+    Time in which the scheduler did not answer (busy or cut off, the heartbeats queued behind) is not counted:
+    after a gap of more than :data:`_ASK_S` between two answers, every worker's silence starts again.
+    """
+
+    def __init__(self, liveness_s: float):
+        self.liveness_s = float(liveness_s)
+        self._changed: dict[str, tuple[Any, float]] = {}   # address -> (last_seen, when it last changed here)
+        self._answered: Optional[float] = None
+
+    def limit_s(self, num_workers: int) -> float:
+        """The run's liveness, but never less than three heartbeat intervals of a cluster of ``num_workers``."""
+        from distributed.scheduler import heartbeat_interval
+
+        return max(self.liveness_s, 3.0 * heartbeat_interval(max(1, num_workers)))
+
+    def silent_s(self, workers: dict[str, Any]) -> dict[str, float]:
+        """Seconds each worker has been silent, given the ``{address: last_seen}`` the scheduler just gave."""
+        now = time.monotonic()
+        if self._answered is not None and now - self._answered > _ASK_S:
+            self._changed.clear()
+        self._answered = now
+        for addr, last_seen in workers.items():
+            if addr not in self._changed or self._changed[addr][0] != last_seen:
+                self._changed[addr] = (last_seen, now)
+        return {addr: now - self._changed[addr][1] for addr in workers}
+
+    def lost(self, workers: dict[str, Any], addrs: Sequence[str]) -> dict[str, str]:
+        """What was seen of each of ``addrs`` that is gone, given the scheduler's ``{address: last_seen}``: the
+        scheduler dropped it (its process died, or its connection closed), or it stayed silent past the limit."""
+        silent, limit = self.silent_s(workers), self.limit_s(len(workers))
+        seen = {}
+        for addr in addrs:
+            if addr not in workers:
+                seen[addr] = "the worker process died or left the cluster (the scheduler dropped it)"
+            elif silent[addr] >= limit:
+                seen[addr] = f"no heartbeat from the worker for {silent[addr]:.0f} s (its link or host is down)"
+        return seen
 
 
 class _SchedulerWatch:
     """How long the scheduler has not answered: a run whose scheduler stays silent for ``limit_s`` seconds
-    (a network partition, a dead scheduler) fails with :class:`SchedulerLost` instead of hanging."""
+    (a network partition, a dead scheduler) fails with :class:`SchedulerLost` instead of hanging. The silence
+    starts when the first question that got no answer was asked (not when it gave up, :data:`_ASK_S` later)."""
 
     def __init__(self, address: str, limit_s: float):
         self.address, self.limit_s = address, limit_s
         self.silent_since: Optional[float] = None
 
-    def ask(self, client, inbox) -> Optional[set[str]]:
-        """The current workers, or None while the scheduler does not answer (raises once it stayed silent)."""
+    def ask(self, client, inbox) -> Optional[dict[str, Any]]:
+        """The current workers' ``{address: last_seen}``, or None while the scheduler does not answer (raises once
+        it stayed silent)."""
+        asked = time.monotonic()
         try:
-            alive = _worker_addresses(client)
+            alive = _worker_heartbeats(client)
         except (OSError, TimeoutError, asyncio.TimeoutError) as exc:   # CommClosedError is an OSError
             now = time.monotonic()
-            self.silent_since = self.silent_since or now
+            self.silent_since = self.silent_since or asked
             if now - self.silent_since >= self.limit_s:
                 steps = list(inbox.last_epoch.values())
                 raise SchedulerLost(scheduler=self.address, step=max(steps) + 1 if steps else None,
                                     message=f"the scheduler {self.address} did not answer for "
-                                            f"{now - self.silent_since:.0f} s ({type(exc).__name__}: {exc})") from None
+                                            f"{now - self.silent_since:.0f} s ({describe(exc)})") from None
             return None
         self.silent_since = None
         return alive
 
 
 def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_name: str,
-           abort: Optional[threading.Event] = None) -> list[RankOutcome]:
+           abort: Optional[threading.Event] = None, hosts: Optional[dict[str, Any]] = None) -> list[RankOutcome]:
     """Poll futures and workers until every rank finished, or a failure is known (then raise it).
 
-    ``abort`` set: the ranks are told to stop, cancelled and reported as stopped at once."""
+    ``abort`` set: the ranks are told to stop, cancelled and reported as stopped at once. ``hosts``: each
+    worker's host name, for the errors."""
     stop_sent = False
-    watch = _SchedulerWatch(getattr(client.scheduler, "address", "?"), _silent_limit(env.timeout_s))
+    hosts = hosts or {}
+    watch = _SchedulerWatch(getattr(client.scheduler, "address", "?"), _silent_limit(env.timeout_s, env.liveness_s))
+    beats = _Heartbeats(env.liveness_s)
     errors: list[RunError] = []
     first_error_at: Optional[float] = None
     submitted = time.monotonic()
@@ -427,13 +521,15 @@ def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_n
             if f.status == "error" and not any(e.rank == r for e in errors):
                 errors.append(_as_run_error(f.exception(), r, addrs[r]))
         alive = watch.ask(client, inbox)
-        for r, addr in enumerate(addrs):
-            if alive is None:   # the scheduler did not answer this time: nothing is known of the workers
-                break
-            if addr not in alive and not futures[r].done() and not any(e.rank == r for e in errors):
-                last = inbox.last_epoch.get(r)
-                errors.append(WorkerLost(rank=r, worker=addr, step=None if last is None else last + 1,
-                                         message="the worker process died or left the cluster"))
+        if alive is not None:   # else the scheduler did not answer this time: nothing is known of the workers
+            lost = beats.lost(alive, addrs)
+            for r, addr in enumerate(addrs):
+                # a task the scheduler cancelled lost its input (the rank's payload) with its worker
+                ended = futures[r].done() and futures[r].status != "cancelled"
+                if addr in lost and not ended and not any(e.rank == r for e in errors):
+                    last = inbox.last_epoch.get(r)
+                    errors.append(WorkerLost(rank=r, worker=addr, host=hosts.get(addr), message=lost[addr],
+                                             step=None if last is None else last + 1))
         if errors:
             first_error_at = first_error_at or time.monotonic()
             settled = all(f.done() or any(e.rank == r for e in errors) for r, f in enumerate(futures))
@@ -441,7 +537,14 @@ def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_n
                 inbox.settle()
                 raise _with_run_step(root_cause(errors), errors)
         elif all(f.status == "finished" for f in futures):
-            return [f.result() for f in futures]
+            outcomes = [f.result() for f in futures]
+            if not stop_sent and any(o.status == "stopped" for o in outcomes):
+                # nobody asked: the ranks stopped on their own when the scheduler did not answer them
+                steps = list(inbox.last_epoch.values())
+                raise SchedulerLost(scheduler=watch.address, step=max(steps) + 1 if steps else None,
+                                    message=f"the ranks stopped: the scheduler {watch.address} did not answer them "
+                                            f"for {watch.limit_s:g} s")
+            return outcomes
         time.sleep(_POLL_S)
 
 

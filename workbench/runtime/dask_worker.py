@@ -2,8 +2,8 @@
 process group's rendezvous, and the body of one rank.
 
 Example:
-    >>> _silent_limit(120), _silent_limit(2)
-    (30.0, 10.0)
+    >>> _silent_limit(120), _silent_limit(2), _silent_limit(120, liveness_s=15)
+    (30.0, 10.0, 15.0)
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ __all__ = ["TorchWorkerPlugin", "interface_of", "join_process_group"]
 _SCHEDULER_SILENT_S = 30.0   # a scheduler silent this long (at most the run's timeout) fails the run
 
 
-def _silent_limit(timeout_s: float) -> float:
-    """Seconds of scheduler silence that end a run: 30, or the run's timeout when shorter, never under 10
-    (a scheduler answering a busy client slowly is not lost)."""
-    return max(10.0, min(float(timeout_s), _SCHEDULER_SILENT_S))
+def _silent_limit(timeout_s: float, liveness_s: float = _SCHEDULER_SILENT_S) -> float:
+    """Seconds of scheduler silence that end a run, for the client and its ranks alike: the run's liveness, at
+    most 30 s or the run's timeout, never under 10 (a scheduler answering a busy client slowly is not lost)."""
+    return max(10.0, min(float(timeout_s), float(liveness_s), _SCHEDULER_SILENT_S))
 
 
 class TorchWorkerPlugin(WorkerPlugin):
@@ -134,10 +134,17 @@ class _StopPoller:
     every 0.2 s, and the rank only reads the last answer. The rank never waits on a round trip to the
     scheduler, which is slow whenever the client's process is busy (a dashboard rendering, say): a
     blocking read here once slowed a 13 ms epoch by half even with the dashboard on another core.
+
+    It also says stop once the rank's own task (``key`` on ``worker``) was cancelled: the client gave the run
+    up (a failure it reported) and released the task, or left. A rank whose client failed the run with
+    ``SchedulerLost`` while the scheduler came back before the rank's own limit would otherwise train on,
+    holding its worker.
     """
 
-    def __init__(self, name: str, period_s: float = 0.2, silent_s: float = _SCHEDULER_SILENT_S):
+    def __init__(self, name: str, period_s: float = 0.2, silent_s: float = _SCHEDULER_SILENT_S, *,
+                 worker=None, key=None):
         self.name, self.period_s, self.silent_s = name, period_s, silent_s
+        self.worker, self.key = worker, key
         self._flag = threading.Event()
         self._done = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -153,9 +160,15 @@ class _StopPoller:
             self._thread = threading.Thread(target=self._poll, args=(event,), name=f"stop-poller-{self.name}",
                                             daemon=True)
             self._thread.start()
-        if time.monotonic() - self._last_answer > self.silent_s:
+        if time.monotonic() - self._last_answer > self.silent_s or self._task_cancelled():
             self._flag.set()
         return self._flag.is_set()
+
+    def _task_cancelled(self) -> bool:
+        if self.worker is None or self.key is None:
+            return False
+        task = self.worker.state.tasks.get(self.key)   # a read of the worker's state (no round trip)
+        return task is None or task.state == "cancelled"
 
     def _poll(self, event) -> None:
         while not self._done.wait(self.period_s):
@@ -234,8 +247,10 @@ def join_process_group(backend: str, init_method: str, rank: int, world_size: in
 
 
 def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_method: str, backend: str,
-               device: str, run_id: str, topic: str, timeout_s: float, stop_name: str) -> RankOutcome:
-    """The body of one rank on a Dask worker."""
+               device: str, run_id: str, topic: str, timeout_s: float, stop_name: str,
+               liveness_s: float = _SCHEDULER_SILENT_S) -> RankOutcome:
+    """The body of one rank on a Dask worker. It stops (at its next epoch) once the scheduler stayed silent for
+    ``_silent_limit(timeout_s, liveness_s)``, when the client has failed the run with ``SchedulerLost``."""
     import torch
     from distributed import get_worker
 
@@ -263,7 +278,8 @@ def _rank_task(program: Program, payload: Any, rank: int, world_size: int, init_
             mesh = SocketMesh.connect(store, rank, world_size, host=urlparse(address).hostname or "127.0.0.1",
                                       timeout_s=timeout_s)
         comm = TorchDistCommunicator(device=dev, mesh=mesh)
-        stop_poller = _StopPoller(stop_name, silent_s=_silent_limit(timeout_s))
+        stop_poller = _StopPoller(stop_name, silent_s=_silent_limit(timeout_s, liveness_s), worker=worker,
+                                  key=worker.get_current_task())
         ctx = RankContext(rank=rank, world_size=world_size, comm=comm, run_id=run_id, device=dev, emit=emit,
                           stop_requested=stop_poller, program=program.name,
                           host=urlparse(address).hostname or "127.0.0.1")

@@ -42,10 +42,13 @@ class RunError(RuntimeError):
 
     def _text(self) -> str:
         who = "run" if self.rank is None else f"rank {self.rank}"
-        where = f" (worker {self.worker})" if self.worker else ""
+        where = f" ({self._where()})" if self.worker else ""
         when = f" at step {self.step}" if self.step is not None else ""
         tail = f": {self.message}" if self.message else ""
         return f"{who}{where} {self.what}{when}{tail}"
+
+    def _where(self) -> str:
+        return f"worker {self.worker}"
 
     def _kwargs(self) -> dict:
         return {"rank": self.rank, "worker": self.worker, "step": self.step, "message": self.message,
@@ -84,9 +87,34 @@ class RankFailed(RunError):
 
 
 class WorkerLost(RunError):
-    """The worker process running a rank died (or left the cluster) during the run."""
+    """The worker process running a rank died, left the cluster, or went silent during the run.
+
+    ``message`` says what was seen: the scheduler dropped the worker (its process died, or its connection to
+    the scheduler closed), or no heartbeat of the worker reached the scheduler for the run's ``liveness``
+    seconds (its link or its host is down).
+
+    Attributes:
+        host: the name of the worker's host, as the worker reported it when the run started (``None`` when
+            unknown).
+
+    Example:
+        >>> print(WorkerLost(rank=1, worker="tcp://10.0.0.2:4242", host="node2", step=3,
+        ...                  message="no heartbeat from the worker for 15 s (its link or host is down)"))
+        rank 1 (worker tcp://10.0.0.2:4242 on node2) was lost at step 3: no heartbeat from the worker for 15 s \
+(its link or host is down)
+    """
 
     what = "was lost"
+
+    def __init__(self, *, host: Optional[str] = None, **kwargs):
+        self.host = host
+        super().__init__(**kwargs)
+
+    def _where(self) -> str:
+        return f"worker {self.worker} on {self.host}" if self.host else f"worker {self.worker}"
+
+    def _kwargs(self) -> dict:
+        return {**super()._kwargs(), "host": self.host}
 
 
 class RendezvousTimeout(RunError):

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
 from workbench._validation import ErrorCollector
+from workbench.communicate.sockets import describe
 from workbench.events import Event, RunFinished, RunLog, RunStarted
 from workbench.runtime.errors import RunError
 from workbench.runtime.measures import run_measures
@@ -173,7 +174,7 @@ class RunHandle:
         self.ended = time.time()
         text = None
         if error is not None:
-            text = error.details() if isinstance(error, RunError) else f"{type(error).__name__}: {error}"
+            text = error.details() if isinstance(error, RunError) else describe(error)
         self.emit(RunFinished(status=status, error=text, summary=self.summary))
         self.status = status
         if self._log is not None:
@@ -206,13 +207,14 @@ def _new_run_id(name: str) -> str:
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def _validate(runner, workers, timeout, device, scheduler, scheduler_file=None) -> None:
+def _validate(runner, workers, timeout, device, scheduler, scheduler_file=None, liveness=15.0) -> None:
     errs = ErrorCollector("launch")
     errs.check(runner in RUNNERS, "runner", f"one of {list(RUNNERS)}", runner)
     errs.check(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, "workers",
                "an int in [1, inf]", workers)
-    errs.check(isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0, "timeout",
-               "a number in (0, inf]", timeout)
+    for name, value in (("timeout", timeout), ("liveness", liveness)):
+        errs.check(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0, name,
+                   "a number in (0, inf]", value)
     errs.check(device in DEVICES, "device", f"one of {list(DEVICES)}", device)
     errs.check(scheduler is None or runner == "dask", "scheduler", "None unless runner='dask'", scheduler)
     shown = str(scheduler_file) if isinstance(scheduler_file, Path) else scheduler_file
@@ -230,7 +232,7 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
            out: Optional[Union[str, Path]] = "runs", run_id: Optional[str] = None, blocking: bool = False,
            listeners: Iterable[Listener] = (), timeout: float = 120.0, device: str = "auto",
            recipe: Optional[str] = None, network: Any = None,
-           scheduler_file: Optional[Union[str, Path]] = None) -> RunHandle:
+           scheduler_file: Optional[Union[str, Path]] = None, liveness: float = 15.0) -> RunHandle:
     """Start a run of ``config`` (a recipe config with ``build()``, or a :class:`Program`).
 
     Args:
@@ -252,6 +254,14 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
         listeners: called with every event as it arrives (see :meth:`RunHandle.add_listener`).
         timeout: seconds a rank may wait for its peers (rendezvous, receive, collective) before the
             run fails; bounds how long a failure takes to surface.
+        liveness: Dask only: seconds a rank's worker may stay silent (no heartbeat of it reaching the scheduler;
+            its link or host down) before the run fails with ``WorkerLost``, and the scheduler (not answering
+            the client; at least 10 s, at most 30 s or ``timeout``) before it fails with ``SchedulerLost``.
+            Never less than three of the workers' heartbeat intervals (Dask's: 0.5 s up to 10 workers, 1 s up
+            to 50, 2 s up to 200, then one more second per 200). A rank that is slow (a long step, a sleep)
+            keeps its worker heartbeating and is never taken for lost; ``float("inf")`` leaves a silent worker
+            to the scheduler's ``worker-ttl`` (5 minutes by default). The in-process runners have no peer that
+            could vanish alone.
         device: ``auto`` (a GPU where the rank has its own), ``cpu`` or ``cuda``.
         recipe: name stored in the run log (default: the program's name).
         network: a network model (a preset such as ``10GbE``, a spec such as ``117MB/s,85us``, a JSON file
@@ -267,7 +277,7 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
             An unreachable ``scheduler`` address (or the scheduler a ``scheduler_file`` names) is found by
             the run itself: ``wait()`` raises it.
     """
-    _validate(runner, workers, timeout, device, scheduler, scheduler_file)
+    _validate(runner, workers, timeout, device, scheduler, scheduler_file, liveness)
     if network is not None:
         from workbench.communicate.netmodel import resolve_network
 
@@ -296,7 +306,8 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
         handle._finish("failed", error=exc)
         raise
     env = RunEnv(run_id=run_id, world_size=world_size, emit=program.client_emit(handle.emit),
-                 stop_flag=handle._stop, timeout_s=float(timeout), device=device, set_info=handle._set_info)
+                 stop_flag=handle._stop, timeout_s=float(timeout), liveness_s=float(liveness), device=device,
+                 set_info=handle._set_info)
     if blocking:
         _run(handle, program, payloads, env, runner, scheduler, network, scheduler_file)
     else:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from workbench.communicate.inprocess import CommunicationError, InProcessGroup
+from workbench.communicate.sockets import describe
 from workbench.events import Event
 from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
@@ -35,6 +36,9 @@ class RunEnv:
         emit: thread-safe event sink (run log + listeners).
         stop_flag: set by :meth:`RunHandle.stop`.
         timeout_s: how long any rank may wait for its peers (rendezvous, collectives, receives).
+        liveness_s: the Dask runner: how long a rank's worker (its heartbeats to the scheduler) or the scheduler
+            may stay silent before the run fails with ``WorkerLost`` or ``SchedulerLost`` (``inf``: only when the
+            scheduler drops the worker); the in-process runners have no peer that could vanish alone.
         device: ``auto``, ``cpu`` or ``cuda``.
         set_info: ``set_info(name, value)`` publishes runner facts on the handle (``dashboard_link``).
     """
@@ -44,6 +48,7 @@ class RunEnv:
     emit: Callable[[Event], None]
     stop_flag: threading.Event
     timeout_s: float = 120.0
+    liveness_s: float = 15.0
     device: str = "auto"
     set_info: Callable[[str, Any], None] = lambda name, value: None
 
@@ -127,7 +132,7 @@ def rank_threads(num_threads: int):
 def rank_failed(rank: int, worker: Optional[str], step: Optional[int], exc: BaseException) -> RankFailed:
     """Wrap an exception raised by a rank (with its traceback as text)."""
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return RankFailed(rank=rank, worker=worker, step=step, message=f"{type(exc).__name__}: {exc}",
+    return RankFailed(rank=rank, worker=worker, step=step, message=describe(exc),
                       remote_traceback=tb, exc_type=type(exc).__name__,
                       in_communication=isinstance(exc, CommunicationError))
 
