@@ -499,3 +499,61 @@ def test_a_folder_run_refuses_other_parts_and_a_partition_method_set_by_name(fol
     for ok in (distdgl.recipe(graph=spec, epochs=1),
                distdgl.recipe(epochs=1).with_strings({"graph": spec, "partition.method": "spring"})):
         ok.build().prepare(2, lambda e: None)
+
+
+# ------------------------------------------------------------------------------------------- folders of any method
+# issue 41: workbench partition GRAPH --parts P --method M --folder DIR, from any registered partitioner
+
+SMALL = "sbm:num_nodes=600,num_blocks=3,seed=0"
+
+
+@pytest.mark.parametrize("method", ["metis", "random", "kaminpar"])
+def test_any_method_writes_a_folder_that_trains_as_that_method(tmp_path, method, capsys):
+    """The folder holds the method's in-memory partition, rebuilds the input graph exactly, and a run from it
+    trains on those parts with the summary naming the method."""
+    from recipes import full_graph
+    from workbench.partition import partition
+    from workbench.runtime import launch
+
+    d = tmp_path / "pf"
+    assert main(["partition", SMALL, "--parts", "2", "--method", method, "--folder", str(d)]) == 0
+    assert f"wrote the partition folder {d} (2 parts of {method}" in capsys.readouterr().out
+    g = load_graph(SMALL)
+    pf = PartFolder(d)
+    assert pf.method == method and pf.num_parts == 2 and pf.manifest["source"] == SMALL
+    assert pf.manifest["inputs"] == {"features": None, "labels": None}   # the temporary inputs are gone
+    in_memory = partition(g, 2, method=method, seed=0).node_part.numpy()
+    assert np.array_equal(pf.owner_part(), in_memory) and np.array_equal(np.load(d / "owner.npy"), in_memory)
+    whole = read_part_graph(d)
+    for name in ("indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(whole, name), getattr(g, name)), name
+    for p in range(2):   # each part is the in-memory completed subgraph of the method's owners
+        _assert_shards_equal(folder_shard(pf, p, "gcn"), part_subgraph(g, torch.from_numpy(in_memory), p, 1, "gcn"))
+    summary = launch(full_graph.recipe(graph=f"parts:{d}", epochs=2, hidden=8), runner="local", workers=2,
+                     out=None, blocking=True).wait(timeout=300)
+    assert summary["partition"] == method and summary["stages"]["partition"]["method"] == method
+
+
+def test_folder_flag_refusals(tmp_path, capsys):
+    """--folder with --stream or --out, or halo rows by reference, is refused at once before the graph is read;
+    a graph without features or labels before it is partitioned; nothing is written."""
+    d = tmp_path / "pf"
+    assert main(["partition", "no-such-graph", "--parts", "2", "--folder", str(d), "--stream", "--out",
+                 str(tmp_path / "o"), "--halo-features", "reference"]) == 2
+    text = capsys.readouterr().err
+    assert "3 invalid parameters" in text
+    assert (f"The '--folder' parameter of workbench partition must be used without --stream (a streamed partition "
+            f"folder is --stream --out DIR --with-features X.npy --labels Y.npy). Got {str(d)!r} instead.") in text
+    assert "The '--folder' parameter of workbench partition must be used without --out" in text
+    assert ("The '--halo-features' parameter of workbench partition must be copy with --folder (the graph's "
+            "features are not a file a folder could reference). Got 'reference' instead.") in text
+    edges = tmp_path / "e.txt"   # an edge list: no features, no labels
+    edges.write_text("0 1\n1 2\n2 3\n3 0\n")
+    assert main(["partition", str(edges), "--parts", "2", "--method", "random", "--folder", str(d)]) == 2
+    text = capsys.readouterr().err
+    assert "2 invalid parameters" in text
+    assert ("The 'GRAPH' parameter of workbench partition --folder must be a graph with (N, F) float features (a "
+            "partition folder holds each part's feature rows). Got 'e.txt: no features' instead.") in text
+    assert ("must be a graph with (N,) labels (a partition folder holds each part's labels). Got 'e.txt: no "
+            "labels'") in text
+    assert not d.exists() and not (tmp_path / "o").exists()

@@ -58,13 +58,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--khop", type=str, default=None, metavar="F1,F2,...",
                    help="also report sampling metrics (per-split balance, K-hop blocks, remote K-hop accesses "
                         "per split) with these fan-outs, e.g. 10,10")
+    p.add_argument("--folder", metavar="DIR",
+                   help="write a partition folder (the graph spec parts:DIR): each part's completed subgraph as CSR "
+                        "with its feature rows, labels and split, from any method; the graph needs features and "
+                        "labels (not with --stream or --out)")
     p.add_argument("--stream", action="store_true",
                    help="streaming methods only: read GRAPH (an edge file) in chunks with state bounded by the "
                         "vertex count; --out writes edge_assignment.npy (file order), owner.npy, metrics.json")
     p.add_argument("--chunk-edges", type=int, default=1 << 20, metavar="N", help="lines per chunk with --stream")
     p.add_argument("--directed", action="store_true",
                    help="with --stream: a line u v is the directed edge u->v (default: an undirected edge)")
-    f = p.add_argument_group("partition folder (with --stream --out DIR; read back by the graph spec parts:DIR)")
+    f = p.add_argument_group("partition folder (with --stream --out DIR, or --folder DIR; read back by the graph "
+                             "spec parts:DIR)")
     f.add_argument("--with-features", metavar="NPY",
                    help="(N, F) float .npy features: --out DIR becomes a partition folder, each part's completed "
                         "subgraph as CSR with its feature rows, labels and split, and manifest.json")
@@ -79,12 +84,13 @@ def register(subparsers: Any) -> None:
     f.add_argument("--num-nodes", type=int, default=None, metavar="N",
                    help="vertex count of the edge file (default: the features' rows, the sidecar's, or max id + 1)")
     f.add_argument("--bucket-edges", type=int, default=1 << 23, metavar="N",
-                   help="edges sorted at once while a part's CSR is written (default 8388608)")
+                   help="edges sorted at once while a part's CSR is written (default 8388608; also --folder)")
     f.add_argument("--halo-features", choices=("copy", "reference"), default="copy",
                    help="copy: each part holds its halo's feature rows (self-contained; RF x the features on disk); "
                         "reference: owned rows only, the halo rows read from --with-features at training time")
     f.add_argument("--temp-budget-mb", type=int, default=4096, metavar="MB",
-                   help="temporary disk per pass over the edges (parts are grouped below it; default 4096)")
+                   help="temporary disk per pass over the edges (parts are grouped below it; default 4096; "
+                        "also --folder)")
     p.set_defaults(func=_partition_command)
 
     e = subparsers.add_parser(
@@ -151,18 +157,36 @@ def _khop(text: str) -> tuple[int, ...]:
     return _fanouts(text)
 
 
-def _partition_command(args: argparse.Namespace) -> int:
+def _check_partition_args(args: argparse.Namespace) -> None:
+    """What ``workbench partition`` can refuse before loading the graph, all at once: folder flags without
+    ``--stream``, and ``--folder`` with ``--stream``/``--out`` (which folder?) or ``--halo-features reference``."""
+    errs = ErrorCollector("workbench partition")
     folder_flags = [f"--{n.replace('_', '-')}" for n in ("with_features", "labels", "train", "val", "test",
                                                         "edge_dtype", "num_nodes") if getattr(args, n) is not None]
     if folder_flags and not args.stream:
-        from workbench._validation import ParamError, param_error
+        errs.check(False, folder_flags[0], "used with --stream (binary edge files and partition folders are "
+                                           "streamed)", "no --stream")
+    if args.folder is not None:
+        errs.check(not args.stream, "--folder", "used without --stream (a streamed partition folder is --stream "
+                                                "--out DIR --with-features X.npy --labels Y.npy)", args.folder)
+        errs.check(args.out is None, "--folder", "used without --out (--out writes assignment.npy, --folder the "
+                                                 "partition folder: give one)", args.folder)
+        errs.check(args.halo_features == "copy", "--halo-features", "copy with --folder (the graph's features are "
+                                                                    "not a file a folder could reference)",
+                   args.halo_features)
+        errs.check(args.bucket_edges >= 1024, "--bucket-edges", "an int >= 1024", args.bucket_edges)
+        errs.check(args.temp_budget_mb >= 1, "--temp-budget-mb", "an int >= 1", args.temp_budget_mb)
+    errs.raise_if_any()
 
-        raise ParamError([param_error(folder_flags[0], "workbench partition", "used with --stream (binary edge "
-                                      "files and partition folders are streamed)", "no --stream")])
+
+def _partition_command(args: argparse.Namespace) -> int:
+    _check_partition_args(args)
     if args.stream:
         from workbench.partition.streaming.cli import stream_command
 
         return stream_command(args)
+    if args.folder is not None:
+        return _folder_command(args)
     with _steps(args, 3) as bar:   # load, partition, metrics
         partitioner, graph = _build(args, bar)
         result = partitioner.partition(graph, args.parts)
@@ -189,6 +213,41 @@ def _partition_command(args: argparse.Namespace) -> int:
             print("\n" + repr(sampling_metrics(result, fanouts=_khop(args.khop))))
         if args.out:
             print(f"\nwrote {args.out}/assignment.npy and metrics.json")
+    return 0
+
+
+def _folder_command(args: argparse.Namespace) -> int:
+    """``--folder DIR``: partition in memory, then write the partition folder (refused before partitioning when
+    the graph has no features or labels)."""
+    from workbench.partition.result_folder import folder_graph_errors, write_result_folder
+
+    log = (lambda line: print(f"  {line}", file=sys.stderr)) if not args.json else None
+    with _steps(args, 4) as bar:   # load, partition, metrics, folder
+        partitioner, graph = _build(args, bar)
+        errs = ErrorCollector("workbench partition --folder")
+        folder_graph_errors(graph, errs, "GRAPH")
+        errs.raise_if_any()
+        result = partitioner.partition(graph, args.parts)
+        bar.update()
+        bar.set_postfix_str("metrics")
+        metrics = result.metrics(feature_width=args.feature_width)
+        bar.update()
+        bar.set_postfix_str(f"writing {args.folder}")
+        manifest = write_result_folder(result, args.folder, source=str(args.graph), bucket_edges=args.bucket_edges,
+                                       temp_budget_bytes=args.temp_budget_mb << 20, log=log)
+        bar.update()
+    if args.json:
+        d = metrics.to_dict()
+        d["method"] = result.method
+        d.update({f"partitioner_{k}": v for k, v in result.stats.items()})
+        d["folder"] = {k: manifest[k] for k in ("replication_factor", "num_edges", "num_classes", "write_phase_s",
+                                                "write_peak_rss_mb")}
+        print(json.dumps(d))
+    else:
+        print(_format_table(result, metrics))
+        print(f"\nwrote the partition folder {args.folder} ({manifest['num_parts']} parts of {result.method}, "
+              f"replication factor {manifest['replication_factor']:.3f}, {manifest['num_edges']:,} edges): train "
+              f"from it with --graph parts:{args.folder}")
     return 0
 
 
