@@ -324,6 +324,9 @@ class PartitionResult:
 class Partitioner(abc.ABC):
     """Base class of every partitioner: build with a config (or keyword options), call :meth:`partition`.
 
+    A method that measures more than the base class does (phases, its own objective) leaves it in
+    ``self._stats`` during ``_partition``; :meth:`partition` adds it to the result's ``stats``.
+
     Example:
         >>> import torch
         >>> from workbench.graph import Graph
@@ -372,6 +375,7 @@ class Partitioner(abc.ABC):
         result = PartitionResult(graph=graph, num_parts=num_parts, method=self.name, seed=self.config.seed,
                                  elapsed_s=elapsed, options=_json_safe(self.config.to_dict()),
                                  refinement=refinement, **parts)
+        result.stats.update(getattr(self, "_stats", None) or {})   # what the method measured of this call
         if self.kind == "edge-cut":  # vertex-cut heuristics may leave a part edgeless: see check_parts_filled
             check_parts_filled(assignment, num_parts, type(self).__name__)
         if emit is not None:

@@ -39,7 +39,7 @@ import dataclasses
 import math
 import threading
 import warnings
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Optional
 
 import numpy as np
 import torch
@@ -47,7 +47,7 @@ import torch
 from workbench._validation import ErrorCollector
 from workbench.constraints import Interval, OneOf, Options
 from workbench.graph import Graph
-from workbench.partition.base import Partitioner, PartitionResult, register_partitioner
+from workbench.partition.base import Partitioner, register_partitioner
 from workbench.partition.volume import (ColumnNetHypergraph, column_nets, expected_batch_volume,
                                         hoeffding_num_nets, sample_induced_batches)
 
@@ -120,12 +120,6 @@ class _MtKaHyParPartitioner(Partitioner):
     def __init__(self, config: Optional[Any] = None, **options: Any):
         super().__init__(config, **options)
         self._stats: dict = {}
-
-    def partition(self, graph: Graph, num_parts: int, *, emit: Optional[Callable[[Any], None]] = None
-                  ) -> PartitionResult:
-        result = super().partition(graph, num_parts, emit=emit)
-        result.stats.update(self._stats)
-        return result
 
     def _node_weights(self, h: ColumnNetHypergraph) -> np.ndarray:
         return h.row_nnz() if self.config.vertex_weight == "nnz" else np.ones(h.num_nodes, np.int64)

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Optional
 
 import numpy as np
 import torch
@@ -38,7 +38,7 @@ import torch
 from workbench._validation import ParamError, param_error
 from workbench.constraints import Interval, Options
 from workbench.graph import Graph
-from workbench.partition.base import Partitioner, PartitionResult, register_partitioner
+from workbench.partition.base import Partitioner, register_partitioner
 from workbench.partition.metis import symmetric_csr
 
 __all__ = ["KaMinParPartitioner", "write_parhip", "read_parhip", "PRESETS", "kaminpar_unavailable"]
@@ -204,12 +204,6 @@ class KaMinParPartitioner(Partitioner):
             raise ParamError([param_error("method", "partition", f"a method whose library imports here: {why}",
                                           self.name)])
         self._stats: dict = {}
-
-    def partition(self, graph: Graph, num_parts: int, *, emit: Optional[Callable[[Any], None]] = None
-                  ) -> PartitionResult:
-        result = super().partition(graph, num_parts, emit=emit)
-        result.stats.update(self._stats)
-        return result
 
     def _partition(self, graph: Graph, num_parts: int) -> torch.Tensor:
         import kaminpar
