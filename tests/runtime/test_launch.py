@@ -97,6 +97,9 @@ def test_bad_arguments_are_rejected_before_anything_runs(tmp_path):
     with pytest.raises(ParamError) as info:
         launch(TinyConfig(), workers=0, timeout=-1, scheduler="tcp://x:1", out=tmp_path)
     assert len(info.value.errors) == 3
+    for bad in (0, -1, "5", True, float("nan")):   # liveness: seconds a worker may go without a heartbeat
+        with pytest.raises(ParamError, match=r"The 'liveness' parameter of launch must be a number in \(0, inf\]"):
+            launch(TinyConfig(), runner="dask", liveness=bad, out=tmp_path)
     assert not list(tmp_path.iterdir())
 
 
