@@ -3,6 +3,47 @@
 ``karate``, ``small_sbm`` (session graphs, read-only), the factories ``random_graph``, ``multigraph``, ``planted``
 and ``tiny``, the module-scoped ``dask_client`` (an embedded 2-worker ``LocalCluster``) and
 ``edges_to_part_zero`` (a vertex-cut partitioner registered for one test): see that module.
+
+``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``), grouped by
+:data:`XDIST_GROUPS`: the tests that drive chromium (``tests/ui``) are one group, which one worker takes from the
+start, one test after another, while the other worker takes the rest (about half of the suite's minutes each;
+never two browsers, JupyterLab servers or docs builds at once on a two-core machine, and each module-scoped
+fixture built once). The tests on emulated hosts (network namespaces, shaped links) are another group, so that no
+two emulated clusters share the cores whose time their links model. The groups go by path, through a scheduler
+of our own (:func:`pytest_xdist_make_scheduler`): xdist's ``xdist_group`` marks rename the test ids, which
+pytest 9 no longer lets a plugin do.
 """
 
+from typing import Optional
+
+import pytest
+
 pytest_plugins = ["workbench.testing.fixtures"]
+
+#: xdist groups by test file: a path prefix (from the repository root) and the group its files join
+XDIST_GROUPS = (
+    ("tests/ui/", "browser"),
+    ("tests/runtime/test_netcluster", "emulated-hosts"),
+    ("tests/runtime/test_netmodel_calibrated.py", "emulated-hosts"),
+    ("tests/runtime/test_scheduler_file.py", "emulated-hosts"),
+)
+
+
+def xdist_group(nodeid: str) -> Optional[str]:
+    """The group of a test id (``tests/ui/test_docs.py::test_x`` -> ``browser``), or ``None``."""
+    return next((group for prefix, group in XDIST_GROUPS if nodeid.startswith(prefix)), None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: every test its own unit of work but the groups', each group one unit; the largest
+    units first (xdist's ``loadscope`` reordering), so the browser group starts at once and sets the pace."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid) or nodeid
+
+    return GroupScheduling(config, log)

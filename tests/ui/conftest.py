@@ -38,7 +38,9 @@ def browser():
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
-    context.set_default_timeout(30_000)
+    # a bound, not a speed: `make test` runs the browser tests beside the rest of the suite on two cores, where a
+    # dashboard's first page (BokehJS, the form) once took over 30 s to show its "Start run" button
+    context.set_default_timeout(90_000)
     # no internet here: refuse external requests at once instead of waiting for them (template web fonts)
     context.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url else route.abort())
     pg = context.new_page()
@@ -73,7 +75,7 @@ def served(tmp_path):
             pass
 
 
-def wait_until(cond, timeout=30.0, interval=0.1, what=None):
+def wait_until(cond, timeout=60.0, interval=0.1, what=None):
     """Poll ``cond`` until it is true; fail naming the condition's source line (or ``what()``) when it never is."""
     end = time.time() + timeout
     while time.time() < end:

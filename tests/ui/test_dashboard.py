@@ -84,7 +84,7 @@ def test_two_tabs_on_one_run_agree_and_closing_one_keeps_the_run(browser, served
     a, b = ctx.new_page(), ctx.new_page()
     a.goto(url), b.goto(url)
     for pg in (a, b):
-        pg.wait_for_selector(".wb-epochs", timeout=30_000)
+        pg.wait_for_selector(".wb-epochs", timeout=90_000)
     a.close()  # closing a tab does not stop the run
     wait_until(lambda: run.status == "finished", timeout=60)
     wait_until(lambda: _epochs_shown(b) == 30)

@@ -186,7 +186,7 @@ def test_index_and_a_tutorial_render_offline_in_chromium(browser, served):
 def test_search_works_offline(browser, served):
     context, page, external, errors = _open(browser, served + "search.html?q=halo")
     try:
-        page.wait_for_selector("ul.search li", timeout=30_000)
+        page.wait_for_selector("ul.search li", timeout=90_000)
         assert page.locator("ul.search li").count() >= 3
         page.screenshot(path=str(ARTIFACTS / "docs-search.png"))
         assert not external and not errors, (external, errors)

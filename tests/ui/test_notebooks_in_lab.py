@@ -22,6 +22,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -38,6 +39,7 @@ LIVE_CELL = {"00_quickstart.ipynb": "widgets.RunView(run)"}
 #: output mime type of a displayed Panel/HoloViews object (the extension's own output has another)
 VIEW_MIME = "application/vnd.holoviews_exec.v0+json"
 LOCAL_HOSTS = {"127.0.0.1"}
+_SHUTDOWNS: list = []   # the threads shutting down each notebook's kernel
 
 #: counts <canvas> elements of non-zero size under a node, through open shadow roots (Bokeh 3)
 COUNT_CANVASES = """(root) => {
@@ -149,6 +151,8 @@ def lab(tmp_path_factory):
     try:
         wait_until(up, timeout=90, interval=0.5)
         yield url, token, root
+        for thread in _SHUTDOWNS:
+            thread.join(timeout=60)
     finally:
         proc.terminate()
         try:
@@ -158,13 +162,21 @@ def lab(tmp_path_factory):
         log.close()
 
 
-def _shutdown_kernels(url: str, token: str) -> None:
+def _shutdown_kernels(url: str, token: str) -> threading.Thread:
+    """Shut down the sessions open now (their kernels) in a thread: the next notebook opens meanwhile, and its own
+    session, made later, is not among them. Returns the thread (the module's teardown joins it)."""
     req = urllib.request.Request(f"{url}/api/sessions?token={token}")
     with urllib.request.urlopen(req, timeout=10) as r:
-        sessions = json.load(r)
-    for s in sessions:
-        urllib.request.urlopen(urllib.request.Request(f"{url}/api/sessions/{s['id']}?token={token}",
-                                                      method="DELETE"), timeout=30).close()
+        ids = [s["id"] for s in json.load(r)]
+
+    def delete() -> None:
+        for sid in ids:
+            urllib.request.urlopen(urllib.request.Request(f"{url}/api/sessions/{sid}?token={token}",
+                                                          method="DELETE"), timeout=30).close()
+
+    thread = threading.Thread(target=delete, name="lab-shutdown-kernels", daemon=True)
+    thread.start()
+    return thread
 
 
 def _state(page) -> dict | None:
@@ -214,7 +226,7 @@ def lab_page(browser, lab):
     """A page on the lab server that records every request, and refuses any that leaves 127.0.0.1."""
     url, token, root = lab
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(60_000)
+    context.set_default_timeout(90_000)
     requests, external = guard_requests(context, lambda u: urlparse(u).hostname in LOCAL_HOSTS)
     page = context.new_page()
     page.on("websocket", lambda ws: requests.append(ws.url) if urlparse(ws.url).hostname in LOCAL_HOSTS
@@ -226,7 +238,7 @@ def lab_page(browser, lab):
     page.on("pageerror", lambda e: page.console_errors.append((str(e).splitlines() or [""])[0][:200]))
     yield page
     context.close()
-    _shutdown_kernels(url, token)
+    _SHUTDOWNS.append(_shutdown_kernels(url, token))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -259,12 +271,16 @@ def test_notebook_runs_and_renders_in_jupyterlab(lab_page, lab, path):
         _run(page, "notebook:run-all-below")
     else:
         _run(page, "notebook:run-all-cells")
-    wait_until(lambda: _idle_and_done(page), timeout=600, interval=1.0)
-    time.sleep(2.0)  # let the last outputs draw
+    wait_until(lambda: _idle_and_done(page), timeout=600, interval=0.5)
     state = _state(page)
     errors = [(i, o["error"]) for i, c in enumerate(state["cells"]) for o in c["outputs"] if o["error"]]
     view_cells = [i for i, c in enumerate(state["cells"])
                   if any(o["type"] == "execute_result" and VIEW_MIME in o["mimes"] for o in c["outputs"])]
+    # let the last outputs draw: every view cell has drawn a canvas (asserted below), or 20 s have passed
+    try:
+        wait_until(lambda: all(_cell_canvases(page, i) for i in view_cells), timeout=20, interval=0.25)
+    except AssertionError:
+        pass
     canvases = {i: _cell_canvases(page, i) for i in view_cells}
     plots = {i: _cell_plots(page, i) for i in view_cells}
     _screenshots(page, path, view_cells)
