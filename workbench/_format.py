@@ -1,11 +1,11 @@
-"""Numbers as people read them in messages and progress lines, and a console that may go away."""
+"""Numbers and exceptions as people read them in messages and progress lines, and a console that may go away."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any, Optional
 
-__all__ = ["format_bytes", "Console", "console"]
+__all__ = ["format_bytes", "describe", "Console", "console"]
 
 
 def format_bytes(n: float) -> str:
@@ -20,6 +20,20 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of ``exc``, never empty after the colon: an exception without text (a bare
+    ``TimeoutError()``; asyncio's timeouts have none) still says what it was in the messages that quote it.
+
+    Example:
+        >>> describe(ConnectionResetError(104, "Connection reset by peer"))
+        'ConnectionResetError: [Errno 104] Connection reset by peer'
+        >>> describe(TimeoutError())
+        'TimeoutError (no message)'
+    """
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} (no message)"
 
 
 class Console:

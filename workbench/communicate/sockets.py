@@ -37,29 +37,16 @@ from typing import Optional, Sequence
 
 import torch
 
+from workbench._format import describe
 from workbench.communicate.inprocess import CommunicationError
 
-__all__ = ["SocketMesh", "local_address_towards", "describe"]
+__all__ = ["SocketMesh", "local_address_towards"]
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
           torch.int8, torch.uint8, torch.bool]
 MAX_DIMS = 6
 _HEADER = struct.Struct("<8q")          # dtype code, ndim, up to MAX_DIMS sizes
 _HELLO = struct.Struct("<q")
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message`` of ``exc``, never empty after the colon: an exception without text (a bare
-    ``TimeoutError()``; asyncio's timeouts have none) still says what it was in the messages that quote it.
-
-    Example:
-        >>> describe(ConnectionResetError(104, "Connection reset by peer"))
-        'ConnectionResetError: [Errno 104] Connection reset by peer'
-        >>> describe(TimeoutError())
-        'TimeoutError (no message)'
-    """
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else f"{type(exc).__name__} (no message)"
 
 
 def local_address_towards(host: str) -> str:

@@ -36,9 +36,10 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from workbench._format import describe
 from workbench.communicate.base import Communicator, TrafficCounter, Work
 from workbench.communicate.inprocess import CommunicationError
-from workbench.communicate.sockets import DTYPES as _DTYPES, MAX_DIMS as _MAX_DIMS, SocketMesh, describe
+from workbench.communicate.sockets import DTYPES as _DTYPES, MAX_DIMS as _MAX_DIMS, SocketMesh
 
 __all__ = ["TorchDistCommunicator", "init_process_group", "shutdown_process_group"]
 

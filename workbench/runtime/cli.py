@@ -44,6 +44,7 @@ __all__ = ["register", "run_command", "runs_command", "stages_command", "Progres
 def register(subparsers) -> None:
     """Add ``run`` and ``runs`` to the ``workbench`` command."""
     from workbench.runtime.launch import DEVICES, RUNNERS
+    from workbench.runtime.runners import LIVENESS_S
 
     from workbench.compose import describe_stages
 
@@ -68,10 +69,10 @@ def register(subparsers) -> None:
     p.add_argument("--device", choices=DEVICES, default="auto", help="auto (GPU where a rank has one), cpu, cuda")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a rank may wait for its peers before the run fails (default 120)")
-    p.add_argument("--liveness", type=float, default=15.0,
+    p.add_argument("--liveness", type=float, default=LIVENESS_S,
                    help="runner dask: seconds a rank's worker (its heartbeats to the scheduler) or the scheduler may "
                         "stay silent before the run fails with WorkerLost / SchedulerLost; a slow rank still "
-                        "heartbeats (default 15)")
+                        f"heartbeats (default {LIVENESS_S:g})")
     p.add_argument("--json", action="store_true", help="print only the run summary as one JSON object")
     p.add_argument("--network", metavar="NET",
                    help="add modelled_comm_s per epoch to the summary: a preset (1GbE, 10GbE, 25GbE, 100GbE, nvlink), "
@@ -240,6 +241,7 @@ def _print_settings(config) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     from workbench.runtime.launch import launch
+    from workbench.runtime.runners import LIVENESS_S
 
     if args.recipe is None:
         if args.list_stages:
@@ -278,7 +280,7 @@ def run_command(args: argparse.Namespace) -> int:
         handle = launch(program, runner=args.runner, workers=args.workers, scheduler=args.scheduler, out=args.out,
                         listeners=listeners, timeout=args.timeout, device=args.device, recipe=recipe,
                         network=getattr(args, "network", None), scheduler_file=getattr(args, "scheduler_file", None),
-                        liveness=getattr(args, "liveness", 15.0))
+                        liveness=getattr(args, "liveness", LIVENESS_S))
     except BaseException:
         bars.close()   # a run that fails while preparing leaves no bar behind
         raise

@@ -50,8 +50,8 @@ import time
 from typing import Any, Optional, Sequence
 from urllib.parse import urlparse
 
+from workbench._format import describe
 from workbench._validation import ParamError, param_error
-from workbench.communicate.sockets import describe
 from workbench.events import event_from_dict
 from workbench.runtime.dask_worker import (_IgnoreInterrupt, TorchWorkerPlugin, _free_port, _rank_task,  # noqa: F401
                                            _set_threads, _silent_limit, _worker_info, interface_of,
@@ -206,6 +206,11 @@ class _Inbox:
             if event.type == "epoch":
                 self.last_epoch[rank] = max(self.last_epoch.get(rank, -1), getattr(event, "epoch", -1))
         self.env.emit(event)
+
+    def next_step(self) -> Optional[int]:
+        """One past the furthest epoch any rank reported (``None`` before the first): where a run stopped."""
+        with self.lock:
+            return max(self.last_epoch.values()) + 1 if self.last_epoch else None
 
     def wait_for(self, expected: dict[int, int], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -477,8 +482,7 @@ class _SchedulerWatch:
             now = time.monotonic()
             self.silent_since = self.silent_since or asked
             if now - self.silent_since >= self.limit_s:
-                steps = list(inbox.last_epoch.values())
-                raise SchedulerLost(scheduler=self.address, step=max(steps) + 1 if steps else None,
+                raise SchedulerLost(scheduler=self.address, step=inbox.next_step(),
                                     message=f"the scheduler {self.address} did not answer for "
                                             f"{now - self.silent_since:.0f} s ({describe(exc)})") from None
             return None
@@ -540,8 +544,7 @@ def _watch(client, futures, addrs: list[str], env: RunEnv, inbox: _Inbox, stop_n
             outcomes = [f.result() for f in futures]
             if not stop_sent and any(o.status == "stopped" for o in outcomes):
                 # nobody asked: the ranks stopped on their own when the scheduler did not answer them
-                steps = list(inbox.last_epoch.values())
-                raise SchedulerLost(scheduler=watch.address, step=max(steps) + 1 if steps else None,
+                raise SchedulerLost(scheduler=watch.address, step=inbox.next_step(),
                                     message=f"the ranks stopped: the scheduler {watch.address} did not answer them "
                                             f"for {watch.limit_s:g} s")
             return outcomes

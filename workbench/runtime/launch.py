@@ -44,13 +44,13 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
+from workbench._format import describe
 from workbench._validation import ErrorCollector
-from workbench.communicate.sockets import describe
 from workbench.events import Event, RunFinished, RunLog, RunStarted
 from workbench.runtime.errors import RunError
 from workbench.runtime.measures import run_measures
 from workbench.runtime.program import Program
-from workbench.runtime.runners import RunEnv, run_inprocess
+from workbench.runtime.runners import LIVENESS_S, RunEnv, run_inprocess
 
 __all__ = ["launch", "RunHandle", "RUNNERS", "DEVICES"]
 
@@ -207,7 +207,7 @@ def _new_run_id(name: str) -> str:
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def _validate(runner, workers, timeout, device, scheduler, scheduler_file=None, liveness=15.0) -> None:
+def _validate(runner, workers, timeout, device, scheduler, scheduler_file=None, liveness=LIVENESS_S) -> None:
     errs = ErrorCollector("launch")
     errs.check(runner in RUNNERS, "runner", f"one of {list(RUNNERS)}", runner)
     errs.check(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, "workers",
@@ -232,7 +232,7 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
            out: Optional[Union[str, Path]] = "runs", run_id: Optional[str] = None, blocking: bool = False,
            listeners: Iterable[Listener] = (), timeout: float = 120.0, device: str = "auto",
            recipe: Optional[str] = None, network: Any = None,
-           scheduler_file: Optional[Union[str, Path]] = None, liveness: float = 15.0) -> RunHandle:
+           scheduler_file: Optional[Union[str, Path]] = None, liveness: float = LIVENESS_S) -> RunHandle:
     """Start a run of ``config`` (a recipe config with ``build()``, or a :class:`Program`).
 
     Args:

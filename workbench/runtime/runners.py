@@ -16,14 +16,18 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from workbench._format import describe
 from workbench.communicate.inprocess import CommunicationError, InProcessGroup
-from workbench.communicate.sockets import describe
 from workbench.events import Event
 from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, WorkerLost
 from workbench.runtime.program import Program, RankContext, StopRequested
 
-__all__ = ["RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "inprocess_devices",
+__all__ = ["LIVENESS_S", "RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "inprocess_devices",
            "threads_per_rank", "rank_threads"]
+
+LIVENESS_S = 15.0
+"""Seconds a Dask rank's worker may go without a heartbeat reaching the scheduler before the run fails with
+``WorkerLost`` (``launch(liveness=...)``, ``workbench run --liveness``)."""
 
 
 @dataclasses.dataclass
@@ -48,7 +52,7 @@ class RunEnv:
     emit: Callable[[Event], None]
     stop_flag: threading.Event
     timeout_s: float = 120.0
-    liveness_s: float = 15.0
+    liveness_s: float = LIVENESS_S
     device: str = "auto"
     set_info: Callable[[str, Any], None] = lambda name, value: None
 

@@ -16,8 +16,8 @@ from workbench.communicate.netmodel import critical_calls
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.train.timing import PhaseTimer
 
-__all__ = ["EpochRecorder", "summarize_ranks", "peak_rss_mb", "critical_comm", "time_breakdown", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS",
-           "TRAFFIC_WINDOW_EPOCHS", "PROGRESS_INTERVAL_S"]
+__all__ = ["EpochRecorder", "summarize_ranks", "peak_rss_mb", "critical_comm", "time_breakdown", "TRAFFIC_DETAILS",
+           "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS", "PROGRESS_INTERVAL_S"]
 
 #: how finely the run log keeps per-link traffic (``traffic_detail``): ``auto`` or ``epoch``
 TRAFFIC_DETAILS = ("auto", "epoch")
