@@ -8,8 +8,10 @@ and ``tiny``, the module-scoped ``dask_client`` (an embedded 2-worker ``LocalClu
 :data:`XDIST_GROUPS`: the tests that drive chromium (``tests/ui``) are one group, which one worker takes from the
 start, one test after another, while the other worker takes the rest (about half of the suite's minutes each;
 never two browsers, JupyterLab servers or docs builds at once on a two-core machine, and each module-scoped
-fixture built once). The tests on emulated hosts (network namespaces, shaped links) are another group, so that no
-two emulated clusters share the cores whose time their links model. The groups go by path, through a scheduler
+fixture built once). The tests on emulated hosts (network namespaces, veth pairs, shaped links) join the same
+group: chromium watches the host's interfaces and aborts its page loads with ``ERR_NETWORK_CHANGED`` when a veth
+pair comes or goes (CI met this on a docs page), and no two emulated clusters may share the cores whose time their
+links model. The groups go by path, through a scheduler
 of our own (:func:`pytest_xdist_make_scheduler`): xdist's ``xdist_group`` marks rename the test ids, which
 pytest 9 no longer lets a plugin do.
 """
@@ -22,22 +24,22 @@ pytest_plugins = ["workbench.testing.fixtures"]
 
 #: xdist groups by test file: a path prefix (from the repository root) and the group its files join
 XDIST_GROUPS = (
-    ("tests/ui/", "browser"),
-    ("tests/runtime/test_netcluster", "emulated-hosts"),
-    ("tests/runtime/test_netmodel_calibrated.py", "emulated-hosts"),
-    ("tests/runtime/test_scheduler_file.py", "emulated-hosts"),
+    ("tests/ui/", "host"),
+    ("tests/runtime/test_netcluster", "host"),
+    ("tests/runtime/test_netmodel_calibrated.py", "host"),
+    ("tests/runtime/test_scheduler_file.py", "host"),
 )
 
 
 def xdist_group(nodeid: str) -> Optional[str]:
-    """The group of a test id (``tests/ui/test_docs.py::test_x`` -> ``browser``), or ``None``."""
+    """The group of a test id (``tests/ui/test_docs.py::test_x`` -> ``host``), or ``None``."""
     return next((group for prefix, group in XDIST_GROUPS if nodeid.startswith(prefix)), None)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``: every test its own unit of work but the groups', each group one unit; the largest
-    units first (xdist's ``loadscope`` reordering), so the browser group starts at once and sets the pace."""
+    units first (xdist's ``loadscope`` reordering), so the host group starts at once and sets the pace."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
