@@ -6,7 +6,8 @@
 whole graph from the owned rows (every vertex is owned by one part, which keeps its full in-neighbourhood),
 and :class:`PartsConfig` is the ``parts:`` graph spec (``parts:DIR`` or ``parts:dir=DIR,select=0+1``; a folder
 path with a manifest works too). Model averaging (``sync.method=model_avg``) trains the selected parts, each
-rank memory-mapping only its own; every other trainer gets the whole graph on the client and trains on the
+rank memory-mapping only its own, and so does full-graph training with the ``halo`` exchange
+(:mod:`workbench.train.part_source`); every other trainer gets the whole graph on the client and trains on the
 folder's parts (:meth:`PartFolder.owner_part` is the run's partition, no partitioner runs:
 :func:`workbench.train.full_graph.load_and_partition`).
 

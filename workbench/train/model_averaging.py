@@ -360,7 +360,7 @@ class ModelAveragingTrainer(Trainer):
     def _prepare_folder(self, spec: Any, world_size: int, emit: Callable[[Event], None]) -> list:
         """``graph='parts:DIR'``: train the folder's selected parts; each rank reads only its own (lazily, in the
         rank), nothing is loaded here. Evaluation: :class:`_FolderEval` (rank 0's parts, owned vertices)."""
-        from workbench.events import PartitionComputed
+        from workbench.train.part_source import folder_partition_event
 
         cfg = self.config
         folder = spec.folder()
@@ -379,11 +379,7 @@ class ModelAveragingTrainer(Trainer):
         errs.raise_if_any()
         info = folder.parts
         try:
-            emit(PartitionComputed(method=m["method"], num_parts=m["num_parts"],
-                                   metrics={"replication_factor": m["replication_factor"],
-                                            "comm_volume_rows": int(np.sum(m["comm_rows"]))},
-                                   part_sizes=[q["num_owned"] for q in info], halo_sizes=[q["num_halo"] for q in info],
-                                   comm_rows=m["comm_rows"]))
+            emit(folder_partition_event(folder))
         except Exception:  # a metrics failure must not stop training
             pass
         model = cfg.method("model")

@@ -145,6 +145,11 @@ class Trainer:
         """Add the trainer's figures to ``summary`` (made of every rank's result; the run's stages in it)."""
 
     # -- rank side ---------------------------------------------------------------------------------------------
+    def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
+        """The payload the rank trains, from what the client sent: a trainer whose ranks read their own parts
+        builds it here (with ``ctx.comm`` for the exchange that agrees them); default: as sent."""
+        return payload
+
     def build_model(self, ctx: RankContext, in_dim: int, out_dim: int, *, seed: Optional[int] = None,
                     pinned: Optional[frozenset] = None) -> nn.Module:
         """One replica of the run's model on the rank's device (seed: ``train.seed`` unless given)."""
@@ -194,6 +199,7 @@ class TrainingProgram(Program):
     def run_rank(self, ctx: RankContext, payload: Any) -> dict:
         cfg, trainer = self.config, self.trainer
         ctx.kernel = cfg.train.kernel
+        payload = trainer.rank_payload(ctx, payload)
         models = trainer.models(ctx, payload)
         steps = trainer.steps(ctx, payload, models)
         try:

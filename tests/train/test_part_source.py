@@ -1,0 +1,149 @@
+"""Issue 41: ranks own their data. A halo run on a partition folder hands each rank a reference to its part; the
+rank reads its own files, agrees its halo plan with the owners (one exchange of requested ids, and the GLOBAL
+out-degrees the GCN weights need, counted as ``halo_setup``) and trains exactly as the same partition in memory;
+the client reads the manifest only."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from workbench.communicate.inprocess import InProcessGroup
+from workbench.data import load_graph
+from workbench.data.partfolder import PartFolder, read_part_graph
+from workbench.testing import assert_same_run
+from workbench.train.full_graph import build_halo_shard, build_shards
+from workbench.train.part_source import FolderParts, InMemoryParts, PartRef
+
+UNDIRECTED = "sbm:num_nodes=400,num_blocks=4,seed=0"
+DIRECTED = "directed"
+
+
+def _graph(spec):
+    """The SBM graph, or (``directed``) one direction of each of its edges, chosen at random."""
+    from workbench.graph import Graph
+
+    g = load_graph(UNDIRECTED if spec == DIRECTED else spec)
+    if spec != DIRECTED:
+        return g
+    s, d = g.edges()
+    keep = torch.from_numpy(np.random.default_rng(1).random(s.numel()) < 0.5)
+    return Graph.from_edges(s[keep], d[keep], g.num_nodes, directed=True, features=g.features, labels=g.labels,
+                            train_mask=g.train_mask, val_mask=g.val_mask, test_mask=g.test_mask)
+
+
+def _on_ranks(source, model="gcn"):
+    """Every rank's shard built by :func:`build_halo_shard` on threads, and the ranks' setup bytes."""
+    group = InProcessGroup(source.num_parts)
+    shards, setup = [None] * source.num_parts, [0] * source.num_parts
+    errors = []
+
+    def body(r):
+        try:
+            comm = group.communicator(r)
+            shards[r] = build_halo_shard(PartRef(source=source, part=r, model=model, num_train_global=0,
+                                                 num_classes=0, predicted={}), comm)
+            setup[r] = comm.counter.bytes_by_kind().get("halo_setup", 0)
+        except BaseException as exc:   # pragma: no cover - shown below
+            errors.append(exc)
+            group.abort()
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(source.num_parts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return shards, setup
+
+
+def _assert_same_shard(got, want):
+    gp, wp = got.plan, want.plan
+    for name in ("inner_gid", "halo_gid", "halo_owner"):
+        assert torch.equal(getattr(gp, name), getattr(wp, name)), name
+    assert gp.recv_counts == wp.recv_counts
+    assert all(torch.equal(a, b) for a, b in zip(gp.send_local_nid, wp.send_local_nid))
+    n = gp.num_inner + gp.num_halo
+
+    def dense(s):
+        m = torch.zeros(gp.num_inner, n, dtype=torch.float64)
+        m.index_put_((s.agg_rows, s.agg_cols), s.agg_weights.to(torch.float64), accumulate=True)
+        return m
+
+    assert torch.equal(dense(got), dense(want))   # the same weights, as exactly as float32 computes them
+    for a, b in zip(got.agg_scales, want.agg_scales):
+        assert torch.equal(a, b)
+    for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "global_nid"):
+        assert torch.equal(getattr(got.data, name), getattr(want.data, name)), name
+
+
+@pytest.mark.parametrize("spec,model", [(UNDIRECTED, "gcn"), (DIRECTED, "gcn"), (DIRECTED, "sage")])
+def test_shards_built_on_the_ranks_equal_the_shards_cut_from_the_whole_graph(spec, model):
+    """Directed graphs included: a halo vertex's out-degree is summed from every part's in-edges at its owner."""
+    g = _graph(spec)
+    assert g.directed == (spec == DIRECTED)
+    node_part = torch.from_numpy(np.random.default_rng(0).integers(0, 3, g.num_nodes))
+    shards, setup = _on_ranks(InMemoryParts(g, node_part), model)
+    want, plans = build_shards(g, node_part, 3, model, [g.num_features, 16])
+    for got, w in zip(shards, want):
+        _assert_same_shard(got, w)
+    assert sum(setup) == 24 * sum(p.num_halo for p in plans)    # ids, counts and degrees: 3 int64 per halo row
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    from workbench.cli import main
+
+    d = tmp_path_factory.mktemp("parts") / "pf"
+    assert main(["partition", "sbm:num_nodes=1200,num_blocks=4,seed=0", "--parts", "2", "--method", "metis",
+                 "--folder", str(d)]) == 0
+    return d
+
+
+def test_a_folder_part_reads_as_its_graph_in_memory(folder):
+    pf = PartFolder(folder)
+    g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
+    shards, _ = _on_ranks(FolderParts(folder))
+    want, _ = build_shards(g, owner, 2, "gcn", [g.num_features, 16])
+    for got, w in zip(shards, want):
+        _assert_same_shard(got, w)
+
+
+@pytest.mark.parametrize("staleness", ["none", "epoch-fixed"])
+def test_a_halo_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_memory(folder, staleness,
+                                                                                        monkeypatch):
+    """On two Dask worker processes: the client never rebuilds the graph, reads no part file and no owner map
+    (each would raise here; the ranks run in other processes, untouched); the run equals the same partition
+    trained in memory (losses and weights to 1e-5, the training's bytes by kind exactly), plus ``halo_setup``."""
+    from recipes import full_graph
+    from workbench.data import partfolder
+    from workbench.runtime import launch
+
+    pf = PartFolder(folder)
+    g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
+    settings = {"epochs": 3, "hidden": 8}
+    if staleness != "none":
+        settings["exchange"] = full_graph.recipe().exchange.replace(staleness=staleness, epsilon=1.0)
+    memory = launch(full_graph.recipe(**settings).build(graph=g, node_part=owner), runner="local", workers=2,
+                    out=None, blocking=True).wait(timeout=300)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the client read the graph or a part")
+
+    for name in ("read_part_graph", "gather_rows"):
+        monkeypatch.setattr(partfolder, name, refuse)
+    for name in ("owner_part", "open_part", "part_features", "feature_rows"):
+        monkeypatch.setattr(partfolder.PartFolder, name, refuse)
+    monkeypatch.setattr("workbench.data.load_graph", refuse)
+    run = launch(full_graph.recipe(graph=f"parts:{folder}", **settings), runner="dask", workers=2, out=None)
+    ours = run.wait(timeout=300)
+    assert_same_run(ours, memory, rtol=1e-5)
+    setup = ours["bytes_by_kind"].pop("halo_setup")
+    assert ours["bytes_by_kind"] == memory["bytes_by_kind"]
+    assert setup == 24 * int(np.sum(pf.manifest["comm_rows"]))
+    assert ours["predicted_bytes_per_epoch"] == memory["predicted_bytes_per_epoch"]
+    assert ours["split_sizes"] == memory["split_sizes"]
+    assert ours["partition"] == "metis" and len(ours["peak_rss_mb"]["ranks"]) == 2

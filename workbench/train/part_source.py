@@ -1,0 +1,208 @@
+"""Where a rank's part comes from, and the rank that builds its own payload from it (issue 41).
+
+A :class:`PartSource` hands out one part at a time as :class:`PartArrays`: the owned vertices (ascending global
+ids), the in-edges of the owned rows as CSR over local ids, the other local vertices' global ids, and the owned
+rows' features, labels and split. Two implementations:
+
+* :class:`FolderParts`: a partition folder (:mod:`workbench.data.partfolder`). The client reads only its manifest;
+  each rank memory-maps its own part's files and the owner map (``owner.npy``, read at the rank's halo ids only).
+* :class:`InMemoryParts`: a :class:`~workbench.graph.Graph` and a vertex -> part assignment (small graphs,
+  notebooks and tests): the same arrays cut from memory.
+
+:func:`~workbench.train.full_graph.build_halo_shard` turns one part into the halo exchange's :class:`~workbench.train.full_graph.RankShard`
+**on the rank**, as DistDGL's trainers do: each rank knows its halo vertices' owners, asks each owner for them in
+one ``all_to_all`` of global ids, and the owner answers the same rows of every later layer (its send lists are the
+requested ids in the requester's order). The GCN weights need every halo vertex's GLOBAL out-degree, which no
+single part holds (a vertex's out-edges live with their destinations' owners): each rank sends its edge counts of
+the halo vertices to their owners, which add them up and send the totals back. The three messages are int64 ids
+and counts, counted under the kind ``halo_setup`` (``8 x 3`` bytes per halo row over the run, once, in epoch 0's
+traffic), apart from the training's ``halo_fwd``/``halo_bwd``, which equal those of the same partition trained in
+memory (:func:`~workbench.train.full_graph.build_shards`, tested to the byte).
+
+Example:
+    >>> import torch
+    >>> from workbench.data import load_graph
+    >>> g = load_graph("karate")
+    >>> parts = InMemoryParts(g, torch.arange(34) % 2)
+    >>> a = parts.read(1)
+    >>> a.num_owned, int(a.gid[0]), a.indptr.shape[0] == a.num_owned + 1
+    (17, 1, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from workbench.graph import Graph
+
+__all__ = ["PartArrays", "PartSource", "FolderParts", "InMemoryParts", "PartRef", "folder_partition_event",
+           "SETUP_KIND"]
+
+SETUP_KIND = "halo_setup"
+"""Traffic kind of the one-off exchange that agrees the halo plans on the ranks."""
+
+
+@dataclasses.dataclass(eq=False)
+class PartArrays:
+    """One part as a rank reads it.
+
+    Attributes:
+        part: the part id (= the rank that trains it).
+        num_parts: parts of the partition.
+        gid: ``(L,)`` int64 global ids of the local vertices: the owned ones first, ascending, then the others.
+        num_owned: owned vertices (``gid[:num_owned]``).
+        indptr: ``(num_owned + 1,)`` CSR over the owned rows: row ``v`` holds every in-edge of ``v``.
+        indices: the in-edges' sources as local ids (into ``gid``).
+        features, labels, train_mask, val_mask, test_mask: the owned rows' data (labels int64, -1 unlabelled).
+    """
+
+    part: int
+    num_parts: int
+    gid: np.ndarray
+    num_owned: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    features: np.ndarray
+    labels: np.ndarray
+    train_mask: np.ndarray
+    val_mask: np.ndarray
+    test_mask: np.ndarray
+
+
+class PartSource:
+    """Parts one at a time, and the owner of any vertex (without holding the graph where it can)."""
+
+    num_parts: int
+    num_nodes: int
+
+    def read(self, part: int) -> PartArrays:
+        """Part ``part``'s arrays (on the rank that trains it)."""
+        raise NotImplementedError
+
+    def owners(self, gids: np.ndarray) -> np.ndarray:
+        """``(n,)`` int64 owner part of each of the global ids ``gids``."""
+        raise NotImplementedError
+
+
+class FolderParts(PartSource):
+    """The parts of a partition folder: each :meth:`read` memory-maps one part's files, :meth:`owners` reads the
+    folder's ``owner.npy`` at the given ids only (a folder without one: every part's owned ids, once).
+
+    Args:
+        path: the folder (holding ``manifest.json``).
+    """
+
+    def __init__(self, path: Any):
+        from workbench.data.partfolder import PartFolder
+
+        self.path = Path(path)
+        self.folder = PartFolder(self.path, owner="FolderParts")
+        self.num_parts, self.num_nodes = self.folder.num_parts, self.folder.num_nodes
+
+    def read(self, part: int) -> PartArrays:
+        pf = self.folder
+        a = pf.open_part(part)
+        owned = int(pf.parts[part]["num_owned"])
+        indptr = np.asarray(a["indptr"][:owned + 1], dtype=np.int64)
+        labels = np.asarray(a["labels"][:owned], dtype=np.int64)
+        feats = np.array(a["features"][:owned])
+        return PartArrays(part=part, num_parts=pf.num_parts, gid=np.asarray(a["gid"], dtype=np.int64),
+                          num_owned=owned, indptr=indptr,
+                          indices=np.asarray(a["indices"][:int(indptr[-1])], dtype=np.int64),
+                          features=feats, labels=labels,
+                          **{k: np.array(a[k][:owned], dtype=bool) for k in ("train_mask", "val_mask", "test_mask")})
+
+    def owners(self, gids: np.ndarray) -> np.ndarray:
+        from workbench.data.partfolder import gather_rows
+
+        path = self.path / "owner.npy"
+        if path.is_file():
+            return gather_rows(path, np.asarray(gids, dtype=np.int64)).astype(np.int64)
+        return self.folder.owner_part()[np.asarray(gids, dtype=np.int64)]
+
+    def __getstate__(self):   # a payload travels as its path; each rank opens the folder itself
+        return {"path": str(self.path)}
+
+    def __setstate__(self, state):
+        self.__init__(state["path"])
+
+    def __repr__(self) -> str:
+        return f"FolderParts({str(self.path)!r}, parts={self.num_parts})"
+
+
+class InMemoryParts(PartSource):
+    """The parts of an in-memory partition: ``graph`` cut by ``node_part`` (the arrays a folder of it would hold).
+
+    Args:
+        graph: a graph with features, labels and a split.
+        node_part: ``(N,)`` part of every vertex.
+    """
+
+    def __init__(self, graph: Graph, node_part: Any):
+        self.graph = graph
+        self.node_part = torch.as_tensor(node_part, dtype=torch.int64)
+        self.num_parts, self.num_nodes = int(self.node_part.max()) + 1, graph.num_nodes
+
+    def read(self, part: int) -> PartArrays:
+        g, node_part = self.graph, self.node_part
+        src, dst = g.edges()
+        owned = torch.nonzero(node_part == part).squeeze(1)                # ascending
+        sel = node_part[dst] == part
+        s, d = src[sel], dst[sel]
+        order = torch.argsort(d * max(g.num_nodes, 1) + s)                 # rows by destination, sources ascending
+        s, d = s[order], d[order]
+        others = torch.unique(s[node_part[s] != part])
+        gid = torch.cat([owned, others])
+        local = torch.full((g.num_nodes,), -1, dtype=torch.int64)
+        local[gid] = torch.arange(gid.numel())
+        indptr = torch.zeros(owned.numel() + 1, dtype=torch.int64)
+        indptr[1:] = torch.cumsum(torch.bincount(local[d], minlength=owned.numel()), 0)
+        n = g.num_nodes
+
+        def mask(m):
+            return (m if m is not None else torch.zeros(n, dtype=torch.bool))[owned].numpy()
+
+        return PartArrays(part=part, num_parts=self.num_parts, gid=gid.numpy(), num_owned=int(owned.numel()),
+                          indptr=indptr.numpy(), indices=local[s].numpy(), features=g.features[owned].numpy(),
+                          labels=g.labels[owned].numpy().astype(np.int64), train_mask=mask(g.train_mask),
+                          val_mask=mask(g.val_mask), test_mask=mask(g.test_mask))
+
+    def owners(self, gids: np.ndarray) -> np.ndarray:
+        return self.node_part.numpy()[np.asarray(gids, dtype=np.int64)]
+
+
+@dataclasses.dataclass
+class PartRef:
+    """What the client hands a rank instead of its shard: where its part is and what the whole graph's manifest
+    says (the rank reads the part itself:
+    :func:`~workbench.train.full_graph.build_halo_shard`)."""
+
+    source: PartSource
+    part: int
+    model: str
+    num_train_global: int
+    num_classes: int
+    predicted: dict
+
+
+def folder_partition_event(folder: Any) -> Any:
+    """The :class:`~workbench.events.PartitionComputed` of a :class:`~workbench.data.partfolder.PartFolder`'s
+    parts from its manifest alone: owned and halo vertices per part, the comm-rows matrix and the metrics the
+    manifest records (the event of every run on a folder)."""
+    from workbench.events import PartitionComputed
+
+    m, info = folder.manifest, folder.parts
+    comm = m.get("comm_rows") or []
+    metrics = {"num_nodes": folder.num_nodes, "num_edges": m.get("num_edges_owned_rows"),
+               "num_parts": folder.num_parts, "replication_factor": m.get("replication_factor"),
+               "comm_volume_rows": int(np.sum(comm)) if comm else None,
+               "max_part_comm_volume_rows": int(np.max(np.sum(comm, axis=1))) if comm else None}
+    return PartitionComputed(method=folder.method, num_parts=folder.num_parts,
+                             metrics={k: v for k, v in metrics.items() if v is not None},
+                             part_sizes=[int(q["num_owned"]) for q in info],
+                             halo_sizes=[int(q["num_halo"]) for q in info], comm_rows=comm)
