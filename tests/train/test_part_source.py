@@ -15,6 +15,7 @@ from workbench.communicate.inprocess import InProcessGroup
 from workbench.data import load_graph
 from workbench.data.partfolder import PartFolder, read_part_graph
 from workbench.testing import assert_same_run
+from workbench.train.block_row import build_block_shard, build_block_shards
 from workbench.train.full_graph import build_halo_shard, build_shards
 from workbench.train.part_source import FolderParts, InMemoryParts, PartRef
 
@@ -35,8 +36,8 @@ def _graph(spec):
                             train_mask=g.train_mask, val_mask=g.val_mask, test_mask=g.test_mask)
 
 
-def _on_ranks(source, model="gcn"):
-    """Every rank's shard built by :func:`build_halo_shard` on threads, and the ranks' setup bytes."""
+def _on_ranks(source, model="gcn", build=build_halo_shard):
+    """Every rank's shard built by ``build`` on threads, and the ranks' setup bytes."""
     group = InProcessGroup(source.num_parts)
     shards, setup = [None] * source.num_parts, [0] * source.num_parts
     errors = []
@@ -44,7 +45,7 @@ def _on_ranks(source, model="gcn"):
     def body(r):
         try:
             comm = group.communicator(r)
-            shards[r] = build_halo_shard(PartRef(source=source, part=r, model=model, num_train_global=0,
+            shards[r] = build(PartRef(source=source, part=r, model=model, num_train_global=0,
                                                  num_classes=0, predicted={}), comm)
             setup[r] = comm.counter.bytes_by_kind().get("halo_setup", 0)
         except BaseException as exc:   # pragma: no cover - shown below
@@ -93,6 +94,34 @@ def test_shards_built_on_the_ranks_equal_the_shards_cut_from_the_whole_graph(spe
     assert sum(setup) == 24 * sum(p.num_halo for p in plans)    # ids, counts and degrees: 3 int64 per halo row
 
 
+def _assert_same_blocks(got, want):
+    assert got.block_sizes == want.block_sizes and torch.equal(got.global_nid, want.global_nid)
+
+    def dense(coo, rows, cols):
+        m = torch.zeros(rows, cols, dtype=torch.float64)
+        m.index_put_((coo[0], coo[1]), coo[2].to(torch.float64), accumulate=True)
+        return m
+
+    mine = want.block_sizes[want.rank]
+    for j, size in enumerate(want.block_sizes):
+        assert torch.equal(dense(got.fwd[j], mine, size), dense(want.fwd[j], mine, size)), f"fwd {j}"
+        assert torch.equal(dense(got.bwd[j], mine, size), dense(want.bwd[j], mine, size)), f"bwd {j}"
+        for a, b in zip(got.fwd_scales[j] + got.bwd_scales[j], want.fwd_scales[j] + want.bwd_scales[j]):
+            assert torch.equal(a, b)
+    for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "global_nid"):
+        assert torch.equal(getattr(got.data, name), getattr(want.data, name)), name
+
+
+@pytest.mark.parametrize("spec,model", [(UNDIRECTED, "gcn"), (DIRECTED, "gcn"), (DIRECTED, "sage")])
+def test_block_rows_built_on_the_ranks_equal_the_blocks_cut_from_the_whole_graph(spec, model):
+    """CAGNET's blocks of Â and of Âᵀ (whose rows a part does not hold: they come from the sources' owners)."""
+    g = _graph(spec)
+    node_part = torch.from_numpy(np.random.default_rng(0).integers(0, 3, g.num_nodes))
+    shards, _ = _on_ranks(InMemoryParts(g, node_part), model, build_block_shard)
+    for got, want in zip(shards, build_block_shards(g, node_part, 3, model, [g.num_features, 16])):
+        _assert_same_blocks(got, want)
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     from workbench.cli import main
@@ -112,22 +141,27 @@ def test_a_folder_part_reads_as_its_graph_in_memory(folder):
         _assert_same_shard(got, w)
 
 
-@pytest.mark.parametrize("staleness", ["none", "epoch-fixed"])
-def test_a_halo_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_memory(folder, staleness,
-                                                                                        monkeypatch):
+@pytest.mark.parametrize("recipe,staleness", [("full_graph", "none"), ("full_graph", "epoch-fixed"),
+                                              ("sancus", "epoch-adaptive")])
+def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_memory(
+        folder, recipe, staleness, monkeypatch):
     """On two Dask worker processes: the client never rebuilds the graph, reads no part file and no owner map
     (each would raise here; the ranks run in other processes, untouched); the run equals the same partition
     trained in memory (losses and weights to 1e-5, the training's bytes by kind exactly), plus ``halo_setup``."""
-    from recipes import full_graph
+    import importlib
+
     from workbench.data import partfolder
     from workbench.runtime import launch
 
+    make = importlib.import_module(f"recipes.{recipe}").recipe
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
     settings = {"epochs": 3, "hidden": 8}
-    if staleness != "none":
-        settings["exchange"] = full_graph.recipe().exchange.replace(staleness=staleness, epsilon=1.0)
-    memory = launch(full_graph.recipe(**settings).build(graph=g, node_part=owner), runner="local", workers=2,
+    if recipe == "sancus":
+        settings["staleness"] = staleness
+    elif staleness != "none":
+        settings["exchange"] = make().exchange.replace(staleness=staleness, epsilon=1.0)
+    memory = launch(make(**settings).build(graph=g, node_part=owner), runner="local", workers=2,
                     out=None, blocking=True).wait(timeout=300)
 
     def refuse(*args, **kwargs):
@@ -138,12 +172,14 @@ def test_a_halo_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in
     for name in ("owner_part", "open_part", "part_features", "feature_rows"):
         monkeypatch.setattr(partfolder.PartFolder, name, refuse)
     monkeypatch.setattr("workbench.data.load_graph", refuse)
-    run = launch(full_graph.recipe(graph=f"parts:{folder}", **settings), runner="dask", workers=2, out=None)
+    run = launch(make(graph=f"parts:{folder}", **settings), runner="dask", workers=2, out=None)
     ours = run.wait(timeout=300)
     assert_same_run(ours, memory, rtol=1e-5)
     setup = ours["bytes_by_kind"].pop("halo_setup")
     assert ours["bytes_by_kind"] == memory["bytes_by_kind"]
-    assert setup == 24 * int(np.sum(pf.manifest["comm_rows"]))
+    assert ours["bytes_by_epoch"] == memory["bytes_by_epoch"]
+    if recipe == "full_graph":
+        assert setup == 24 * int(np.sum(pf.manifest["comm_rows"]))
     assert ours["predicted_bytes_per_epoch"] == memory["predicted_bytes_per_epoch"]
     assert ours["split_sizes"] == memory["split_sizes"]
     assert ours["partition"] == "metis" and len(ours["peak_rss_mb"]["ranks"]) == 2

@@ -46,8 +46,8 @@ from workbench.train.loop import LabelData
 from workbench.train.kernels import spmm
 from workbench.train.models import edge_weights, node_scales, sparse_aggregator, with_self_loops
 
-__all__ = ["BlockRowConfig", "BlockRowBroadcast", "BlockShard", "build_block_shards", "predicted_broadcast_bytes",
-           "clip_threshold"]
+__all__ = ["BlockRowConfig", "BlockRowBroadcast", "BlockShard", "build_block_shards", "build_block_shard",
+           "predicted_broadcast_bytes", "clip_threshold"]
 
 
 @dataclasses.dataclass(eq=False)
@@ -136,6 +136,50 @@ def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, mo
     return shards
 
 
+def build_block_shard(ref: Any, comm: Any) -> BlockShard:
+    """Rank ``ref.part``'s :class:`BlockShard`, built on the rank from its own part: equal to the one
+    :func:`build_block_shards` cuts from the whole graph (the same blocks, weights and scales).
+
+    After the halo is agreed (:func:`~workbench.train.part_source.agree_halo`), three more one-off exchanges,
+    counted as ``halo_setup`` like it: each owner tells the requesters where their halo vertices sit in its
+    block; every rank sends every other its block's global in- and out-degrees (the scales of that block's
+    columns: ``16 (p - 1)`` bytes per vertex); and every rank sends each part the entries of ``Â`` whose source
+    that part owns (the rows of its ``Â^T`` blocks, which no part holds: a part stores its vertices' in-edges).
+    """
+    from workbench.train.part_source import SETUP_KIND, agree_halo
+
+    h = agree_halo(ref, comm)
+    p, i, n_own, model = h.num_parts, ref.part, h.num_owned, ref.model
+    empty = torch.zeros(0, dtype=torch.int64)
+    # where each halo vertex sits in its owner's block: the owner's send lists, sent back
+    back = comm.all_to_all([empty if j == i else h.send[j] for j in range(p)], kind=SETUP_KIND)
+    halo_pos = torch.cat([empty] + [back[j] for j in range(p) if j != i])
+    mine = torch.stack([h.in_deg, h.out_deg[:n_own]], 1)                          # (n_own, 2) global degrees
+    blocks = comm.all_to_all([empty.reshape(0, 2) if j == i else mine for j in range(p)], kind=SETUP_KIND)
+    blocks[i] = mine
+    sizes = [int(b.shape[0]) for b in blocks]
+    s, d = with_self_loops(model, h.cols, h.rows, torch.arange(n_own))
+    w = edge_weights(model, s, d, h.in_deg[d], h.out_deg[s])
+    halo = s >= n_own
+    src_block = torch.full_like(s, i)
+    src_pos = s.clone()
+    src_block[halo] = h.halo_owner[s[halo] - n_own]
+    src_pos[halo] = halo_pos[s[halo] - n_own]
+    fwd, to_owner = [], []
+    for j in range(p):
+        m = src_block == j
+        fwd.append((d[m], src_pos[m], w[m]))
+        to_owner.append((torch.stack([src_pos[m], d[m]], 1), w[m]))
+    ids = comm.all_to_all([empty.reshape(0, 2) if j == i else to_owner[j][0] for j in range(p)], kind=SETUP_KIND)
+    vals = comm.all_to_all([w[:0] if j == i else to_owner[j][1] for j in range(p)], kind=SETUP_KIND)
+    bwd = [(fwd[i][1], fwd[i][0], fwd[i][2]) if j == i else (ids[j][:, 0], ids[j][:, 1], vals[j]) for j in range(p)]
+    scales = [node_scales(model, b[:, 0], b[:, 1]) for b in blocks]              # (r, c) of every block
+    return BlockShard(rank=i, block_sizes=sizes, global_nid=h.inner_gid, fwd=fwd, bwd=bwd, data=h.data,
+                      num_train_global=ref.num_train_global, num_classes=ref.num_classes, predicted=ref.predicted,
+                      fwd_scales=[(scales[i][0], scales[j][1]) for j in range(p)],
+                      bwd_scales=[(scales[i][1], scales[j][0]) for j in range(p)])
+
+
 @dataclasses.dataclass(eq=False)
 class _BlockState:
     """What the aggregation needs at run time on one rank."""
@@ -218,6 +262,17 @@ class BlockRowBroadcast(Exchange):
         # Every rank receives every other block: its "halo" is all vertices it does not own.
         return ExchangeLayout(shards=shards, predicted=shards[0].predicted, root_rows=ring, backward_rows=ring,
                               halo_sizes=[graph.num_nodes - s for s in shards[0].block_sizes])
+
+    def part_layout(self, part_sizes: list[int], comm_rows: Any, input_widths: list[int],
+                    backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
+        p, n = len(part_sizes), sum(part_sizes)
+        ring = [(p - 1) * s for s in part_sizes]
+        return ExchangeLayout(shards=[], predicted=predicted_broadcast_bytes(n, p, input_widths,
+                                                                             backward_widths=backward_widths),
+                              root_rows=ring, backward_rows=ring, halo_sizes=[n - s for s in part_sizes])
+
+    def shard_from_part(self, ref: Any, comm: Any) -> BlockShard:
+        return build_block_shard(ref, comm)
 
     def pinned_layers(self, num_layers: int) -> frozenset:
         """The ``cagnet`` weight gradient ``H_iᵀ (Âᵀ δ)_i`` needs every layer's input exchanged: all layers

@@ -115,6 +115,19 @@ class Exchange(Stage):
         ``backward_widths`` those of their gradients (None: ``[0, *input_widths[1:]]``)."""
         raise NotImplementedError
 
+    def part_layout(self, part_sizes: list[int], comm_rows: Any, input_widths: list[int],
+                    backward_widths: Optional[list[int]] = None) -> Optional[ExchangeLayout]:
+        """The layout (no shards) of a partition whose ranks read their own parts, from the parts' owned vertices
+        and the ``(P, P)`` rows part ``p`` sends part ``q`` per layer (a partition folder's manifest); the ranks
+        then build their shards with :meth:`shard_from_part`. ``None`` (the default): this exchange cuts its
+        shards from the whole graph on the client (:meth:`layout`)."""
+        return None
+
+    def shard_from_part(self, ref: Any, comm: Any) -> Any:
+        """The rank's shard of ``ref``'s part (a :class:`~workbench.train.part_source.PartRef`), built on the
+        rank with ``comm`` (where :meth:`part_layout` gives a layout)."""
+        raise NotImplementedError
+
     def pinned_layers(self, num_layers: int) -> frozenset:
         """Layers the model must compute aggregate-first for this exchange: layer 0 with
         ``pin_static_input`` (only the features themselves never change)."""

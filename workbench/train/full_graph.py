@@ -223,78 +223,25 @@ def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: s
 
 
 def build_halo_shard(ref: Any, comm: Any) -> RankShard:
-    """The halo exchange's :class:`~workbench.train.full_graph.RankShard` of ``ref.part``, built on its rank from
-    its own part (:mod:`workbench.train.part_source`): equal to the one :func:`build_shards` cuts from the whole
+    """The halo exchange's :class:`RankShard` of ``ref.part``, built on its rank from its own part
+    (:func:`~workbench.train.part_source.agree_halo`): equal to the one :func:`build_shards` cuts from the whole
     graph (same local ids, plan, weights and rows).
 
     Args:
         ref: the :class:`~workbench.train.part_source.PartRef` of the part and the run's global figures.
-        comm: the rank's communicator (the setup's three ``all_to_all`` are counted as :data:`SETUP_KIND`).
+        comm: the rank's communicator (the setup exchange is counted as ``halo_setup``).
     """
-    import numpy as np
+    from workbench.train.part_source import agree_halo
 
-    from workbench.train.part_source import SETUP_KIND
-
-    a = ref.source.read(ref.part)
-    P, r, owned = a.num_parts, ref.part, a.num_owned
-    inner_gid = a.gid[:owned]
-    dst_local = np.repeat(np.arange(owned, dtype=np.int64), np.diff(a.indptr))
-    used = np.unique(a.indices[a.indices >= owned])                     # local ids of the halo the rows read
-    halo_owner = ref.source.owners(a.gid[used])
-    order = np.lexsort((a.gid[used], halo_owner))                         # the plan's order: (owner, global id)
-    halo_local, halo_owner = used[order], halo_owner[order]
-    halo_gid = a.gid[halo_local]
-    nh = halo_local.size
-    remap = np.full(a.gid.size, -1, dtype=np.int64)
-    remap[:owned] = np.arange(owned)
-    remap[halo_local] = owned + np.arange(nh)
-    cols = remap[a.indices]
-    recv_counts = np.bincount(halo_owner, minlength=P).astype(np.int64)
-    bounds = np.concatenate([[0], np.cumsum(recv_counts)])
-
-    def to_owners(values: np.ndarray) -> list[torch.Tensor]:   # halo-ordered values, one slice per owner
-        return [torch.zeros(0, dtype=torch.int64) if j == r else torch.from_numpy(values[bounds[j]:bounds[j + 1]])
-                for j in range(P)]
-
-    # 1. ask each owner for its rows: the owner's send list is the requested ids, in the requester's order
-    asked = comm.all_to_all(to_owners(halo_gid), kind=SETUP_KIND)
-    send = []
-    for j in range(P):
-        ids = asked[j].numpy().astype(np.int64) if j != r else np.zeros(0, np.int64)
-        pos = np.searchsorted(inner_gid, ids)
-        if ids.size and not ((pos < owned).all() and (inner_gid[np.minimum(pos, owned - 1)] == ids).all()):
-            raise RuntimeError(f"part {r} was asked by part {j} for vertices it does not own: the partition "
-                               f"folder's owner map and its parts disagree")
-        send.append(torch.from_numpy(pos.astype(np.int64)))
-    # 2. global out-degrees: every part's in-edge counts of each source, summed at the source's owner
-    counts = np.bincount(cols, minlength=owned + nh).astype(np.int64)
-    got = comm.all_to_all(to_owners(counts[owned:]), kind=SETUP_KIND)
-    out_deg_inner = counts[:owned].copy()
-    for j in range(P):
-        if j != r and send[j].numel():
-            np.add.at(out_deg_inner, send[j].numpy(), got[j].numpy())
-    # 3. the owners send their vertices' totals back
-    back = comm.all_to_all([torch.zeros(0, dtype=torch.int64) if j == r
-                            else torch.from_numpy(out_deg_inner[send[j].numpy()]) for j in range(P)], kind=SETUP_KIND)
-    out_deg = np.concatenate([out_deg_inner] + [back[j].numpy() for j in range(P) if j != r and recv_counts[j]]
-                             ) if nh else out_deg_inner
-    out_deg = torch.from_numpy(out_deg.astype(np.int64))
-    in_deg = torch.from_numpy(np.diff(a.indptr).astype(np.int64))       # an owned row holds every in-edge
-    s, d = with_self_loops(ref.model, torch.from_numpy(cols), torch.from_numpy(dst_local), torch.arange(owned))
-    w = edge_weights(ref.model, s, d, in_deg[d], out_deg[s])
-    scales = node_scales(ref.model, in_deg, out_deg)
-    plan = HaloExchangePlan(rank=r, world_size=P, inner_gid=torch.from_numpy(inner_gid.copy()),
-                            halo_gid=torch.from_numpy(halo_gid.copy()), halo_owner=torch.from_numpy(halo_owner),
-                            send_local_nid=[t if j != r else torch.zeros(0, dtype=torch.int64)
-                                            for j, t in enumerate(send)],
-                            recv_counts=recv_counts.tolist())
-    labels = torch.from_numpy(a.labels)
-    labelled = labels >= 0
-    data = LabelData(features=torch.from_numpy(np.ascontiguousarray(a.features)), labels=labels,
-                     **{k: torch.from_numpy(getattr(a, k)) & labelled for k in ("train_mask", "val_mask", "test_mask")},
-                     global_nid=plan.inner_gid.clone())
-    return RankShard(plan=plan, agg_rows=d, agg_cols=s, agg_weights=w, agg_scales=scales, data=data,
-                     num_train_global=ref.num_train_global, num_classes=ref.num_classes, predicted=ref.predicted)
+    h = agree_halo(ref, comm)
+    s, d = with_self_loops(ref.model, h.cols, h.rows, torch.arange(h.num_owned))
+    w = edge_weights(ref.model, s, d, h.in_deg[d], h.out_deg[s])
+    plan = HaloExchangePlan(rank=ref.part, world_size=h.num_parts, inner_gid=h.inner_gid, halo_gid=h.halo_gid,
+                            halo_owner=h.halo_owner, send_local_nid=h.send, recv_counts=h.recv_counts)
+    return RankShard(plan=plan, agg_rows=d, agg_cols=s, agg_weights=w, agg_scales=node_scales(ref.model, h.in_deg,
+                                                                                                h.out_deg),
+                     data=h.data, num_train_global=ref.num_train_global, num_classes=ref.num_classes,
+                     predicted=ref.predicted)
 
 
 def _partition_event(graph: Graph, node_part: torch.Tensor, num_parts: int, method: str, result: Any,
@@ -342,6 +289,18 @@ class OwnerComputeHalo(Exchange):
                               root_rows=[int(x) for x in comm.sum(axis=1)],
                               backward_rows=[int(x) for x in comm.sum(axis=0)],   # a rank returns its halo's grads
                               halo_sizes=[p.num_halo for p in plans])
+
+    def part_layout(self, part_sizes: list[int], comm_rows: Any, input_widths: list[int],
+                    backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
+        import numpy as np
+
+        comm = np.asarray(comm_rows, dtype=np.int64)
+        predicted = predicted_halo_bytes(int(comm.sum()), input_widths, backward_widths=backward_widths)
+        return ExchangeLayout(shards=[], predicted=predicted, root_rows=comm.sum(1).tolist(),
+                              backward_rows=comm.sum(0).tolist(), halo_sizes=comm.sum(0).tolist())
+
+    def shard_from_part(self, ref: Any, comm: Any) -> RankShard:
+        return build_halo_shard(ref, comm)
 
     def attach(self, ctx, shard: RankShard) -> "_HaloRank":
         return _HaloRank(self, ctx, shard)
@@ -412,11 +371,11 @@ class FullGraphTrainer(Trainer):
 
     def parts_on_ranks(self) -> bool:
         """Whether each rank reads its own part of a partition folder and builds its shard itself
-        (:func:`~workbench.train.part_source.build_halo_shard`): the ``halo`` exchange (any staleness) on a folder;
-        the client then reads the manifest only. Other exchanges and G3's bins still cut the shards from the whole
-        graph on the client."""
-        return (self.partition_folder() is not None and self.config.method("exchange") == "halo"
-                and not self._binned())
+        (:meth:`Exchange.shard_from_part <workbench.train.exchange.Exchange.shard_from_part>`): the ``halo`` and
+        ``block_row`` exchanges (any staleness) on a folder; the client then reads the manifest only. The other
+        exchanges and G3's bins still cut the shards from the whole graph on the client."""
+        return (self.partition_folder() is not None and not self._binned()
+                and type(self.exchange()).part_layout is not Exchange.part_layout)
 
     def _prepare_on_ranks(self, world_size: int, emit: Callable[[Event], None]) -> list:
         """A folder run: the manifest's figures here, one :class:`~workbench.train.part_source.PartRef` per rank."""
@@ -432,9 +391,9 @@ class FullGraphTrainer(Trainer):
                       f"of {pf.path} (each rank reads its own)"))
         widths, backward = self._layer_widths((int(m["feature_dim"]), int(m["num_classes"])))
         comm = np.asarray(m["comm_rows"], dtype=np.int64).reshape(world_size, world_size)
-        self.predicted = predicted_halo_bytes(int(comm.sum()), widths, backward_widths=backward)
-        self.layout_info = ExchangeLayout(shards=[], predicted=self.predicted, root_rows=comm.sum(1).tolist(),
-                                          backward_rows=comm.sum(0).tolist(), halo_sizes=comm.sum(0).tolist())
+        self.layout_info = self.exchange().part_layout([int(q["num_owned"]) for q in pf.parts], comm, widths,
+                                                       backward_widths=backward)
+        self.predicted = self.layout_info.predicted
         self._widths, self._backward_widths = widths, backward
         self.split_sizes = {k: int(m["splits"][k]) for k in ("train", "val", "test")}
         self.bin_plan = None
@@ -449,7 +408,7 @@ class FullGraphTrainer(Trainer):
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
         from workbench.train.part_source import PartRef
 
-        return build_halo_shard(payload, ctx.comm) if isinstance(payload, PartRef) else payload
+        return self.exchange().shard_from_part(payload, ctx.comm) if isinstance(payload, PartRef) else payload
 
     def _check_bins(self, graph: Graph) -> None:
         # the G3 bins (workbench.train.bins_program) compile numba kernels: only a binned run imports them

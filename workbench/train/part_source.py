@@ -40,8 +40,8 @@ import torch
 
 from workbench.graph import Graph
 
-__all__ = ["PartArrays", "PartSource", "FolderParts", "InMemoryParts", "PartRef", "folder_partition_event",
-           "SETUP_KIND"]
+__all__ = ["PartArrays", "PartSource", "FolderParts", "InMemoryParts", "PartRef", "HaloAgreement", "agree_halo",
+           "folder_partition_event", "SETUP_KIND"]
 
 SETUP_KIND = "halo_setup"
 """Traffic kind of the one-off exchange that agrees the halo plans on the ranks."""
@@ -206,3 +206,100 @@ def folder_partition_event(folder: Any) -> Any:
                              metrics={k: v for k, v in metrics.items() if v is not None},
                              part_sizes=[int(q["num_owned"]) for q in info],
                              halo_sizes=[int(q["num_halo"]) for q in info], comm_rows=comm)
+
+
+@dataclasses.dataclass(eq=False)
+class HaloAgreement:
+    """A part as its rank holds it once the owners agreed its halo (:func:`agree_halo`). Local ids: the owned
+    vertices ``0 .. num_owned-1`` (ascending global ids), then the halo ordered by (owner, global id).
+
+    Attributes:
+        num_parts, num_owned: parts, owned vertices.
+        inner_gid, halo_gid, halo_owner: global ids of the owned and halo vertices, the halo's owners.
+        recv_counts: halo vertices per owner (the halo rows from part ``j`` are one contiguous slice).
+        send: per part ``j``, the local ids of the owned vertices ``j`` asked for, in ``j``'s order (empty for
+            this part).
+        rows, cols: the owned rows' in-edges (destination, source) in local ids, rows ascending.
+        in_deg: ``(num_owned,)`` global in-degrees; out_deg: ``(num_owned + num_halo,)`` global out-degrees.
+        data: the owned rows' features, labels and split.
+    """
+
+    num_parts: int
+    num_owned: int
+    inner_gid: torch.Tensor
+    halo_gid: torch.Tensor
+    halo_owner: torch.Tensor
+    recv_counts: list[int]
+    send: list[torch.Tensor]
+    rows: torch.Tensor
+    cols: torch.Tensor
+    in_deg: torch.Tensor
+    out_deg: torch.Tensor
+    data: Any
+
+
+def _int64(values: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.int64))
+
+
+def agree_halo(ref: PartRef, comm: Any) -> HaloAgreement:
+    """Read part ``ref.part`` on its rank and agree its halo with the owners (module docstring): one
+    ``all_to_all`` of the requested global ids (each owner's send lists), one of the halo vertices' edge counts
+    (summed at their owners into global out-degrees) and one of those totals back, all counted as
+    :data:`SETUP_KIND`.
+
+    Raises:
+        RuntimeError: a part asked for a vertex it does not own (the folder's owner map and parts disagree).
+    """
+    from workbench.train.loop import LabelData
+
+    a = ref.source.read(ref.part)
+    P, r, owned = a.num_parts, ref.part, a.num_owned
+    inner_gid = a.gid[:owned]
+    used = np.unique(a.indices[a.indices >= owned])                     # local ids of the halo the rows read
+    halo_owner = ref.source.owners(a.gid[used])
+    order = np.lexsort((a.gid[used], halo_owner))                         # (owner, global id)
+    halo_local, halo_owner = used[order], halo_owner[order]
+    nh = halo_local.size
+    remap = np.full(a.gid.size, -1, dtype=np.int64)
+    remap[:owned] = np.arange(owned)
+    remap[halo_local] = owned + np.arange(nh)
+    cols = remap[a.indices]
+    recv_counts = np.bincount(halo_owner, minlength=P).astype(np.int64)
+    bounds = np.concatenate([[0], np.cumsum(recv_counts)])
+    empty = torch.zeros(0, dtype=torch.int64)
+
+    def to_owners(values: np.ndarray) -> list[torch.Tensor]:   # halo-ordered values, one slice per owner
+        return [empty if j == r else _int64(values[bounds[j]:bounds[j + 1]]) for j in range(P)]
+
+    # 1. ask each owner for its rows: the owner's send list is the requested ids, in the requester's order
+    asked = comm.all_to_all(to_owners(a.gid[halo_local]), kind=SETUP_KIND)
+    send = []
+    for j in range(P):
+        ids = asked[j].numpy() if j != r else np.zeros(0, np.int64)
+        pos = np.searchsorted(inner_gid, ids)
+        if ids.size and not ((pos < owned).all() and (inner_gid[np.minimum(pos, owned - 1)] == ids).all()):
+            raise RuntimeError(f"part {r} was asked by part {j} for vertices it does not own: the partition's "
+                               "owner map and its parts disagree")
+        send.append(_int64(pos))
+    # 2. global out-degrees: every part's in-edge counts of each source, summed at the source's owner
+    counts = np.bincount(cols, minlength=owned + nh).astype(np.int64)
+    got = comm.all_to_all(to_owners(counts[owned:]), kind=SETUP_KIND)
+    out_deg = counts[:owned].copy()
+    for j in range(P):
+        if j != r and send[j].numel():
+            np.add.at(out_deg, send[j].numpy(), got[j].numpy())
+    # 3. the owners send their vertices' totals back (halo order: by owner)
+    back = comm.all_to_all([empty if j == r else _int64(out_deg[send[j].numpy()]) for j in range(P)],
+                           kind=SETUP_KIND)
+    out_deg = np.concatenate([out_deg] + [back[j].numpy() for j in range(P) if j != r])
+    labels = torch.from_numpy(a.labels)
+    labelled = labels >= 0
+    inner = _int64(inner_gid)
+    data = LabelData(features=torch.from_numpy(np.ascontiguousarray(a.features)), labels=labels,
+                     **{k: torch.from_numpy(getattr(a, k)) & labelled for k in ("train_mask", "val_mask", "test_mask")},
+                     global_nid=inner.clone())
+    return HaloAgreement(num_parts=P, num_owned=owned, inner_gid=inner, halo_gid=_int64(a.gid[halo_local]),
+                         halo_owner=_int64(halo_owner), recv_counts=recv_counts.tolist(), send=send,
+                         rows=_int64(np.repeat(np.arange(owned), np.diff(a.indptr))), cols=_int64(cols),
+                         in_deg=_int64(np.diff(a.indptr)), out_deg=_int64(out_deg), data=data)
