@@ -1,6 +1,6 @@
 """Issue 41: ranks own their data. A halo run on a partition folder hands each rank a reference to its part; the
 rank reads its own files, agrees its halo plan with the owners (one exchange of requested ids, and the GLOBAL
-out-degrees the GCN weights need, counted as ``halo_setup``) and trains exactly as the same partition in memory;
+out-degrees the GCN weights need, counted as ``part_setup``) and trains exactly as the same partition in memory;
 the client reads the manifest only."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _on_ranks(source, model="gcn", build=build_halo_shard):
             comm = group.communicator(r)
             shards[r] = build(PartRef(source=source, part=r, model=model, num_train_global=0,
                                                  num_classes=0, predicted={}), comm)
-            setup[r] = comm.counter.bytes_by_kind().get("halo_setup", 0)
+            setup[r] = comm.counter.bytes_by_kind().get("part_setup", 0)
         except BaseException as exc:   # pragma: no cover - shown below
             errors.append(exc)
             group.abort()
@@ -147,7 +147,7 @@ def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_
         folder, recipe, staleness, monkeypatch):
     """On two Dask worker processes: the client never rebuilds the graph, reads no part file and no owner map
     (each would raise here; the ranks run in other processes, untouched); the run equals the same partition
-    trained in memory (losses and weights to 1e-5, the training's bytes by kind exactly), plus ``halo_setup``."""
+    trained in memory (losses and weights to 1e-5, the training's bytes by kind exactly), plus ``part_setup``."""
     import importlib
 
     from workbench.data import partfolder
@@ -175,7 +175,7 @@ def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_
     run = launch(make(graph=f"parts:{folder}", **settings), runner="dask", workers=2, out=None)
     ours = run.wait(timeout=300)
     assert_same_run(ours, memory, rtol=1e-5)
-    setup = ours["bytes_by_kind"].pop("halo_setup")
+    setup = ours["bytes_by_kind"].pop("part_setup")
     assert ours["bytes_by_kind"] == memory["bytes_by_kind"]
     assert ours["bytes_by_epoch"] == memory["bytes_by_epoch"]
     if recipe == "full_graph":
@@ -183,3 +183,41 @@ def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_
     assert ours["predicted_bytes_per_epoch"] == memory["predicted_bytes_per_epoch"]
     assert ours["split_sizes"] == memory["split_sizes"]
     assert ours["partition"] == "metis" and len(ours["peak_rss_mb"]["ranks"]) == 2
+
+
+@pytest.mark.parametrize("variant", ["recipe", "degree_cache", "even"])
+def test_distdgl_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_memory(folder, variant, monkeypatch):
+    """DistDGL's trainers on their own parts: rows, features and labels from the rank's part, the balanced (or
+    even) split made from the parts' counts with the seeds and labels sent by their parts, a degree cache's
+    global degrees summed on the ranks; the partition book is the folder's owner map. Equal to the same
+    partition in memory (losses, weights, every byte but ``part_setup``); the client reads no part."""
+    from recipes import distdgl
+    from workbench.data import partfolder
+    from workbench.runtime import launch
+
+    pf = PartFolder(folder)
+    g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
+    make = distdgl.degree_cache if variant == "degree_cache" else distdgl.recipe
+    settings = {"epochs": 2, "hidden": 8, "fanouts": (4, 4), "batch_size": 64}
+
+    def config(**more):
+        cfg = make(**settings, **more)
+        return cfg.with_strings({"sample.split": "even"}) if variant == "even" else cfg
+
+    memory = launch(config().build(graph=g, node_part=owner), runner="local", workers=2, out=None,
+                    blocking=True).wait(timeout=300)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the client read the graph or a part")
+
+    for name in ("read_part_graph", "gather_rows"):
+        monkeypatch.setattr(partfolder, name, refuse)
+    for name in ("owner_part", "open_part", "part_features", "feature_rows"):
+        monkeypatch.setattr(partfolder.PartFolder, name, refuse)
+    monkeypatch.setattr("workbench.data.load_graph", refuse)
+    ours = launch(config(graph=f"parts:{folder}"), runner="dask", workers=2, out=None).wait(timeout=300)
+    assert_same_run(ours, memory, rtol=1e-5)
+    setup = ours["bytes_by_kind"].pop("part_setup")
+    assert setup > 0 and ours["bytes_by_kind"] == memory["bytes_by_kind"]
+    assert ours["bytes_by_epoch"] == memory["bytes_by_epoch"] and ours["split_sizes"] == memory["split_sizes"]
+    assert ours["partition"] == "metis"

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Optional
 
 import numpy as np
 import torch
@@ -49,7 +50,7 @@ import torch
 from workbench._validation import check_choice
 from workbench.sample.keyed import mix64, stream_key
 
-__all__ = ["SeedSplit", "split_seeds", "SPLIT_MODES"]
+__all__ = ["SeedSplit", "split_seeds", "split_ranges", "SPLIT_MODES"]
 
 SPLIT_MODES = ("own", "balanced", "even")
 
@@ -59,16 +60,33 @@ class SeedSplit:
     """The training vertices of each trainer (trainer = rank = part)."""
 
     seeds: list[torch.Tensor]
-    """Per trainer, the ascending global ids of its training vertices."""
+    """Per trainer, the ascending global ids of its training vertices (a rank that reads its own part holds its
+    own trainer's only: the others' are empty and :attr:`counts` says how many they have)."""
     mode: str = "own"
+    counts: Optional[list[int]] = None
+    """Per trainer, its number of seeds (``None``: the lengths of :attr:`seeds`)."""
 
     @property
     def num_trainers(self) -> int:
         return len(self.seeds)
 
+    def sizes(self) -> list[int]:
+        """Seeds of every trainer."""
+        return list(self.counts) if self.counts is not None else [int(s.numel()) for s in self.seeds]
+
     def num_steps(self, batch_size: int) -> int:
         """Steps per epoch, the same for every trainer: ``max_r ceil(n_r / batch_size)``."""
-        return max((math.ceil(s.numel() / batch_size) for s in self.seeds), default=0)
+        return max((math.ceil(n / batch_size) for n in self.sizes()), default=0)
+
+    def step_sizes(self, batch_size: int) -> list[int]:
+        """Per step of an epoch, the seeds of every trainer's batch together (from the counts alone)."""
+        steps = np.arange(self.num_steps(batch_size))
+        total = np.zeros(steps.size, dtype=np.int64)
+        for n in self.sizes():
+            if n:
+                nb = math.ceil(n / batch_size)
+                total += np.where(steps % nb == nb - 1, n - (nb - 1) * batch_size, batch_size)
+        return total.tolist()
 
     def batches(self, rank: int, *, epoch: int, batch_size: int, seed: int) -> list[torch.Tensor]:
         """Trainer ``rank``'s ``num_steps(batch_size)`` seed batches of ``epoch`` (unique ids in each)."""
@@ -100,6 +118,49 @@ def split_seeds(train_gid: torch.Tensor, node_part: torch.Tensor, num_parts: int
         counts = [n // num_parts + (1 if r < n % num_parts else 0) for r in range(num_parts)]
         chunks = torch.split(ordered, counts)
     return SeedSplit(seeds=[torch.sort(c).values for c in chunks], mode=mode)
+
+
+def split_ranges(own: list[int], mode: str = "own") -> list[list[tuple[int, int, int]]]:
+    """The split of :func:`split_seeds` from the parts' training counts alone: per trainer ``r``, the pieces
+    ``(q, lo, hi)`` of its seeds, ``lo:hi`` of part ``q``'s training vertices in ascending global id (so a rank
+    that holds only its own part's can send each trainer its pieces).
+
+    Example:
+        >>> split_ranges([5, 2, 3], "balanced")
+        [[(0, 0, 4)], [(1, 0, 2), (0, 4, 5)], [(2, 0, 3)]]
+    """
+    check_choice(mode, "mode", "split_ranges", SPLIT_MODES)
+    p, n = len(own), sum(own)
+    starts = np.concatenate([[0], np.cumsum(own)]).tolist()         # each part's place in the (part, id) order
+
+    def pieces(lo: int, hi: int) -> list[tuple[int, int, int]]:     # lo:hi of the ordered ids, cut by part
+        return [(q, max(lo, starts[q]) - starts[q], min(hi, starts[q + 1]) - starts[q])
+                for q in range(p) if max(lo, starts[q]) < min(hi, starts[q + 1])]
+
+    if mode == "own":
+        return [[(r, 0, own[r])] if own[r] else [] for r in range(p)]
+    if mode == "even":
+        counts = [n // p + (1 if r < n % p else 0) for r in range(p)]
+        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        return [pieces(bounds[r], bounds[r + 1]) for r in range(p)]
+    share = [n // p] * p
+    for r in sorted(range(p), key=lambda r: (-own[r], r))[: n % p]:
+        share[r] += 1
+    surplus = [(q, share[q], own[q]) for q in range(p) if own[q] > share[q]]     # the pool, in part order
+    out, at = [], 0
+    for r in range(p):
+        kept = min(share[r], own[r])
+        mine = [(r, 0, kept)] if kept else []
+        need, lo = share[r] - kept, at
+        at += need
+        pos = 0
+        for q, a, b in surplus:                                          # pool[lo:lo + need], cut by part
+            x, y = max(lo, pos), min(lo + need, pos + b - a)
+            if x < y:
+                mine.append((q, a + x - pos, a + y - pos))
+            pos += b - a
+        out.append(mine)
+    return out
 
 
 def _balanced(ordered: torch.Tensor, own: list[int], num_parts: int) -> list[torch.Tensor]:

@@ -67,6 +67,7 @@ class ScheduledTrainer(MiniBatchTrainer):
 
     provides = frozenset({"sampling tasks", "feature source"})
     trainer = "mini-batch training with a schedule"
+    reads_parts = False   # its sampling workers' Graph Store is cut from the whole graph on the client
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config, graph=graph, node_part=node_part)

@@ -141,7 +141,7 @@ def build_block_shard(ref: Any, comm: Any) -> BlockShard:
     :func:`build_block_shards` cuts from the whole graph (the same blocks, weights and scales).
 
     After the halo is agreed (:func:`~workbench.train.part_source.agree_halo`), three more one-off exchanges,
-    counted as ``halo_setup`` like it: each owner tells the requesters where their halo vertices sit in its
+    counted as ``part_setup`` like it: each owner tells the requesters where their halo vertices sit in its
     block; every rank sends every other its block's global in- and out-degrees (the scales of that block's
     columns: ``16 (p - 1)`` bytes per vertex); and every rank sends each part the entries of ``Â`` whose source
     that part owns (the rows of its ``Â^T`` blocks, which no part holds: a part stores its vertices' in-edges).

@@ -229,7 +229,7 @@ def build_halo_shard(ref: Any, comm: Any) -> RankShard:
 
     Args:
         ref: the :class:`~workbench.train.part_source.PartRef` of the part and the run's global figures.
-        comm: the rank's communicator (the setup exchange is counted as ``halo_setup``).
+        comm: the rank's communicator (the setup exchange is counted as ``part_setup``).
     """
     from workbench.train.part_source import agree_halo
 

@@ -76,24 +76,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import torch
 
 from workbench._validation import ErrorCollector
-from workbench.events import Event, SampleStats
+from workbench.events import Event, Progress, SampleStats
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
 from workbench.train.batch_prefetch import BatchPrefetcher, check_prefetch
 from workbench.train.loop import StepOutput, Steps, global_metrics, split_sizes
+from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
 from workbench.train.models import MODELS, GNNModel, SpMM
 from workbench.train.program import Trainer
 
 __all__ = ["MiniBatchTrainer", "MiniBatchShard", "MiniBatchSteps", "BlockAggregator", "BatchPrefetcher",
-           "block_forward",
-           "block_aggregators"]
+           "block_forward", "block_aggregators", "build_minibatch_shard"]
 
 EVAL_STEP = -2
 """The step of every evaluation batch's sampling key (training steps are 0, 1, ...; -1 keys the shuffle)."""
@@ -224,37 +224,6 @@ def block_forward(model: GNNModel, aggregators: list[BlockAggregator], x: torch.
 # --------------------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(eq=False)
-class MiniBatchShard:
-    """What one trainer holds: its part's sampling rows and feature rows, and the global small vectors.
-
-    Attributes:
-        rows: the CSR rows (in-neighbours) of the vertices the part owns (owner-routed sampling).
-        node_part: ``(N,)`` owner of every vertex (the partition book).
-        owned_gid: ``(n_p,)`` global ids of the owned vertices, ascending.
-        features: ``(n_p, F)`` their feature rows (the rank's KVStore shard).
-        labels: ``(N,)`` every label (small; DistDGL keeps them in the KVStore too).
-        degrees: ``(N,)`` out-degrees (what a degree cache ranks by: how often a vertex is sampled).
-        train_split, val_split, test_split: :class:`~workbench.sample.SeedSplit` of the training,
-            validation and test vertices.
-        num_classes: classes of the whole graph.
-        trainers: the trainers of the split this rank runs (``[rank]``; every trainer in the
-            single-process reference of a P-trainer run).
-    """
-
-    rows: Any
-    node_part: torch.Tensor
-    owned_gid: torch.Tensor
-    features: torch.Tensor
-    labels: torch.Tensor
-    degrees: torch.Tensor
-    train_split: Any
-    val_split: Any
-    test_split: Any
-    num_classes: int
-    trainers: list
-
-
 class MiniBatchTrainer(Trainer):
     """Mini-batch training with a sampler, a feature cache and a model (see the module docstring)."""
 
@@ -280,6 +249,8 @@ class MiniBatchTrainer(Trainer):
                    f"None, the number of ranks ({world_size}), or any count on one rank", cfg.sample.trainers)
         check_prefetch(errs, cfg, world_size)
         errs.raise_if_any()
+        if self.parts_on_ranks(world_size):
+            return self._prepare_on_ranks(world_size, emit)
         graph, node_part, result = load_and_partition(cfg, world_size, graph=self._graph, node_part=self._node_part,
                                                       owner=type(self).__name__, emit=emit,
                                                       folder=self.partition_folder())
@@ -312,7 +283,43 @@ class MiniBatchTrainer(Trainer):
                               [p.num_halo for p in plans], graph.num_features))
         return shards
 
+    reads_parts: ClassVar[bool] = True
+    """Whether a run on a partition folder may hand each rank its part to read (:meth:`parts_on_ranks`)."""
+
+    def parts_on_ranks(self, world_size: int) -> bool:
+        """Whether each rank reads its own part of a partition folder (:func:`build_minibatch_shard`): a folder
+        run with one trainer per rank (not the single-process reference of several); the client then reads the
+        manifest only."""
+        return (self.reads_parts and self._graph is None and self.partition_folder() is not None
+                and self.config.sample.trainers in (None, world_size))
+
+    def _prepare_on_ranks(self, world_size: int, emit: Callable[[Event], None]) -> list:
+        from workbench.train.full_graph import _check_folder
+        from workbench.train.part_source import FolderParts, PartRef, folder_partition_event
+
+        cfg, spec = self.config, self.partition_folder()
+        _check_folder(cfg, spec, world_size, None)
+        pf = spec.folder()
+        m = pf.manifest
+        emit(Progress(stage="graph", done=1, total=1, message=f"{pf.num_nodes:,} vertices in {pf.num_parts} parts "
+                      f"of {pf.path} (each rank reads its own)"))
+        self.split_sizes = {k: int(m["splits"][k]) for k in ("train", "val", "test")}
+        emit(folder_partition_event(pf))
+        counts = {k: [int(q[f"num_{k}"]) for q in pf.parts] for k in ("train", "val", "test")}
+        source = FolderParts(pf.path)
+        return [PartRef(source=source, part=p, model=cfg.method("model"), num_train_global=sum(counts["train"]),
+                        num_classes=int(m["num_classes"]), predicted={}, split_counts=counts)
+                for p in range(world_size)]
+
     # -- rank side -----------------------------------------------------------------------------------------
+    def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
+        from workbench.train.part_source import PartRef
+
+        if not isinstance(payload, PartRef):
+            return payload
+        return build_minibatch_shard(payload, ctx.comm, split_mode=self.config.sample.split,
+                                     degrees=self.config.cache is not None)
+
     def models(self, ctx: RankContext, shard: MiniBatchShard) -> list:
         return [self.build_model(ctx, shard.features.shape[1], shard.num_classes)]
 
@@ -375,6 +382,7 @@ class MiniBatchSteps(Steps):
         self.features = self.cache if self.cache is not None else self.store
         self.kind = cfg.method("model")
         self.labels = shard.labels.to(ctx.device)
+        self.label_gid = shard.label_gid.to(ctx.device) if shard.label_gid is not None else None
         self.global_sizes: list[int] = []
         self.stats: dict[str, list] = defaultdict(list)
         self.fill_bytes = self.cache.fill_bytes if self.cache is not None else 0
@@ -392,17 +400,19 @@ class MiniBatchSteps(Steps):
                     steps += 1
         return counts / max(steps, 1)
 
+    def _labels(self, seeds: torch.Tensor) -> torch.Tensor:
+        seeds = seeds.to(self.ctx.device)
+        return self.labels[seeds if self.label_gid is None else torch.searchsorted(self.label_gid, seeds)]
+
     # -- batches -------------------------------------------------------------------------------------------
     def _split_batches(self, split, epoch: int) -> tuple[list[torch.Tensor], list[int]]:
         """This rank's batch of every step (the union over its trainers) and, per step, the global number of
         seeds (every trainer's batches: known to all from the split, no collective)."""
-        seed = self.cfg.sample.seed
-        per_trainer = [split.batches(t, epoch=epoch, batch_size=self.batch_size, seed=seed)
-                       for t in range(split.num_trainers)]
+        seed, trainers = self.cfg.sample.seed, self.shard.trainers
+        per_trainer = {t: split.batches(t, epoch=epoch, batch_size=self.batch_size, seed=seed) for t in trainers}
         steps = split.num_steps(self.batch_size)
-        mine = [torch.cat([per_trainer[t][s] for t in self.shard.trainers]) for s in range(steps)]
-        sizes = [sum(int(b[s].numel()) for b in per_trainer) for s in range(steps)]
-        return mine, sizes
+        mine = [torch.cat([per_trainer[t][s] for t in trainers]) for s in range(steps)]
+        return mine, split.step_sizes(self.batch_size)
 
     def on_epoch_start(self, epoch: int) -> None:
         self._acc = defaultdict(int)
@@ -462,7 +472,7 @@ class MiniBatchSteps(Steps):
         step, seeds = batch
         mb, x, aggregators = self._batch((self.epoch, "train", step), seeds, self.epoch, step, self.features)
         logits = block_forward(self.model, aggregators, x)
-        labels = self.labels[seeds.to(self.ctx.device)]
+        labels = self._labels(seeds)
         total = max(self.global_sizes[step], 1)
         loss = torch.nn.functional.cross_entropy(logits, labels, reduction="sum") / total \
             if seeds.numel() else logits.sum() * 0.0
@@ -488,7 +498,7 @@ class MiniBatchSteps(Steps):
             for i, seeds in enumerate(batches):  # one key for all evaluation batches: a vertex's sample ignores its batch
                 mb, x, aggregators = self._batch((epoch, tag, i), seeds, epoch, EVAL_STEP, self.store)
                 logits.append(block_forward(self.model, aggregators, x))
-                labels.append(self.labels[seeds.to(self.ctx.device)])
+                labels.append(self._labels(seeds))
         if not logits:
             return torch.zeros(0, self.shard.num_classes, device=self.ctx.device), self.labels[:0]
         return torch.cat(logits), torch.cat(labels)

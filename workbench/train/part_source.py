@@ -15,7 +15,7 @@ one ``all_to_all`` of global ids, and the owner answers the same rows of every l
 requested ids in the requester's order). The GCN weights need every halo vertex's GLOBAL out-degree, which no
 single part holds (a vertex's out-edges live with their destinations' owners): each rank sends its edge counts of
 the halo vertices to their owners, which add them up and send the totals back. The three messages are int64 ids
-and counts, counted under the kind ``halo_setup`` (``8 x 3`` bytes per halo row over the run, once, in epoch 0's
+and counts, counted under the kind ``part_setup`` (``8 x 3`` bytes per halo row over the run, once, in epoch 0's
 traffic), apart from the training's ``halo_fwd``/``halo_bwd``, which equal those of the same partition trained in
 memory (:func:`~workbench.train.full_graph.build_shards`, tested to the byte).
 
@@ -43,7 +43,7 @@ from workbench.graph import Graph
 __all__ = ["PartArrays", "PartSource", "FolderParts", "InMemoryParts", "PartRef", "HaloAgreement", "agree_halo",
            "folder_partition_event", "SETUP_KIND"]
 
-SETUP_KIND = "halo_setup"
+SETUP_KIND = "part_setup"
 """Traffic kind of the one-off exchange that agrees the halo plans on the ranks."""
 
 
@@ -88,6 +88,10 @@ class PartSource:
         """``(n,)`` int64 owner part of each of the global ids ``gids``."""
         raise NotImplementedError
 
+    def owner_map(self) -> np.ndarray:
+        """``(N,)`` owner part of every vertex (a partition book: what owner-routed sampling looks up)."""
+        raise NotImplementedError
+
 
 class FolderParts(PartSource):
     """The parts of a partition folder: each :meth:`read` memory-maps one part's files, :meth:`owners` reads the
@@ -124,6 +128,10 @@ class FolderParts(PartSource):
         if path.is_file():
             return gather_rows(path, np.asarray(gids, dtype=np.int64)).astype(np.int64)
         return self.folder.owner_part()[np.asarray(gids, dtype=np.int64)]
+
+    def owner_map(self) -> np.ndarray:
+        path = self.path / "owner.npy"
+        return np.load(path).astype(np.int64) if path.is_file() else self.folder.owner_part()
 
     def __getstate__(self):   # a payload travels as its path; each rank opens the folder itself
         return {"path": str(self.path)}
@@ -175,6 +183,9 @@ class InMemoryParts(PartSource):
     def owners(self, gids: np.ndarray) -> np.ndarray:
         return self.node_part.numpy()[np.asarray(gids, dtype=np.int64)]
 
+    def owner_map(self) -> np.ndarray:
+        return self.node_part.numpy()
+
 
 @dataclasses.dataclass
 class PartRef:
@@ -188,6 +199,9 @@ class PartRef:
     num_train_global: int
     num_classes: int
     predicted: dict
+    split_counts: dict = dataclasses.field(default_factory=dict)
+    """``{"train": [...], "val": [...], "test": [...]}``: each part's labelled vertices of each split (a
+    mini-batch rank splits the training vertices from them: :func:`~workbench.sample.split.split_ranges`)."""
 
 
 def folder_partition_event(folder: Any) -> Any:

@@ -1,0 +1,107 @@
+"""What one mini-batch trainer holds (:class:`MiniBatchShard`), cut from the whole graph on the client
+(:meth:`MiniBatchTrainer.prepare <workbench.train.minibatch.MiniBatchTrainer.prepare>`) or read from its own part
+on the rank (:func:`build_minibatch_shard`, a run on a partition folder)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+__all__ = ["MiniBatchShard", "build_minibatch_shard"]
+
+
+@dataclasses.dataclass(eq=False)
+class MiniBatchShard:
+    """What one trainer holds: its part's sampling rows and feature rows, and the global small vectors.
+
+    Attributes:
+        rows: the CSR rows (in-neighbours) of the vertices the part owns (owner-routed sampling).
+        node_part: ``(N,)`` owner of every vertex (the partition book).
+        owned_gid: ``(n_p,)`` global ids of the owned vertices, ascending.
+        features: ``(n_p, F)`` their feature rows (the rank's KVStore shard).
+        labels: ``(N,)`` every label (small; DistDGL keeps them in the KVStore too).
+        degrees: ``(N,)`` out-degrees (what a degree cache ranks by: how often a vertex is sampled).
+        train_split, val_split, test_split: :class:`~workbench.sample.SeedSplit` of the training,
+            validation and test vertices.
+        num_classes: classes of the whole graph.
+        trainers: the trainers of the split this rank runs (``[rank]``; every trainer in the
+            single-process reference of a P-trainer run).
+    """
+
+    rows: Any
+    node_part: torch.Tensor
+    owned_gid: torch.Tensor
+    features: torch.Tensor
+    labels: torch.Tensor
+    degrees: torch.Tensor
+    train_split: Any
+    val_split: Any
+    test_split: Any
+    num_classes: int
+    trainers: list
+    label_gid: Optional[torch.Tensor] = None
+    """``None``: ``labels`` is every vertex's; else the ascending global ids whose labels ``labels`` holds (a rank
+    that read its own part: its owned vertices and the seeds other parts sent it)."""
+
+
+def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool) -> MiniBatchShard:
+    """Rank ``ref.part``'s :class:`MiniBatchShard`, built on the rank from its own part
+    (:class:`~workbench.train.part_source.PartRef`): its rows' in-neighbours, its feature rows and labels, and
+    its trainer's seeds. The training split is :func:`~workbench.sample.split.split_seeds`'s, made from every
+    part's training count alone (:func:`~workbench.sample.split.split_ranges`): each part sends the trainers
+    their pieces of its training vertices with their labels, in one ``all_to_all`` (``(id, label)`` int64 pairs,
+    16 bytes a seed). With a cache (``degrees``), the global out-degrees are summed from every part's in-edges
+    in one ``all_reduce`` of ``(N,)`` int64. Both are counted as ``part_setup``. The partition book is the
+    folder's owner map (``(N,)``, as DistDGL's trainers hold theirs)."""
+    from workbench.sample.keyed import CSRRows
+    from workbench.sample.split import SeedSplit, split_ranges
+    from workbench.train.part_source import SETUP_KIND
+
+    a = ref.source.read(ref.part)
+    r, p, owned, n = ref.part, a.num_parts, a.num_owned, ref.source.num_nodes
+    node_part = torch.from_numpy(ref.source.owner_map())
+    inner = torch.from_numpy(a.gid[:owned].copy())
+    row_of_gid = torch.full((n,), -1, dtype=torch.int64)
+    row_of_gid[inner] = torch.arange(owned)
+    src = torch.from_numpy(a.gid[a.indices])                              # in-neighbours, global ids
+    rows = CSRRows(torch.from_numpy(a.indptr), src, row_of_gid, row_gid=inner)
+    labels = torch.from_numpy(a.labels)
+    labelled = labels >= 0
+
+    def own(mask: np.ndarray) -> torch.Tensor:
+        return inner[torch.from_numpy(mask) & labelled]
+
+    counts = ref.split_counts
+    ranges = split_ranges(counts["train"], split_mode)
+    mine = own(a.train_mask)
+    pairs = torch.stack([mine, labels[torch.from_numpy(a.train_mask) & labelled]], 1)
+    sends = [torch.cat([pairs.new_zeros(0, 2)] + [pairs[lo:hi] for q, lo, hi in ranges[t] if q == r])
+             for t in range(p)]
+    got = comm.all_to_all([pairs.new_zeros(0, 2) if t == r else sends[t] for t in range(p)], kind=SETUP_KIND) \
+        if p > 1 else [sends[0]]
+    got[r] = sends[r]
+    seeds = torch.cat([got[q].reshape(-1, 2) for q in range(p)])           # (id, label) of this trainer's seeds
+    extra = seeds[seeds[:, 0] >= 0]
+    extra = extra[node_part[extra[:, 0]] != r]                             # seeds from other parts: their labels
+    ids = torch.cat([inner, extra[:, 0]])
+    order = torch.argsort(ids)
+    empty = torch.zeros(0, dtype=torch.int64)
+
+    def split(ids_mine: torch.Tensor, sizes: list[int], mode: str) -> SeedSplit:
+        return SeedSplit(seeds=[torch.sort(ids_mine).values if t == r else empty for t in range(p)], mode=mode,
+                         counts=list(sizes))
+
+    train_split = split(seeds[:, 0], [sum(hi - lo for _, lo, hi in ranges[t]) for t in range(p)], split_mode)
+    deg = None
+    if degrees:
+        deg = torch.bincount(src, minlength=n).to(torch.int64)
+        deg = comm.all_reduce(deg, kind=SETUP_KIND) if p > 1 else deg
+    return MiniBatchShard(rows=rows, node_part=node_part, owned_gid=inner,
+                          features=torch.from_numpy(np.ascontiguousarray(a.features)),
+                          labels=torch.cat([labels, extra[:, 1]])[order], label_gid=ids[order], degrees=deg,
+                          train_split=train_split, val_split=split(own(a.val_mask), counts["val"], "own"),
+                          test_split=split(own(a.test_mask), counts["test"], "own"), num_classes=ref.num_classes,
+                          trainers=[r])
