@@ -455,10 +455,12 @@ def folder2(raw):
     return out
 
 
-@pytest.mark.parametrize("recipe", ["full_graph", "distdgl", "sancus"])
+@pytest.mark.parametrize("recipe", ["full_graph", "distdgl", "sancus", "g3", "psc_gcn", "bytegnn"])
 def test_any_recipe_trains_on_the_folders_parts(raw, folder2, recipe):
-    """``--graph parts:DIR`` trains on the folder's parts (not a fresh METIS run): the same run as the graph in
-    memory with the folder's owner map as ``node_part``, and the summary names the folder's method."""
+    """``--graph parts:DIR`` on two Dask workers trains on the folder's parts (not a fresh METIS run): the same
+    run as the graph in memory with the folder's owner map as ``node_part``, and the summary names the folder's
+    method. (CATGNN: ``test_training_from_the_folder_equals_the_parts_in_memory``; HP-GCN:
+    ``test_hp_gcn_trains_a_hypergraph_folder_and_refuses_another``.)"""
     import importlib
 
     from workbench.events import PartitionComputed
@@ -471,7 +473,7 @@ def test_any_recipe_trains_on_the_folders_parts(raw, folder2, recipe):
     assert torch.equal(torch.from_numpy(PartFolder(folder2).owner_part()), owner)
     settings = {"epochs": 2, "hidden": 8}
     memory = _run(make(graph="karate", **settings).build(graph=g, node_part=owner), 2)
-    run = launch(make(graph=f"parts:{folder2}", **settings), runner="local", workers=2, out=None)
+    run = launch(make(graph=f"parts:{folder2}", **settings), runner="dask", workers=2, out=None)
     ours = run.wait(timeout=300)
     assert_same_run(ours, memory, rtol=1e-5)
     setup = ours["bytes_by_kind"].pop("part_setup", 0)    # halo runs agree their plans on the ranks (issue 41)
@@ -481,6 +483,27 @@ def test_any_recipe_trains_on_the_folders_parts(raw, folder2, recipe):
     assert ours["partition"] == "spring" and ours["stages"]["partition"]["method"] == "spring"
     assert ours["stages"]["partition"]["folder"] == str(folder2)
     assert [e.method for e in run.events if isinstance(e, PartitionComputed)] == ["spring"]
+
+
+def test_hp_gcn_trains_a_hypergraph_folder_and_refuses_another(tmp_path, folder2):
+    """HP-GCN is defined by its hypergraph partition: a folder of another method is refused before any rank
+    starts, naming the method and how to write the right folder; a hypergraph folder trains as that partition in
+    memory (each rank reading its part)."""
+    from recipes import hp_gcn
+    from workbench.runtime import launch
+
+    with pytest.raises(ParamError, match=r"'graph' parameter of RunConfig must be a partition folder of the run's "
+                                         r"own method 'hypergraph'.*--method hypergraph --folder DIR.*its parts are "
+                                         r"'spring'"):
+        hp_gcn.recipe(graph=f"parts:{folder2}", epochs=1).build().prepare(2, lambda e: None)
+    d = tmp_path / "hp"
+    assert main(["partition", SMALL, "--parts", "2", "--method", "hypergraph", "--folder", str(d)]) == 0
+    owner = torch.from_numpy(PartFolder(d).owner_part())
+    memory = _run(hp_gcn.recipe(epochs=2).build(graph=read_part_graph(d), node_part=owner), 2)
+    ours = launch(hp_gcn.recipe(graph=f"parts:{d}", epochs=2), runner="dask", workers=2, out=None).wait(timeout=300)
+    assert_same_run(ours, memory, rtol=1e-5)
+    ours["bytes_by_kind"].pop("part_setup")
+    assert ours["bytes_by_kind"] == memory["bytes_by_kind"] and ours["partition"] == "hypergraph"
 
 
 def test_a_folder_run_refuses_other_parts_and_a_partition_method_set_by_name(folder2):

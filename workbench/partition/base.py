@@ -340,6 +340,9 @@ class Partitioner(abc.ABC):
     """The registry name (``--method NAME``)."""
     kind: ClassVar[str] = "edge-cut"
     """``"edge-cut"`` (``_partition`` returns a part per vertex) or ``"vertex-cut"`` (a part per edge)."""
+    defines_run: ClassVar[bool] = False
+    """Whether a run configured with this method is defined by it (HP-GCN by its hypergraph partition): such a run
+    refuses a partition folder of another method instead of training on the folder's parts."""
 
     @dataclasses.dataclass(kw_only=True)
     class Config(BaseConfig):

@@ -150,6 +150,7 @@ class HypergraphPartitioner(_MtKaHyParPartitioner):
     """
 
     name = "hypergraph"
+    defines_run = True   # HP-GCN's rows moved per layer are this partition's km1: its run is defined by it
 
     @dataclasses.dataclass(kw_only=True)
     class Config(_MtKaHyParPartitioner.Config):

@@ -70,18 +70,23 @@ _CONNECT_S = 10.0       # how long to try a scheduler given by address (at most 
 _ASK_S = 5.0            # how long one question to the scheduler may take during a run
 
 
-def start_local_cluster(num_workers: int):
+def start_local_cluster(num_workers: int, *, daemon: bool = True):
     """An embedded ``LocalCluster``: ``num_workers`` single-threaded processes, every port on 127.0.0.1.
 
     ``host`` puts the scheduler, the nannies and the workers (and the workers' HTTP endpoints, which
     follow their address) on loopback; the scheduler's dashboard needs its own host: Dask binds
-    ``":0"`` to every interface. The workers ignore SIGINT (:class:`_IgnoreInterrupt`).
+    ``":0"`` to every interface. The workers ignore SIGINT (:class:`_IgnoreInterrupt`). ``daemon=False``
+    starts them as non-daemonic processes (``distributed.worker.daemon``), which may start processes of their
+    own (ByteGNN's sampling workers: :attr:`Program.rank_processes <workbench.runtime.program.Program>`); the
+    cluster is the run's and closes with it either way.
     """
+    import dask
     from distributed import LocalCluster
 
-    return LocalCluster(n_workers=num_workers, threads_per_worker=1, processes=True,
-                        dashboard_address="127.0.0.1:0", worker_dashboard_address=None, host="127.0.0.1",
-                        silence_logs=logging.CRITICAL, plugins={_IgnoreInterrupt()})
+    with dask.config.set({"distributed.worker.daemon": bool(daemon)}):
+        return LocalCluster(n_workers=num_workers, threads_per_worker=1, processes=True,
+                            dashboard_address="127.0.0.1:0", worker_dashboard_address=None, host="127.0.0.1",
+                            silence_logs=logging.CRITICAL, plugins={_IgnoreInterrupt()})
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -135,7 +140,8 @@ Got '/nonexistent/scheduler.json' instead.
     return address
 
 
-def _connect(scheduler, world_size: int, connect_s: float = _CONNECT_S, scheduler_file: Any = None):
+def _connect(scheduler, world_size: int, connect_s: float = _CONNECT_S, scheduler_file: Any = None,
+             daemon: bool = True):
     """``(client, cluster_to_close, client_to_close)`` for an embedded cluster, an address, a scheduler file
     or a Client.
 
@@ -156,7 +162,7 @@ def _connect(scheduler, world_size: int, connect_s: float = _CONNECT_S, schedule
                 f"did not answer within {connect_s:g} s ({type(exc).__name__}: {exc})", str(scheduler_file))]) from None
         return client, None, client
     if scheduler is None:
-        cluster = start_local_cluster(world_size)
+        cluster = start_local_cluster(world_size, daemon=daemon)
         client = Client(cluster)
         return client, cluster, client
     if isinstance(scheduler, Client):
@@ -276,7 +282,8 @@ def run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, *, schedule
 def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: threading.Event, scheduler,
               num_threads: Optional[int], scheduler_file: Any = None) -> list[RankOutcome]:
     world_size = env.world_size
-    client, own_cluster, own_client = _connect(scheduler, world_size, min(_CONNECT_S, env.timeout_s), scheduler_file)
+    client, own_cluster, own_client = _connect(scheduler, world_size, min(_CONNECT_S, env.timeout_s), scheduler_file,
+                                               daemon=not getattr(program, "rank_processes", False))
     topic = f"workbench-{env.run_id}"
     stop_name = f"workbench-stop-{env.run_id}"
     inbox = _Inbox(env)

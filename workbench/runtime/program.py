@@ -83,6 +83,9 @@ class Program(abc.ABC):
 
     #: name shown in run lists (e.g. the recipe name)
     name: str = "program"
+    #: whether a rank starts processes of its own (ByteGNN's sampling workers): an embedded Dask cluster then
+    #: starts its workers as non-daemonic processes, which may have children
+    rank_processes: bool = False
 
     def __init__(self, config: Any):
         self.config = config

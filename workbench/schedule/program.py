@@ -68,6 +68,7 @@ class ScheduledTrainer(MiniBatchTrainer):
     provides = frozenset({"sampling tasks", "feature source"})
     trainer = "mini-batch training with a schedule"
     reads_parts = False   # its sampling workers' Graph Store is cut from the whole graph on the client
+    rank_processes = True  # each rank starts its sampling worker processes (an embedded Dask cluster allows it)
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config, graph=graph, node_part=node_part)

@@ -155,6 +155,14 @@ def _check_folder(cfg: Any, folder: Any, parts: int, num_parts: Optional[int]) -
     named = cfg.named_method("partition") if hasattr(cfg, "named_method") else None
     errs.check(named in (None, pf.method), "partition.method", f"unset or the folder's method {pf.method!r} "
                f"(graph={cfg.graph!r} trains the folder's parts; the setting would be ignored)", named)
+    own = cfg.method("partition")
+    if named is None and own != pf.method:
+        from workbench.partition import PARTITIONERS
+
+        defines = own in PARTITIONERS and getattr(PARTITIONERS.get_class(own), "defines_run", False)
+        errs.check(not defines, "graph", f"a partition folder of the run's own method {own!r}, which defines the "
+                   f"run (write one: workbench partition GRAPH --parts {pf.num_parts} --method {own} --folder DIR)",
+                   f"{cfg.graph} (its parts are {pf.method!r})")
     errs.raise_if_any()
 
 

@@ -186,6 +186,7 @@ class TrainingProgram(Program):
         self.trainer: Trainer = trainer(config, graph=graph, node_part=node_part)
         self.trainer.notes = self.notes   # one list: the trainer adds what it sized (G3's memory budget)
         self.name = self.trainer.name
+        self.rank_processes = bool(getattr(self.trainer, "rank_processes", False))
 
     def world_size_for(self, requested: Optional[int]) -> int:
         return self.trainer.world_size_for(requested)
