@@ -65,10 +65,24 @@ class ProgressView(StoreView):
         self._status = pn.pane.HTML("", margin=(4, 0, 4, 10), disable_math=True)
         self._counts = pn.pane.HTML("", margin=(4, 10, 4, 0), disable_math=True)
         self._failure = pn.pane.Alert("", alert_type="danger", visible=False, margin=(4, 10))
+        self._memory = pn.pane.HTML("", margin=(0, 10), visible=False, disable_math=True)
         self._bars = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width", disable_math=True)
         self._bars_next = 0.0
         self._bars_pending: Optional[str] = None  # bars not sent yet (throttled)
-        return [pn.Row(self._status, self._counts, sizing_mode="stretch_width"), self._failure, self._bars]
+        return [pn.Row(self._status, self._counts, sizing_mode="stretch_width"), self._memory, self._failure,
+                self._bars]
+
+    @staticmethod
+    def _peak_rss(summary: dict) -> str:
+        """The line of each process's peak resident memory (the summary's ``peak_rss_mb``), once the run ended."""
+        rss = summary.get("peak_rss_mb") or {}
+        ranks = [r for r in rss.get("ranks") or [] if r is not None]
+        if rss.get("client") is None and not ranks:
+            return ""
+        text = [f"client <b>{rss['client']:,.0f} MiB</b>"] if rss.get("client") is not None else []
+        text += [f"ranks {', '.join(f'{r:,.0f}' for r in ranks)} MiB (largest <b>{max(ranks):,.0f} MiB</b>)"] \
+            if ranks else []
+        return "<span class='wb-peak-rss' style='color:#444'>peak resident memory: " + " · ".join(text) + "</span>"
 
     def refresh(self, force: bool = False) -> bool:
         if self._bars_pending is not None and time.monotonic() >= self._bars_next:
@@ -118,6 +132,10 @@ class ProgressView(StoreView):
         sep = " &nbsp;·&nbsp; "
         self._set(self._status, sep.join(parts) + sep)
         self._set(self._counts, sep.join(counts))
+        memory = self._peak_rss(s.summary or {})
+        if self._memory.visible != bool(memory):
+            self._memory.visible = bool(memory)
+        self._set(self._memory, memory)
         if self._failure.visible != (s.status == "failed"):
             self._failure.visible = s.status == "failed"
         if s.status == "failed":

@@ -284,7 +284,8 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
         network = resolve_network(network, name="network", owner="launch")   # ParamError before anything starts
     program = config if isinstance(config, Program) else config.build()
     cfg = getattr(program, "config", None)
-    cfg_dict = cfg.to_dict() if hasattr(cfg, "to_dict") else {}
+    cfg_dict = program.config_dict() if hasattr(program, "config_dict") else \
+        cfg.to_dict() if hasattr(cfg, "to_dict") else {}
     world_size = 1 if runner == "single" else int(program.world_size_for(workers))
     if runner != "dask":   # thread ranks never share a GPU (ParamError here, before anything starts)
         from workbench.runtime.runners import inprocess_devices

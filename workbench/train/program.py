@@ -191,6 +191,15 @@ class TrainingProgram(Program):
     def world_size_for(self, requested: Optional[int]) -> int:
         return self.trainer.world_size_for(requested)
 
+    def config_dict(self) -> dict:
+        """The config as the run log and :class:`~workbench.events.RunStarted` record it: a run on a partition
+        folder records the folder's partition (its method, path and options), not the recipe's unused one."""
+        out = self.config.to_dict()
+        folder = self.trainer.partition_summary()
+        if folder:
+            out["partition"] = dict(folder["stage"])
+        return out
+
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         return self.trainer.prepare(world_size, emit)
 
