@@ -455,11 +455,11 @@ def folder2(raw):
     return out
 
 
-@pytest.mark.parametrize("recipe", ["full_graph", "distdgl", "sancus", "g3", "psc_gcn", "bytegnn"])
+@pytest.mark.parametrize("recipe", ["full_graph", "distdgl", "sancus", "g3", "psc_gcn", "bytegnn", "catgnn"])
 def test_any_recipe_trains_on_the_folders_parts(raw, folder2, recipe):
     """``--graph parts:DIR`` on two Dask workers trains on the folder's parts (not a fresh METIS run): the same
     run as the graph in memory with the folder's owner map as ``node_part``, and the summary names the folder's
-    method. (CATGNN: ``test_training_from_the_folder_equals_the_parts_in_memory``; HP-GCN:
+    method. (CATGNN also: ``test_training_from_the_folder_equals_the_parts_in_memory``; HP-GCN:
     ``test_hp_gcn_trains_a_hypergraph_folder_and_refuses_another``.)"""
     import importlib
 

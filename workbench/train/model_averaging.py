@@ -373,9 +373,10 @@ class ModelAveragingTrainer(Trainer):
                    "parts)", len(selected))
         errs.check(cfg.sync.halo_hops == 1, "sync.halo_hops",
                    "1 with a partition folder (its parts hold the 1-hop completed subgraphs)", cfg.sync.halo_hops)
-        errs.check(cfg.method("partition") == m["method"], "partition.method",
-                   f"the folder's method {m['method']!r} (graph={cfg.graph!r} trains the parts it holds)",
-                   cfg.method("partition"))
+        named = cfg.named_method("partition") if hasattr(cfg, "named_method") else cfg.method("partition")
+        errs.check(named in (None, m["method"]), "partition.method",
+                   f"unset or the folder's method {m['method']!r} (graph={cfg.graph!r} trains the parts it holds; "
+                   "the setting would be ignored)", named)
         errs.raise_if_any()
         info = folder.parts
         try:
