@@ -66,7 +66,8 @@ def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool
     inner = torch.from_numpy(a.gid[:owned].copy())
     row_of_gid = torch.full((n,), -1, dtype=torch.int64)
     row_of_gid[inner] = torch.arange(owned)
-    src = torch.from_numpy(a.gid[a.indices])                              # in-neighbours, global ids
+    ids32 = n < 2**31                                                       # int32 ids: half the rows' memory
+    src = torch.from_numpy(a.gid[a.indices].astype(np.int32 if ids32 else np.int64))   # in-neighbours, global ids
     rows = CSRRows(torch.from_numpy(a.indptr), src, row_of_gid, row_gid=inner)
     labels = torch.from_numpy(a.labels)
     labelled = labels >= 0

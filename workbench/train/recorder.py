@@ -217,13 +217,25 @@ def _checksums(weight) -> list[float]:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process since it started, in MiB (``getrusage``'s ``ru_maxrss``:
-    kilobytes on Linux, bytes on macOS). Thread ranks share one process: each reports the process's peak.
+    """Peak resident set size of this process since it started, in MiB. Thread ranks share one process: each
+    reports the process's peak.
+
+    On Linux the kernel's high-water mark of this process's own memory (``VmHWM`` in ``/proc/self/status``, which
+    starts again at ``exec``), not ``getrusage``'s ``ru_maxrss``: that one carries the parent's peak across fork
+    and exec, so a Dask worker started by a client holding a 4.6 GB graph reported 4.6 GB whatever it used itself
+    (measured). Elsewhere ``ru_maxrss`` (kilobytes; bytes on macOS).
 
     Example:
         >>> peak_rss_mb() > 0
         True
     """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
     kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 if sys.platform == "darwin" else 1)
     return round(kib / 1024, 1)
 
