@@ -67,18 +67,24 @@ def _assert_same_shard(got, want):
         assert torch.equal(getattr(gp, name), getattr(wp, name)), name
     assert gp.recv_counts == wp.recv_counts
     assert all(torch.equal(a, b) for a, b in zip(gp.send_local_nid, wp.send_local_nid))
-    n = gp.num_inner + gp.num_halo
-
-    def dense(s):
-        m = torch.zeros(gp.num_inner, n, dtype=torch.float64)
-        m.index_put_((s.agg_rows, s.agg_cols), s.agg_weights.to(torch.float64), accumulate=True)
-        return m
-
-    assert torch.equal(dense(got), dense(want))   # the same weights, as exactly as float32 computes them
+    shape = (gp.num_inner, gp.num_inner + gp.num_halo)
+    # the same weights, as exactly as float32 computes them
+    assert torch.equal(_dense((got.agg_rows, got.agg_cols, got.agg_weights), *shape),
+                       _dense((want.agg_rows, want.agg_cols, want.agg_weights), *shape))
     for a, b in zip(got.agg_scales, want.agg_scales):
         assert torch.equal(a, b)
+    _assert_same_data(got.data, want.data)
+
+
+def _dense(coo, rows, cols):
+    m = torch.zeros(rows, cols, dtype=torch.float64)
+    m.index_put_((coo[0], coo[1]), coo[2].to(torch.float64), accumulate=True)
+    return m
+
+
+def _assert_same_data(got, want):
     for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "global_nid"):
-        assert torch.equal(getattr(got.data, name), getattr(want.data, name)), name
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
 
 
 @pytest.mark.parametrize("spec,model", [(UNDIRECTED, "gcn"), (DIRECTED, "gcn"), (DIRECTED, "sage")])
@@ -96,20 +102,13 @@ def test_shards_built_on_the_ranks_equal_the_shards_cut_from_the_whole_graph(spe
 
 def _assert_same_blocks(got, want):
     assert got.block_sizes == want.block_sizes and torch.equal(got.global_nid, want.global_nid)
-
-    def dense(coo, rows, cols):
-        m = torch.zeros(rows, cols, dtype=torch.float64)
-        m.index_put_((coo[0], coo[1]), coo[2].to(torch.float64), accumulate=True)
-        return m
-
     mine = want.block_sizes[want.rank]
     for j, size in enumerate(want.block_sizes):
-        assert torch.equal(dense(got.fwd[j], mine, size), dense(want.fwd[j], mine, size)), f"fwd {j}"
-        assert torch.equal(dense(got.bwd[j], mine, size), dense(want.bwd[j], mine, size)), f"bwd {j}"
+        assert torch.equal(_dense(got.fwd[j], mine, size), _dense(want.fwd[j], mine, size)), f"fwd {j}"
+        assert torch.equal(_dense(got.bwd[j], mine, size), _dense(want.bwd[j], mine, size)), f"bwd {j}"
         for a, b in zip(got.fwd_scales[j] + got.bwd_scales[j], want.fwd_scales[j] + want.bwd_scales[j]):
             assert torch.equal(a, b)
-    for name in ("features", "labels", "train_mask", "val_mask", "test_mask", "global_nid"):
-        assert torch.equal(getattr(got.data, name), getattr(want.data, name)), name
+    _assert_same_data(got.data, want.data)
 
 
 @pytest.mark.parametrize("spec,model", [(UNDIRECTED, "gcn"), (DIRECTED, "gcn"), (DIRECTED, "sage")])
@@ -120,6 +119,21 @@ def test_block_rows_built_on_the_ranks_equal_the_blocks_cut_from_the_whole_graph
     shards, _ = _on_ranks(InMemoryParts(g, node_part), model, build_block_shard)
     for got, want in zip(shards, build_block_shards(g, node_part, 3, model, [g.num_features, 16])):
         _assert_same_blocks(got, want)
+
+
+def _client_reads_no_part(monkeypatch):
+    """Make every reader of a graph or a part raise in this process (the client); Dask's worker processes, where
+    the ranks run, keep theirs."""
+    from workbench.data import partfolder
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the client read the graph or a part")
+
+    for name in ("read_part_graph", "gather_rows"):
+        monkeypatch.setattr(partfolder, name, refuse)
+    for name in ("owner_part", "open_part", "part_features", "feature_rows"):
+        monkeypatch.setattr(partfolder.PartFolder, name, refuse)
+    monkeypatch.setattr("workbench.data.load_graph", refuse)
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +164,6 @@ def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_
     trained in memory (losses and weights to 1e-5, the training's bytes by kind exactly), plus ``part_setup``."""
     import importlib
 
-    from workbench.data import partfolder
     from workbench.runtime import launch
 
     make = importlib.import_module(f"recipes.{recipe}").recipe
@@ -164,14 +177,7 @@ def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_
     memory = launch(make(**settings).build(graph=g, node_part=owner), runner="local", workers=2,
                     out=None, blocking=True).wait(timeout=300)
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("the client read the graph or a part")
-
-    for name in ("read_part_graph", "gather_rows"):
-        monkeypatch.setattr(partfolder, name, refuse)
-    for name in ("owner_part", "open_part", "part_features", "feature_rows"):
-        monkeypatch.setattr(partfolder.PartFolder, name, refuse)
-    monkeypatch.setattr("workbench.data.load_graph", refuse)
+    _client_reads_no_part(monkeypatch)
     run = launch(make(graph=f"parts:{folder}", **settings), runner="dask", workers=2, out=None)
     ours = run.wait(timeout=300)
     assert_same_run(ours, memory, rtol=1e-5)
@@ -192,7 +198,6 @@ def test_distdgl_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_me
     global degrees summed on the ranks; the partition book is the folder's owner map. Equal to the same
     partition in memory (losses, weights, every byte but ``part_setup``); the client reads no part."""
     from recipes import distdgl
-    from workbench.data import partfolder
     from workbench.runtime import launch
 
     pf = PartFolder(folder)
@@ -207,14 +212,7 @@ def test_distdgl_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_me
     memory = launch(config().build(graph=g, node_part=owner), runner="local", workers=2, out=None,
                     blocking=True).wait(timeout=300)
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("the client read the graph or a part")
-
-    for name in ("read_part_graph", "gather_rows"):
-        monkeypatch.setattr(partfolder, name, refuse)
-    for name in ("owner_part", "open_part", "part_features", "feature_rows"):
-        monkeypatch.setattr(partfolder.PartFolder, name, refuse)
-    monkeypatch.setattr("workbench.data.load_graph", refuse)
+    _client_reads_no_part(monkeypatch)
     ours = launch(config(graph=f"parts:{folder}"), runner="dask", workers=2, out=None).wait(timeout=300)
     assert_same_run(ours, memory, rtol=1e-5)
     setup = ours["bytes_by_kind"].pop("part_setup")

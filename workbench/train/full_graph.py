@@ -45,6 +45,7 @@ from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_f
 from workbench.train.full_graph_loop import FullGraphSteps
 from workbench.train.loop import LabelData, Steps, load_training_graph, partition_nodes, split_sizes
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
+from workbench.train.part_source import check_folder, part_refs, start_folder_run
 from workbench.train.program import Trainer
 from workbench.train.staleness import predicted_bytes_by_epoch
 
@@ -108,7 +109,7 @@ def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_par
     emit = emit or (lambda event: None)
     parts = world_size if num_parts is None else num_parts
     if folder is not None and node_part is None:
-        _check_folder(cfg, folder, parts, num_parts)
+        check_folder(cfg, folder, parts, num_parts)
     spec = graph if graph is not None else cfg.graph
     emit(Progress(stage="graph", done=0, total=1, message=f"loading {getattr(spec, 'name', spec)}"))
     graph = load_training_graph(spec, owner)
@@ -141,29 +142,6 @@ def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_par
     emit(Progress(stage="partition", done=1, total=1, message=f"{method}, {parts} parts"
                   + (f", {elapsed:.2f} s" if elapsed is not None else "")))
     return graph, node_part, result
-
-
-def _check_folder(cfg: Any, folder: Any, parts: int, num_parts: Optional[int]) -> None:
-    """Refuse a run on a partition folder whose parts are not the run's, or with another partition method chosen
-    by name (all errors at once, before the graph is read)."""
-    pf = folder.folder()
-    errs = ErrorCollector(type(cfg).__name__)
-    given = getattr(cfg, "num_parts", None) if num_parts is None else num_parts
-    errs.check(parts == pf.num_parts, "num_parts", f"{pf.num_parts}, the parts of the partition folder "
-               f"graph={cfg.graph!r} (the run trains them, one per rank"
-               + ("" if given is not None else "; num_parts unset: the number of workers") + ")", parts)
-    named = cfg.named_method("partition") if hasattr(cfg, "named_method") else None
-    errs.check(named in (None, pf.method), "partition.method", f"unset or the folder's method {pf.method!r} "
-               f"(graph={cfg.graph!r} trains the folder's parts; the setting would be ignored)", named)
-    own = cfg.method("partition")
-    if named is None and own != pf.method:
-        from workbench.partition import PARTITIONERS
-
-        defines = own in PARTITIONERS and getattr(PARTITIONERS.get_class(own), "defines_run", False)
-        errs.check(not defines, "graph", f"a partition folder of the run's own method {own!r}, which defines the "
-                   f"run (write one: workbench partition GRAPH --parts {pf.num_parts} --method {own} --folder DIR)",
-                   f"{cfg.graph} (its parts are {pf.method!r})")
-    errs.raise_if_any()
 
 
 @dataclasses.dataclass(eq=False)
@@ -389,29 +367,18 @@ class FullGraphTrainer(Trainer):
         """A folder run: the manifest's figures here, one :class:`~workbench.train.part_source.PartRef` per rank."""
         import numpy as np
 
-        from workbench.train.part_source import FolderParts, PartRef, folder_partition_event
-
-        cfg, spec = self.config, self.partition_folder()
-        _check_folder(cfg, spec, world_size, None)
-        pf = spec.folder()
+        pf, event = start_folder_run(self, world_size, emit)
         m = pf.manifest
-        emit(Progress(stage="graph", done=1, total=1, message=f"{pf.num_nodes:,} vertices in {pf.num_parts} parts "
-                      f"of {pf.path} (each rank reads its own)"))
         widths, backward = self._layer_widths((int(m["feature_dim"]), int(m["num_classes"])))
         comm = np.asarray(m["comm_rows"], dtype=np.int64).reshape(world_size, world_size)
         self.layout_info = self.exchange().part_layout([int(q["num_owned"]) for q in pf.parts], comm, widths,
                                                        backward_widths=backward)
         self.predicted = self.layout_info.predicted
         self._widths, self._backward_widths = widths, backward
-        self.split_sizes = {k: int(m["splits"][k]) for k in ("train", "val", "test")}
         self.bin_plan = None
-        event = folder_partition_event(pf)
         self.partition_metrics = {k: v for k, v in event.metrics.items() if not isinstance(v, list)}
         emit(event)
-        source = FolderParts(pf.path)
-        num_train = sum(int(q["num_train"]) for q in pf.parts)
-        return [PartRef(source=source, part=p, model=cfg.method("model"), num_train_global=num_train,
-                        num_classes=int(m["num_classes"]), predicted=self.predicted) for p in range(world_size)]
+        return part_refs(pf, self.config.method("model"), self.predicted)
 
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
         from workbench.train.part_source import PartRef

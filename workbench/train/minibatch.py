@@ -81,7 +81,7 @@ from typing import Any, Callable, ClassVar, Optional
 import torch
 
 from workbench._validation import ErrorCollector
-from workbench.events import Event, Progress, SampleStats
+from workbench.events import Event, SampleStats
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
@@ -294,22 +294,11 @@ class MiniBatchTrainer(Trainer):
                 and self.config.sample.trainers in (None, world_size))
 
     def _prepare_on_ranks(self, world_size: int, emit: Callable[[Event], None]) -> list:
-        from workbench.train.full_graph import _check_folder
-        from workbench.train.part_source import FolderParts, PartRef, folder_partition_event
+        from workbench.train.part_source import part_refs, start_folder_run
 
-        cfg, spec = self.config, self.partition_folder()
-        _check_folder(cfg, spec, world_size, None)
-        pf = spec.folder()
-        m = pf.manifest
-        emit(Progress(stage="graph", done=1, total=1, message=f"{pf.num_nodes:,} vertices in {pf.num_parts} parts "
-                      f"of {pf.path} (each rank reads its own)"))
-        self.split_sizes = {k: int(m["splits"][k]) for k in ("train", "val", "test")}
-        emit(folder_partition_event(pf))
-        counts = {k: [int(q[f"num_{k}"]) for q in pf.parts] for k in ("train", "val", "test")}
-        source = FolderParts(pf.path)
-        return [PartRef(source=source, part=p, model=cfg.method("model"), num_train_global=sum(counts["train"]),
-                        num_classes=int(m["num_classes"]), predicted={}, split_counts=counts)
-                for p in range(world_size)]
+        pf, event = start_folder_run(self, world_size, emit)
+        emit(event)
+        return part_refs(pf, self.config.method("model"), {})
 
     # -- rank side -----------------------------------------------------------------------------------------
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:

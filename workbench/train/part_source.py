@@ -33,15 +33,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
 
+from workbench._validation import ErrorCollector
 from workbench.graph import Graph
 
 __all__ = ["PartArrays", "PartSource", "FolderParts", "InMemoryParts", "PartRef", "HaloAgreement", "agree_halo",
-           "folder_partition_event", "SETUP_KIND"]
+           "folder_partition_event", "check_folder", "start_folder_run", "part_refs", "SETUP_KIND"]
 
 SETUP_KIND = "part_setup"
 """Traffic kind of the one-off exchange that agrees the halo plans on the ranks."""
@@ -317,3 +318,52 @@ def agree_halo(ref: PartRef, comm: Any) -> HaloAgreement:
                          halo_owner=_int64(halo_owner), recv_counts=recv_counts.tolist(), send=send,
                          rows=_int64(np.repeat(np.arange(owned), np.diff(a.indptr))), cols=_int64(cols),
                          in_deg=_int64(np.diff(a.indptr)), out_deg=_int64(out_deg), data=data)
+
+
+def check_folder(cfg: Any, folder: Any, parts: int, num_parts: Optional[int]) -> None:
+    """Refuse a run on a partition folder whose parts are not the run's, another partition method chosen by name,
+    or a folder of another method than the recipe's own where that method defines the run (HP-GCN's hypergraph
+    partition: ``Partitioner.defines_run``); all errors at once, before anything is read but the manifest."""
+    pf = folder.folder()
+    errs = ErrorCollector(type(cfg).__name__)
+    given = getattr(cfg, "num_parts", None) if num_parts is None else num_parts
+    errs.check(parts == pf.num_parts, "num_parts", f"{pf.num_parts}, the parts of the partition folder "
+               f"graph={cfg.graph!r} (the run trains them, one per rank"
+               + ("" if given is not None else "; num_parts unset: the number of workers") + ")", parts)
+    named = cfg.named_method("partition") if hasattr(cfg, "named_method") else None
+    errs.check(named in (None, pf.method), "partition.method", f"unset or the folder's method {pf.method!r} "
+               f"(graph={cfg.graph!r} trains the folder's parts; the setting would be ignored)", named)
+    own = cfg.method("partition")
+    if named is None and own != pf.method:
+        from workbench.partition import PARTITIONERS
+
+        defines = own in PARTITIONERS and getattr(PARTITIONERS.get_class(own), "defines_run", False)
+        errs.check(not defines, "graph", f"a partition folder of the run's own method {own!r}, which defines the "
+                   f"run (write one: workbench partition GRAPH --parts {pf.num_parts} --method {own} --folder DIR)",
+                   f"{cfg.graph} (its parts are {pf.method!r})")
+    errs.raise_if_any()
+
+
+def start_folder_run(trainer: Any, world_size: int, emit: Callable[[Any], None]) -> tuple[Any, Any]:
+    """The client side of a run whose ranks read their own parts, from the folder's manifest alone: the folder
+    checked against the run (:func:`check_folder`), a progress line, ``trainer.split_sizes``. Returns the
+    :class:`~workbench.data.partfolder.PartFolder` and its partition event (for the caller to emit)."""
+    from workbench.events import Progress
+
+    cfg, spec = trainer.config, trainer.partition_folder()
+    check_folder(cfg, spec, world_size, None)
+    pf = spec.folder()
+    emit(Progress(stage="graph", done=1, total=1, message=f"{pf.num_nodes:,} vertices in {pf.num_parts} parts "
+                  f"of {pf.path} (each rank reads its own)"))
+    trainer.split_sizes = {k: int(pf.manifest["splits"][k]) for k in ("train", "val", "test")}
+    return pf, folder_partition_event(pf)
+
+
+def part_refs(folder: Any, model: str, predicted: dict) -> list[PartRef]:
+    """One :class:`PartRef` per part of ``folder`` (a :class:`~workbench.data.partfolder.PartFolder`), with the
+    manifest's global figures: training vertices, classes, each part's split counts."""
+    counts = {k: [int(q[f"num_{k}"]) for q in folder.parts] for k in ("train", "val", "test")}
+    source = FolderParts(folder.path)
+    return [PartRef(source=source, part=p, model=model, num_train_global=sum(counts["train"]),
+                    num_classes=int(folder.manifest["num_classes"]), predicted=predicted, split_counts=counts)
+            for p in range(folder.num_parts)]
