@@ -40,7 +40,7 @@ import time
 from typing import Any, Optional, Sequence, Union
 
 __all__ = ["Claim", "verdict", "explain", "RELATIONS", "VERDICTS", "SYSTEMS", "run_system", "run_systems",
-           "not_reproducible", "fmt", "run_config", "geomean"]
+           "not_reproducible", "fmt", "run_config", "geomean", "code_digest"]
 
 SYSTEMS = ("distdgl", "bytegnn", "sancus", "hp_gcn", "catgnn", "psc_gcn", "g3")
 """The seven systems, in the order the tables are printed (each a module of this package)."""
@@ -200,6 +200,27 @@ def geomean(values: Sequence[float]) -> float:
     """
     v = [float(x) for x in values if x is not None and math.isfinite(float(x)) and float(x) > 0]
     return math.exp(sum(map(math.log, v)) / len(v)) if v else math.nan
+
+
+def code_digest() -> str:
+    """SHA-256 (first 12 hex digits) of the recipes and their reproduction (``recipes/**/*.py``, by path and
+    content): a saved run records it (``code``), and the tests refuse a saved run whose claims were computed by
+    other recipe code (``make docs-data`` writes both runs anew).
+
+    Example:
+        >>> len(code_digest())
+        12
+    """
+    import hashlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 def run_system(name: str, quick: bool = False) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recipes.reproduce.core import FAILS, HOLDS, NOT_HERE, SYSTEMS, Claim, explain, fmt, run_systems
+from recipes.reproduce.core import FAILS, HOLDS, NOT_HERE, SYSTEMS, Claim, code_digest, explain, fmt, run_systems
 
 __all__ = ["format_table", "to_json", "write_html", "command", "counts", "claims_table", "ClaimsTable",
            "claim_from_record", "FULL_RUN", "QUICK_RUN"]
@@ -89,7 +89,7 @@ def to_json(results: dict[str, Any]) -> dict[str, Any]:
         out["systems"][name] = {"title": r.get("title", name), "setting": r.get("setting", ""),
                                 "seconds": r.get("seconds"), "counts": counts(r["claims"]),
                                 "claims": [c.to_dict() for c in r["claims"]]}
-    for key in ("quick", "wall_s", "date", "machine"):
+    for key in ("quick", "wall_s", "date", "machine", "code"):
         if key in results:
             out[key] = results[key]
     return out
@@ -337,7 +337,8 @@ def command(args: Any) -> int:
 
     t0 = time.perf_counter()
     results = run_systems(names, quick=bool(getattr(args, "quick", False)), progress=show)
-    results.update(wall_s=round(time.perf_counter() - t0, 1), date=time.strftime("%Y-%m-%d"), machine=_machine())
+    results.update(wall_s=round(time.perf_counter() - t0, 1), date=time.strftime("%Y-%m-%d"), machine=_machine(),
+                   code=code_digest())
     if getattr(args, "out", None):
         written = write_html(results, args.out)
         print(f"wrote {len(written)} files to {args.out}", file=sys.stderr if as_json else sys.stdout)

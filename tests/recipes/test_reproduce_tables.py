@@ -32,6 +32,17 @@ def test_a_saved_run_is_small_dated_and_its_verdicts_follow_the_rule(path):
         assert counts == system["counts"], name
 
 
+@pytest.mark.parametrize("path", [FULL_RUN, QUICK_RUN], ids=["full", "quick"])
+def test_a_saved_run_comes_from_the_recipes_of_this_commit(path):
+    """One source of truth (issue 42): the docs' and notebooks' tables were computed by the recipe code they sit
+    beside, the quick and the full run alike."""
+    from recipes.reproduce.core import code_digest
+
+    saved = json.loads(path.read_text(encoding="utf-8")).get("code")
+    assert saved == code_digest(), (f"{path.name} was computed by recipe code {saved}, the recipes are now "
+                                    f"{code_digest()}: run `make docs-data` and `make notebooks`")
+
+
 def test_the_full_run_tests_the_quick_runs_claims():
     full, quick = (json.loads(p.read_text(encoding="utf-8")) for p in (FULL_RUN, QUICK_RUN))
     assert not full.get("quick") and quick["quick"]

@@ -458,7 +458,8 @@ def auto_memory_budget(sizes: list[tuple[int, int]], widths_in: list[int], width
 
 
 def binned_forward(model: Any, x: torch.Tensor, exchange: Callable[[torch.Tensor, int], torch.Tensor],
-                   schedule: BinSchedule, timings: Optional[list[list[float]]] = None) -> torch.Tensor:
+                   schedule: BinSchedule, timings: Optional[list[list[float]]] = None,
+                   pack_timings: Optional[list[list[float]]] = None) -> torch.Tensor:
     """Logits of the owned rows, computed bin by bin (see the module docstring).
 
     Args:
@@ -466,21 +467,29 @@ def binned_forward(model: Any, x: torch.Tensor, exchange: Callable[[torch.Tensor
         x: ``(num_inner, F_0)`` owned input rows.
         exchange: ``exchange(h, layer)`` returns ``(num_inner + num_halo, F)`` rows (owned, then received halo).
         schedule: the rank's bins.
-        timings: when given, receives per layer the seconds each bin took (forward).
+        timings: when given, receives per layer the seconds each bin's computation took (forward), after its
+            input block was gathered.
+        pack_timings: when given, receives per layer the seconds gathering each bin's input block took (the
+            packer's work of every epoch; the bins themselves are packed once, before training).
     """
     schedule.build()
     h = x
     last = model.num_layers - 1
     for i, lb in enumerate(schedule.layers):
         hx = exchange(h, i)
-        outs, times = [], []
+        outs, times, packs = [], [], []
         for dst, src, (a, a_t) in zip(lb.dst, lb.src, lb.aggregators):
             t0 = time.perf_counter()
-            agg = SpMM.apply(a, a_t, hx.index_select(0, src))         # (|dst|, F_in)
+            block = hx.index_select(0, src)                           # the bin's input block (|src|, F_in)
+            t1 = time.perf_counter()
+            agg = SpMM.apply(a, a_t, block)                           # (|dst|, F_in)
             z = model.layer(i, agg, h.index_select(0, dst))
             outs.append(torch.relu(z) if i < last else z)
-            times.append(time.perf_counter() - t0)
+            times.append(time.perf_counter() - t1)
+            packs.append(t1 - t0)
         h = torch.cat(outs).index_select(0, lb.inverse)               # back to local-id order
         if timings is not None:
             timings.append(times)
+        if pack_timings is not None:
+            pack_timings.append(packs)
     return h
