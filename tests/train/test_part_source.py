@@ -156,7 +156,7 @@ def test_a_folder_part_reads_as_its_graph_in_memory(folder):
 
 
 @pytest.mark.parametrize("recipe,staleness", [("full_graph", "none"), ("full_graph", "epoch-fixed"),
-                                              ("sancus", "epoch-adaptive")])
+                                              ("sancus", "epoch-adaptive"), ("psc_gcn", "none")])
 def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_memory(
         folder, recipe, staleness, monkeypatch):
     """On two Dask worker processes: the client never rebuilds the graph, reads no part file and no owner map
@@ -184,10 +184,10 @@ def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_
     setup = ours["bytes_by_kind"].pop("part_setup")
     assert ours["bytes_by_kind"] == memory["bytes_by_kind"]
     assert ours["bytes_by_epoch"] == memory["bytes_by_epoch"]
-    if recipe == "full_graph":
+    if recipe in ("full_graph", "psc_gcn"):
         assert setup == 24 * int(np.sum(pf.manifest["comm_rows"]))
     assert ours["predicted_bytes_per_epoch"] == memory["predicted_bytes_per_epoch"]
-    assert ours["split_sizes"] == memory["split_sizes"]
+    assert ours.get("split_sizes") == memory.get("split_sizes")
     assert ours["partition"] == "metis" and len(ours["peak_rss_mb"]["ranks"]) == 2
 
 

@@ -50,7 +50,7 @@ from workbench.train.program import Trainer
 from workbench.train.staleness import predicted_bytes_by_epoch
 
 __all__ = ["FullGraphConfig", "FullGraphTrainer", "FullGraphSteps", "OwnerComputeHalo", "RankShard", "build_shards",
-           "build_halo_shard", "load_and_partition"]
+           "build_halo_shard", "halo_shard", "load_and_partition"]
 
 
 def FullGraphConfig(**settings: Any):
@@ -219,7 +219,12 @@ def build_halo_shard(ref: Any, comm: Any) -> RankShard:
     """
     from workbench.train.part_source import agree_halo
 
-    h = agree_halo(ref, comm)
+    return halo_shard(ref, agree_halo(ref, comm))
+
+
+def halo_shard(ref: Any, h: Any) -> RankShard:
+    """The :class:`RankShard` of a part whose halo its rank agreed (:func:`~workbench.train.part_source.agree_halo`
+    gave ``h``): GCN's self-loops, the weights from the global degrees, the plan."""
     s, d = with_self_loops(ref.model, h.cols, h.rows, torch.arange(h.num_owned))
     w = edge_weights(ref.model, s, d, h.in_deg[d], h.out_deg[s])
     plan = HaloExchangePlan(rank=ref.part, world_size=h.num_parts, inner_gid=h.inner_gid, halo_gid=h.halo_gid,

@@ -65,7 +65,7 @@ from workbench.constraints import Interval
 from workbench.events import PipelineCost, SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, build_shards
-from workbench.train.halo import comm_rows_from_parts
+from workbench.train.halo import comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.models import SpMM, sparse_aggregator
 from workbench.train.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
 
@@ -74,6 +74,9 @@ __all__ = ["PrefetchExchange", "EdgeSampledTrainer", "PrefetchSteps", "FLOPS_PER
 FLOPS_PER_S = 1e9
 """Nominal compute rate of the timing account (only ratios matter: the bandwidth is scaled to it)."""
 ID_BYTES = 8
+
+
+_KINDS = {"halo_fwd": "prefetch_fwd", "halo_bwd": "prefetch_bwd"}   # the halo exchange's kinds, as this one counts them
 
 
 @EXCHANGES.register
@@ -110,8 +113,7 @@ class PrefetchExchange(Exchange):
     def layout(self, graph, node_part, num_parts, model, input_widths, backward_widths=None) -> ExchangeLayout:
         shards, plans = build_shards(graph, node_part, num_parts, model, input_widths)
         out_deg = graph.out_degrees()
-        predicted = {("prefetch_fwd" if k == "halo_fwd" else "prefetch_bwd" if k == "halo_bwd" else k): v
-                     for k, v in shards[0].predicted.items()}
+        predicted = {_KINDS.get(k, k): v for k, v in shards[0].predicted.items()}
         for s in shards:
             s.predicted = predicted
             s.node_part = node_part
@@ -119,6 +121,31 @@ class PrefetchExchange(Exchange):
         comm = comm_rows_from_parts(graph, node_part, num_parts)
         return ExchangeLayout(shards=shards, predicted=predicted, root_rows=[int(x) for x in comm.sum(axis=1)],
                               backward_rows=[int(x) for x in comm.sum(axis=0)], halo_sizes=[p.num_halo for p in plans])
+
+    def part_layout(self, part_sizes, comm_rows, input_widths, backward_widths=None) -> ExchangeLayout:
+        """As the ``halo`` exchange's, its kinds renamed ``prefetch_*`` (the layout of :meth:`layout`)."""
+        import numpy as np
+
+        comm = np.asarray(comm_rows, dtype=np.int64)
+        halo = predicted_halo_bytes(int(comm.sum()), input_widths)
+        predicted = {_KINDS.get(k, k): v for k, v in halo.items()}
+        return ExchangeLayout(shards=[], predicted=predicted, root_rows=comm.sum(1).tolist(),
+                              backward_rows=comm.sum(0).tolist(), halo_sizes=comm.sum(0).tolist())
+
+    def shard_from_part(self, ref, comm):
+        """The halo shard built on the rank (:func:`~workbench.train.full_graph.halo_shard`), with the partition
+        book (the folder's owner map) for the feature source and the global out-degrees of the rank's own and halo
+        vertices, which are the cache's candidates (the other entries stay 0: no cache reads them)."""
+        from workbench.train.full_graph import halo_shard
+        from workbench.train.part_source import agree_halo
+
+        h = agree_halo(ref, comm)
+        shard = halo_shard(ref, h)
+        shard.node_part = torch.from_numpy(ref.source.owner_map())
+        degrees = torch.zeros(shard.node_part.numel(), dtype=torch.int64)
+        degrees[torch.cat([h.inner_gid, h.halo_gid])] = h.out_deg
+        shard.out_degrees = degrees
+        return shard
 
     def attach(self, ctx, shard, *, sampler=None, cache=None) -> "PrefetchRank":
         return PrefetchRank(self, ctx, shard, sampler=sampler, cache=cache)
