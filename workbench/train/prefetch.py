@@ -64,8 +64,8 @@ from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.constraints import Interval
 from workbench.events import PipelineCost, SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
-from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, build_shards
-from workbench.train.halo import comm_rows_from_parts, predicted_halo_bytes
+from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, OwnerComputeHalo, halo_shard
+from workbench.train.part_source import agree_halo
 from workbench.train.models import SpMM, sparse_aggregator
 from workbench.train.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
 
@@ -74,8 +74,6 @@ __all__ = ["PrefetchExchange", "EdgeSampledTrainer", "PrefetchSteps", "FLOPS_PER
 FLOPS_PER_S = 1e9
 """Nominal compute rate of the timing account (only ratios matter: the bandwidth is scaled to it)."""
 ID_BYTES = 8
-
-
 _KINDS = {"halo_fwd": "prefetch_fwd", "halo_bwd": "prefetch_bwd"}   # the halo exchange's kinds, as this one counts them
 
 
@@ -111,40 +109,25 @@ class PrefetchExchange(Exchange):
         return frozenset(range(num_layers))
 
     def layout(self, graph, node_part, num_parts, model, input_widths, backward_widths=None) -> ExchangeLayout:
-        shards, plans = build_shards(graph, node_part, num_parts, model, input_widths)
-        out_deg = graph.out_degrees()
-        predicted = {_KINDS.get(k, k): v for k, v in shards[0].predicted.items()}
-        for s in shards:
-            s.predicted = predicted
-            s.node_part = node_part
-            s.out_degrees = out_deg
-        comm = comm_rows_from_parts(graph, node_part, num_parts)
-        return ExchangeLayout(shards=shards, predicted=predicted, root_rows=[int(x) for x in comm.sum(axis=1)],
-                              backward_rows=[int(x) for x in comm.sum(axis=0)], halo_sizes=[p.num_halo for p in plans])
+        layout = OwnerComputeHalo().layout(graph, node_part, num_parts, model, input_widths)  # default bwd widths
+        predicted, out_deg = {_KINDS.get(k, k): v for k, v in layout.predicted.items()}, graph.out_degrees()
+        for s in layout.shards:
+            s.predicted, s.node_part, s.out_degrees = predicted, node_part, out_deg
+        return dataclasses.replace(layout, predicted=predicted)
 
     def part_layout(self, part_sizes, comm_rows, input_widths, backward_widths=None) -> ExchangeLayout:
-        """As the ``halo`` exchange's, its kinds renamed ``prefetch_*`` (the layout of :meth:`layout`)."""
-        import numpy as np
-
-        comm = np.asarray(comm_rows, dtype=np.int64)
-        halo = predicted_halo_bytes(int(comm.sum()), input_widths)
-        predicted = {_KINDS.get(k, k): v for k, v in halo.items()}
-        return ExchangeLayout(shards=[], predicted=predicted, root_rows=comm.sum(1).tolist(),
-                              backward_rows=comm.sum(0).tolist(), halo_sizes=comm.sum(0).tolist())
+        """The ``halo`` exchange's (as :meth:`layout`, the default backward widths), kinds renamed ``prefetch_*``."""
+        layout = OwnerComputeHalo().part_layout(part_sizes, comm_rows, input_widths)
+        return dataclasses.replace(layout, predicted={_KINDS.get(k, k): v for k, v in layout.predicted.items()})
 
     def shard_from_part(self, ref, comm):
-        """The halo shard built on the rank (:func:`~workbench.train.full_graph.halo_shard`), with the partition
-        book (the folder's owner map) for the feature source and the global out-degrees of the rank's own and halo
-        vertices, which are the cache's candidates (the other entries stay 0: no cache reads them)."""
-        from workbench.train.full_graph import halo_shard
-        from workbench.train.part_source import agree_halo
-
+        """The halo shard built on the rank, the folder's owner map as the feature source's partition book, and
+        the global out-degrees of the rank's own and halo vertices (the cache's candidates; no cache reads more)."""
         h = agree_halo(ref, comm)
         shard = halo_shard(ref, h)
         shard.node_part = torch.from_numpy(ref.source.owner_map())
-        degrees = torch.zeros(shard.node_part.numel(), dtype=torch.int64)
-        degrees[torch.cat([h.inner_gid, h.halo_gid])] = h.out_deg
-        shard.out_degrees = degrees
+        shard.out_degrees = torch.zeros(shard.node_part.numel(), dtype=torch.int64)
+        shard.out_degrees[torch.cat([h.inner_gid, h.halo_gid])] = h.out_deg
         return shard
 
     def attach(self, ctx, shard, *, sampler=None, cache=None) -> "PrefetchRank":
