@@ -65,7 +65,7 @@ class ProgressView(StoreView):
         self._status = pn.pane.HTML("", margin=(4, 0, 4, 10), disable_math=True)
         self._counts = pn.pane.HTML("", margin=(4, 10, 4, 0), disable_math=True)
         self._failure = pn.pane.Alert("", alert_type="danger", visible=False, margin=(4, 10))
-        self._memory = pn.pane.HTML("", margin=(0, 10), visible=False, disable_math=True)
+        self._memory = pn.pane.HTML("", margin=(0, 10), disable_math=True)   # empty (no height) until the run ends
         self._bars = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width", disable_math=True)
         self._bars_next = 0.0
         self._bars_pending: Optional[str] = None  # bars not sent yet (throttled)
@@ -132,10 +132,9 @@ class ProgressView(StoreView):
         sep = " &nbsp;·&nbsp; "
         self._set(self._status, sep.join(parts) + sep)
         self._set(self._counts, sep.join(counts))
-        memory = self._peak_rss(s.summary or {})
-        if self._memory.visible != bool(memory):
-            self._memory.visible = bool(memory)
-        self._set(self._memory, memory)
+        # its text only: toggling a pane's visibility lays the whole status out again, which blanked it in the
+        # browser for a moment as the run ended
+        self._set(self._memory, self._peak_rss(s.summary or {}))
         if self._failure.visible != (s.status == "failed"):
             self._failure.visible = s.status == "failed"
         if s.status == "failed":

@@ -130,8 +130,6 @@ def test_real_run_from_the_form(page, served, tmp_path):
     wait_until(lambda: rss.count() and rss.is_visible())
     assert re.fullmatch(r"peak resident memory: client [\d,]+ MiB · ranks [\d,]+, [\d,]+ MiB \(largest [\d,]+ "
                         r"MiB\)", rss.inner_text()), rss.inner_text()
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "dashboard-finished.png"))
     # the page says "finished" only with the curves of the whole run beside it: the run's end is drawn in
     # the refresh that shows its status, whatever the figures' redraw throttle (a short run used to end
     # while the curves still waited for their first epoch, or showed the first few)
