@@ -91,7 +91,10 @@ def test_dask_stop_after_failures_leaves_cluster_usable(dask_client):
 
 def test_busy_worker_gives_rendezvous_timeout_not_a_hang(dask_client):
     workers = sorted(_settled_workers(dask_client))
-    busy = dask_client.submit(time.sleep, 30, workers=[workers[1]], pure=False)  # holds rank 1's only thread
+    # holds rank 1's only thread well past the 2 s rendezvous limit; not much longer, since the workers restart
+    # after the error and a worker closes only once this sleep ends (under load a 30 s sleep left too little of
+    # the minute below for the new process to start)
+    busy = dask_client.submit(time.sleep, 12, workers=[workers[1]], pure=False)
     t0 = time.monotonic()
     handle = launch(TinyConfig(epochs=1), runner="dask", scheduler=dask_client, out=None, timeout=2)
     with pytest.raises(RendezvousTimeout) as info:
@@ -99,7 +102,7 @@ def test_busy_worker_gives_rendezvous_timeout_not_a_hang(dask_client):
     assert time.monotonic() - t0 < 30
     assert info.value.worker == workers[1] and info.value.timeout_s == 2
     busy.cancel()
-    dask_client.wait_for_workers(2, timeout=60)
+    dask_client.wait_for_workers(2, timeout=120)
 
 
 def test_embedded_cluster_default(tmp_path):
