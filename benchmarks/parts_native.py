@@ -61,6 +61,9 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="distdgl,full_graph,sancus", help="training phases, comma-separated")
     ap.add_argument("--work", type=Path, default=Path("/tmp/workbench-parts-native"))
     ap.add_argument("--reuse-input", action="store_true", help="keep the input and folder an earlier run wrote")
+    ap.add_argument("--halo-features", choices=("copy", "reference"), default="copy",
+                    help="the folder's halo feature rows: copied into each part, or read from the input's features "
+                         "by reference (the papers100M-sized folder: reference, else it outgrows the disk)")
     args = ap.parse_args(argv)
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -83,7 +86,8 @@ def main(argv=None) -> int:
     if not (args.reuse_input and (folder / "manifest.json").is_file()):
         argv = ["partition", str(edges), "--stream", "--method", args.method, "--parts", str(args.parts),
                 "--out", str(folder), "--with-features", str(files["features"]), "--labels", str(files["labels"]),
-                "--train", str(files["train"]), "--val", str(files["val"]), "--test", str(files["test"]), "--json"]
+                "--train", str(files["train"]), "--val", str(files["val"]), "--test", str(files["test"]), "--halo-features", args.halo_features,
+                "--json"]
         d, wall, peak = run_phase(["-c", CLI_SCRIPT, *argv], work, "partition")
         manifest = json.loads((folder / "manifest.json").read_text())
         peak = max(peak, d["peak_rss_mb"], manifest["write_peak_rss_mb"])

@@ -191,18 +191,20 @@ def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_
     assert ours["partition"] == "metis" and len(ours["peak_rss_mb"]["ranks"]) == 2
 
 
-@pytest.mark.parametrize("variant", ["recipe", "degree_cache", "even"])
+@pytest.mark.parametrize("variant", ["recipe", "degree_cache", "even", "bytegnn"])
 def test_distdgl_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_memory(folder, variant, monkeypatch):
     """DistDGL's trainers on their own parts: rows, features and labels from the rank's part, the balanced (or
     even) split made from the parts' counts with the seeds and labels sent by their parts, a degree cache's
     global degrees summed on the ranks; the partition book is the folder's owner map. Equal to the same
-    partition in memory (losses, weights, every byte but ``part_setup``); the client reads no part."""
-    from recipes import distdgl
+    partition in memory (losses, weights, every byte but ``part_setup``); the client reads no part. ByteGNN
+    likewise: each rank's graph store serves the part it read, and the cost model's in-degrees are summed on the
+    ranks."""
+    from recipes import bytegnn, distdgl
     from workbench.runtime import launch
 
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
-    make = distdgl.degree_cache if variant == "degree_cache" else distdgl.recipe
+    make = {"degree_cache": distdgl.degree_cache, "bytegnn": bytegnn.recipe}.get(variant, distdgl.recipe)
     settings = {"epochs": 2, "hidden": 8, "fanouts": (4, 4), "batch_size": 64}
 
     def config(**more):

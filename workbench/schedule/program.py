@@ -40,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
@@ -67,16 +68,24 @@ class ScheduledTrainer(MiniBatchTrainer):
 
     provides = frozenset({"sampling tasks", "feature source"})
     trainer = "mini-batch training with a schedule"
-    reads_parts = False   # its sampling workers' Graph Store is cut from the whole graph on the client
     rank_processes = True  # each rank starts its sampling worker processes (an embedded Dask cluster allows it)
+    needs_in_degrees = True  # the NSC cost model's (N,) in-degrees, summed on the ranks from their parts
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config, graph=graph, node_part=node_part)
         self.name = f"bytegnn-{config.method('schedule')}"
 
-    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
+    def parts_on_ranks(self, world_size: int) -> bool:
+        """With ``graph_store="owners"`` each rank reads its own part of a partition folder, as the mini-batch
+        trainer's ranks do, and serves it to the other ranks' sampling workers; ``"local"`` gives every worker
+        the whole graph, so the client loads it."""
+        return self.config.schedule.graph_store == "owners" and super().parts_on_ranks(world_size)
+
+    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         from workbench.train.loop import load_training_graph
 
+        if self.parts_on_ranks(world_size):
+            return super().prepare(world_size, emit)
         if not isinstance(self._graph, Graph):
             self._graph_from_config = self._graph is None   # a partition folder's parts stay the partition
             self._graph = load_training_graph(self._graph if self._graph is not None else self.config.graph,
@@ -84,10 +93,8 @@ class ScheduledTrainer(MiniBatchTrainer):
         shards = super().prepare(world_size, emit)
         local = self.config.schedule.graph_store == "local"
         in_degrees = None if local else self._graph.in_degrees().numpy()   # the NSC cost model's, (N,)
-        for s in shards:
-            s.graph = self._graph if local else None   # the workers' Graph Store: the whole graph, or the shard's part
-            s.in_degrees = in_degrees
-        return shards
+        return [dataclasses.replace(s, graph=self._graph if local else None, in_degrees=in_degrees)
+                for s in shards]
 
     def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> "ScheduledSteps":
         return ScheduledSteps(ctx, self.config, shard)

@@ -284,6 +284,8 @@ class MiniBatchTrainer(Trainer):
         return shards
 
     reads_parts: ClassVar[bool] = True
+    needs_in_degrees: ClassVar[bool] = False
+    """Whether a rank's shard holds every vertex's in-degree (:attr:`MiniBatchShard.in_degrees`)."""
     """Whether a run on a partition folder may hand each rank its part to read (:meth:`parts_on_ranks`)."""
 
     def parts_on_ranks(self, world_size: int) -> bool:
@@ -307,7 +309,7 @@ class MiniBatchTrainer(Trainer):
         if not isinstance(payload, PartRef):
             return payload
         return build_minibatch_shard(payload, ctx.comm, split_mode=self.config.sample.split,
-                                     degrees=self.config.cache is not None)
+                                     degrees=self.config.cache is not None, in_degrees=self.needs_in_degrees)
 
     def models(self, ctx: RankContext, shard: MiniBatchShard) -> list:
         return [self.build_model(ctx, shard.features.shape[1], shard.num_classes)]

@@ -45,16 +45,23 @@ class MiniBatchShard:
     label_gid: Optional[torch.Tensor] = None
     """``None``: ``labels`` is every vertex's; else the ascending global ids whose labels ``labels`` holds (a rank
     that read its own part: its owned vertices and the seeds other parts sent it)."""
+    in_degrees: Optional[np.ndarray] = None
+    """``(N,)`` int64 in-degree of every vertex: ByteGNN's NSC cost model (:mod:`workbench.schedule`), else
+    ``None``."""
+    graph: Any = None
+    """ByteGNN's ``graph_store="local"``: the whole graph its sampling workers inherit, else ``None``."""
 
 
-def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool) -> MiniBatchShard:
+def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool,
+                          in_degrees: bool = False) -> MiniBatchShard:
     """Rank ``ref.part``'s :class:`MiniBatchShard`, built on the rank from its own part
     (:class:`~workbench.train.part_source.PartRef`): its rows' in-neighbours, its feature rows and labels, and
     its trainer's seeds. The training split is :func:`~workbench.sample.split.split_seeds`'s, made from every
     part's training count alone (:func:`~workbench.sample.split.split_ranges`): each part sends the trainers
     their pieces of its training vertices with their labels, in one ``all_to_all`` (``(id, label)`` int64 pairs,
     16 bytes a seed). With a cache (``degrees``), the global out-degrees are summed from every part's in-edges
-    in one ``all_reduce`` of ``(N,)`` int64. Both are counted as ``part_setup``. The partition book is the
+    in one ``all_reduce`` of ``(N,)`` int64; with ``in_degrees`` (ByteGNN's cost model), every part's rows'
+    in-degrees likewise. All are counted as ``part_setup``. The partition book is the
     folder's owner map (``(N,)``, as DistDGL's trainers hold theirs)."""
     from workbench.sample.keyed import CSRRows
     from workbench.sample.split import SeedSplit, split_ranges
@@ -100,9 +107,14 @@ def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool
     if degrees:
         deg = torch.bincount(src, minlength=n).to(torch.int64)
         deg = comm.all_reduce(deg, kind=SETUP_KIND) if p > 1 else deg
+    in_deg = None
+    if in_degrees:
+        in_deg = torch.zeros(n, dtype=torch.int64)
+        in_deg[inner] = torch.from_numpy(np.diff(a.indptr).astype(np.int64))
+        in_deg = (comm.all_reduce(in_deg, kind=SETUP_KIND) if p > 1 else in_deg).numpy()
     return MiniBatchShard(rows=rows, node_part=node_part, owned_gid=inner,
                           features=torch.from_numpy(np.ascontiguousarray(a.features)),
                           labels=torch.cat([labels, extra[:, 1]])[order], label_gid=ids[order], degrees=deg,
                           train_split=train_split, val_split=split(own(a.val_mask), counts["val"], "own"),
                           test_split=split(own(a.test_mask), counts["test"], "own"), num_classes=ref.num_classes,
-                          trainers=[r])
+                          trainers=[r], in_degrees=in_deg)
