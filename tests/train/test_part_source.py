@@ -221,3 +221,64 @@ def test_distdgl_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_me
     assert setup > 0 and ours["bytes_by_kind"] == memory["bytes_by_kind"]
     assert ours["bytes_by_epoch"] == memory["bytes_by_epoch"] and ours["split_sizes"] == memory["split_sizes"]
     assert ours["partition"] == "metis"
+
+
+G3_KEYS = ("bins_per_layer", "max_bin_bytes", "memory_budget", "memory_budget_auto", "bin_limit")
+
+
+@pytest.mark.parametrize("memory_budget", ["auto", 20_000])
+def test_g3_from_a_folder_plans_its_bins_on_the_ranks_and_equals_the_run_in_memory(folder, memory_budget, monkeypatch):
+    """G3's bins on a folder: each rank reads its own part, agrees the largest one-vertex bin and the parts' sizes
+    with the others (``auto`` sizes the same budget), packs its own bins and learns their dependencies from the
+    owners of its halo; the run equals the partition trained in memory, whose client packs every rank's bins:
+    losses and weights, the training's bytes by kind, the ``g3`` block's bins and budget, the ``notes``."""
+    from recipes import g3
+    from workbench.runtime import launch
+
+    assert g3.recipe().train.memory_budget == "auto"                     # the recipe's default
+    pf = PartFolder(folder)
+    g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
+    settings = {"epochs": 3, "hidden": 8, "memory_budget": memory_budget}
+    memory = launch(g3.recipe(**settings).build(graph=g, node_part=owner), runner="local", workers=2, out=None,
+                    blocking=True).wait(timeout=300)
+
+    _client_reads_no_part(monkeypatch)
+    program = g3.recipe(graph=f"parts:{folder}", **settings).build()
+    assert program.trainer.parts_on_ranks()
+    ours = launch(program, runner="dask", workers=2, out=None).wait(timeout=300)
+    assert_same_run(ours, memory, rtol=1e-5)
+    setup = ours["bytes_by_kind"].pop("part_setup")
+    assert setup > 24 * int(np.sum(pf.manifest["comm_rows"]))             # the halo's, and the bins' agreement
+    assert ours["bytes_by_kind"] == memory["bytes_by_kind"] and ours["bytes_by_epoch"] == memory["bytes_by_epoch"]
+    assert {k: ours["g3"][k] for k in G3_KEYS} == {k: memory["g3"][k] for k in G3_KEYS}
+    assert max(max(b) for b in ours["g3"]["bins_per_layer"]) > 1           # bins, not whole parts
+    assert (ours["g3"]["memory_budget_auto"] is None) == (memory_budget != "auto")
+    g3 = ours["g3"]
+    note = f"memory_budget=auto -> {g3['memory_budget'] / 1024:.1f} KiB ({g3['memory_budget_auto']})"
+    assert ours.get("notes") == memory.get("notes") == ([note] if memory_budget == "auto" else None)
+    assert ours["g3"]["simulated_epoch_s"].keys() == memory["g3"]["simulated_epoch_s"].keys()
+
+
+def test_g3_from_a_folder_refuses_a_budget_below_the_largest_vertex_bin_on_the_ranks(folder, monkeypatch):
+    """The client of a folder run never reads the edges: a given budget whose half cannot hold the largest vertex
+    with its in-neighbours fails the run as the ranks read their parts, with the message the client gives for the
+    graph in memory (before partitioning), naming ``memory_budget`` and the smallest budget that works."""
+    from recipes import g3
+    from workbench._validation import ParamError
+    from workbench.runtime import launch
+    from workbench.runtime.errors import RankFailed
+
+    pf = PartFolder(folder)
+    g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
+    settings = {"epochs": 1, "hidden": 8, "memory_budget": 4096}
+    with pytest.raises(ParamError, match=r"The 'memory_budget' parameter of TrainLoopConfig must be 'auto' or at "
+                                         r"least \d+ bytes") as info:
+        g3.recipe(**settings).build(graph=g, node_part=owner).prepare(2, lambda e: None)
+    message = str(info.value)
+
+    _client_reads_no_part(monkeypatch)
+    program = g3.recipe(graph=f"parts:{folder}", **settings).build()
+    assert len(program.prepare(2, lambda e: None)) == 2                     # the manifest allows it
+    with pytest.raises(RankFailed) as failed:                              # a rank's error, its message kept
+        launch(g3.recipe(graph=f"parts:{folder}", **settings), runner="dask", workers=2, out=None).wait(timeout=300)
+    assert f"ParamError: {message}" in str(failed.value) and "Got 4096 instead" in message

@@ -6,7 +6,10 @@ simulated pipeline epochs in the run summary.
 exchange other than plain ``halo`` and a given budget too small for the largest vertex with its neighbours,
 naming the smallest that works; :func:`size_budget` (once the parts are known) sizes ``memory_budget=auto``
 from the graph; :func:`plan_bins` rejects whole-part training that would not fit the budget (before any worker
-starts) and packs every rank's bins. A rank with bins trains with :class:`BinnedFullGraphSteps`
+starts) and packs every rank's bins (:func:`pack_part_bins` per rank, :func:`part_dependencies` for what each
+bin reads). A run on a partition folder, whose client never reads the edges, plans the same on the ranks
+(:mod:`workbench.train.bins_ranks`, :func:`plan_from_ranks` for the summary). A rank with bins trains with
+:class:`BinnedFullGraphSteps`
 (per-layer P2P halo exchange of the ``halo`` exchange, then the layer bin by bin). The summary gains
 ``g3``: bins per layer, the measured per-bin costs' totals and, per pipeline variant, the simulated epoch
 time and idle fraction (:mod:`workbench.train.bins_pipeline`). The simulated epoch charges what every epoch does,
@@ -38,7 +41,8 @@ from workbench.train.bins_pipeline import BinCosts, simulate, simulate_all
 from workbench.train.full_graph_loop import FullGraphSteps
 from workbench.train.loop import StepOutput, masked_loss
 
-__all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "BinnedFullGraphSteps", "BinPlan",
+__all__ = ["plan_bins", "check_bins_before_partition", "check_exchange", "size_budget", "sized_budget", "check_budget",
+           "pack_part_bins", "output_bins", "part_dependencies", "plan_from_ranks", "BinnedFullGraphSteps", "BinPlan",
            "bins_summary"]
 
 
@@ -64,7 +68,9 @@ class BinPlan:
     consecutive: Optional[tuple[list[BinSchedule], list]] = None
 
 
-def _check_exchange(train: Any, exchange: str, staleness: str) -> None:
+def check_exchange(train: Any, exchange: str, staleness: str) -> None:
+    """Refuse bins on an exchange other than plain ``halo`` (what the config alone decides: before anything is
+    read but a partition folder's manifest)."""
     if exchange != "halo" or staleness != "none":
         name, value = ("bin_limit", train.bin_limit) if train.bin_limit is not None else ("memory_budget",
                                                                                            train.memory_budget)
@@ -86,24 +92,53 @@ def check_bins_before_partition(graph: Any, train: Any, widths_in: list[int], wi
             whose half cannot hold the largest vertex with its in-neighbours (the message names the
             smallest budget that works).
     """
-    _check_exchange(train, exchange, staleness)
+    check_exchange(train, exchange, staleness)
     largest = _largest_bin(graph, widths_in, widths_out)
     if train.bin_limit is not None:
         check_bin_budget(train.memory_budget, largest)
     return largest
 
 
+def sized_budget(memory_budget: Any, sizes: list[tuple[int, int]], widths_in: list[int], widths_out: list[int],
+                 largest: VertexBin) -> Optional[MemoryBudget]:
+    """The budget of the run from the parts' ``(num_inner, num_halo)`` and the graph's largest one-vertex bin:
+    ``memory_budget`` as given, sized when it is ``auto`` (:func:`~workbench.train.bins.auto_memory_budget`),
+    ``None`` when unlimited. The client's figure for a graph in memory, each rank's for a partition folder
+    (:func:`workbench.train.bins_ranks.plan_bins_on_rank`): the same inputs, the same budget."""
+    if memory_budget is None:
+        return None
+    if memory_budget != "auto":
+        return MemoryBudget(int(memory_budget))
+    return auto_memory_budget(sizes, widths_in, widths_out, largest)
+
+
 def size_budget(graph: Any, shards: list, widths_in: list[int], widths_out: list[int], train: Any,
                 largest: Optional[VertexBin] = None) -> Optional[MemoryBudget]:
     """The budget of the run: ``train.memory_budget`` as given, sized from the graph and the parts when it is
     ``auto`` (:func:`~workbench.train.bins.auto_memory_budget`), ``None`` when unlimited."""
-    if train.memory_budget is None:
-        return None
-    if train.memory_budget != "auto":
-        return MemoryBudget(int(train.memory_budget))
-    largest = largest or _largest_bin(graph, widths_in, widths_out)
+    if train.memory_budget == "auto" and largest is None:
+        largest = _largest_bin(graph, widths_in, widths_out)
     sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
-    return auto_memory_budget(sizes, widths_in, widths_out, largest)
+    return sized_budget(train.memory_budget, sizes, widths_in, widths_out, largest)
+
+
+def check_budget(sizes: list[tuple[int, int]], widths_in: list[int], widths_out: list[int], train: Any,
+                 budget: Optional[MemoryBudget], largest: VertexBin) -> bool:
+    """Whether the run packs bins (``train.bin_limit`` set) once the parts' sizes are known; refuses what does
+    not fit ``budget``.
+
+    Raises:
+        ParamError: whole-part training does not fit the budget (:func:`~workbench.train.bins.check_memory`); a
+            vertex with its in-neighbours does not fit half of it (:func:`~workbench.train.bins.check_bin_budget`,
+            naming the smallest budget that works).
+    """
+    memory_budget = None if budget is None else budget.num_bytes
+    check_memory(sizes, widths_in, widths_out, memory_budget=memory_budget, bin_limit=train.bin_limit,
+                 auto=budget.reason if budget is not None else None)
+    if train.bin_limit is None:
+        return False
+    check_bin_budget(memory_budget, largest)
+    return True
 
 
 def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list[int], widths_out: list[int],
@@ -119,78 +154,109 @@ def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list
         ParamError: whole-part training does not fit ``memory_budget``; a vertex does not fit half of it (the
             message names the smallest budget that works); bins with an exchange other than plain ``halo``.
     """
-    _check_exchange(train, exchange, staleness)
+    check_exchange(train, exchange, staleness)
     largest = largest or _largest_bin(graph, widths_in, widths_out)
     if budget is None:
         budget = size_budget(graph, shards, widths_in, widths_out, train, largest)
-    memory_budget = None if budget is None else budget.num_bytes
     sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
-    check_memory(sizes, widths_in, widths_out, memory_budget=memory_budget, bin_limit=train.bin_limit,
-                 auto=budget.reason if budget is not None else None)
-    if train.bin_limit is None:
+    if not check_budget(sizes, widths_in, widths_out, train, budget, largest):
         return None
-    check_bin_budget(memory_budget, largest)
-    cap = bin_byte_cap(memory_budget)
-    schedules, consecutive = [], []
-    for shard in shards:
-        plan = shard.plan
-        n = plan.num_inner
-        send_count = torch.zeros(n, dtype=torch.int64)
-        for j, idx in enumerate(plan.send_local_nid):
-            if j != plan.rank and idx.numel():
-                send_count.index_add_(0, idx, torch.ones_like(idx))
-        remote_in = torch.zeros(n, dtype=torch.bool)
-        remote_in[shard.agg_rows[shard.agg_cols >= n]] = True
-        order = priority_order(n, shard.agg_rows, shard.agg_cols, remote_in | (send_count > 0))
-        try:
-            s = build_schedule(n, plan.num_halo, shard.agg_rows, shard.agg_cols, shard.agg_weights, order,
-                               widths_in=widths_in, widths_out=widths_out, bin_limit=train.bin_limit or None,
-                               byte_cap=cap, send_count=send_count.numpy())
-        except ValueError as exc:   # check_bin_budget above makes this unreachable
-            raise AssertionError(f"part {plan.rank}: {exc} after check_bin_budget passed") from exc
-        s.num_boundary = int((remote_in | (send_count > 0)).sum())
-        schedules.append(s)
-        consecutive.append(build_schedule(n, plan.num_halo, shard.agg_rows, shard.agg_cols, shard.agg_weights,
-                                          np.arange(n, dtype=np.int64), widths_in=widths_in, widths_out=widths_out,
-                                          bin_limit=train.bin_limit or None, byte_cap=cap,
-                                          send_count=send_count.numpy()))
-    return BinPlan(schedules=schedules, deps=_dependencies(graph, node_part, shards, schedules),
+    cap = bin_byte_cap(None if budget is None else budget.num_bytes)
+    packed = [pack_part_bins(shard, widths_in, widths_out, train.bin_limit, cap) for shard in shards]
+    schedules, consecutive = [p[0] for p in packed], [p[1] for p in packed]
+    return BinPlan(schedules=schedules, deps=_dependencies(graph.num_nodes, shards, schedules),
                    widths_in=list(widths_in), widths_out=list(widths_out),
-                   consecutive=(consecutive, _dependencies(graph, node_part, shards, consecutive)))
+                   consecutive=(consecutive, _dependencies(graph.num_nodes, shards, consecutive)))
 
 
-def _dependencies(graph: Any, node_part: torch.Tensor, shards: list, schedules: list[BinSchedule]) -> list:
-    """Per layer, rank and bin: the ``(rank, bin)`` pairs of the previous layer whose outputs it reads."""
-    n = graph.num_nodes
-    num_layers = len(schedules[0].layers)
-    owner = node_part.numpy()
-    local = np.empty(n, dtype=np.int64)
-    for shard in shards:
-        local[shard.plan.inner_gid.numpy()] = np.arange(shard.plan.num_inner)
-    bin_of = []            # per layer: (N,) bin of each vertex's output, in its owner's bins
-    for k in range(num_layers):
-        b = np.empty(n, dtype=np.int64)
-        for r, (shard, s) in enumerate(zip(shards, schedules)):
-            lb = s.layers[k]
-            per_local = np.repeat(np.arange(lb.num_bins), [len(d) for d in lb.dst])
-            pos = lb.inverse.numpy()
-            b[shard.plan.inner_gid.numpy()] = per_local[pos]
-        bin_of.append(b)
-    deps = [[[np.zeros((0, 2), dtype=np.int64)] * s.layers[0].num_bins for s in schedules]]
-    for k in range(1, num_layers):
-        per_rank = []
-        for shard, s in zip(shards, schedules):
-            plan = shard.plan
-            gid_of_local = torch.cat([plan.inner_gid, plan.halo_gid]).numpy()
-            lb = s.layers[k]
-            rows = []
-            for src in lb.src:
-                g = gid_of_local[src.numpy()]
-                pairs = np.unique(owner[g] * (n + 1) + bin_of[k - 1][g])
-                rows.append(np.stack([pairs // (n + 1), pairs % (n + 1)], 1))
-            per_rank.append(rows)
-        deps.append(per_rank)
+def pack_part_bins(shard: Any, widths_in: list[int], widths_out: list[int], bin_limit: Optional[int],
+                   byte_cap: Optional[float]) -> tuple[BinSchedule, BinSchedule]:
+    """One rank's bins, from its shard alone (on the client for every rank of a graph in memory, on the rank for
+    a partition folder): ``(priority bins, consecutive-id bins)``, both under ``bin_limit`` and ``byte_cap``.
+    The priority order walks the part's own edges sorted by (row, column), so it does not depend on the order
+    the shard's edges were cut in (from the whole graph, or from the part's files)."""
+    plan = shard.plan
+    n = plan.num_inner
+    send_count = torch.zeros(n, dtype=torch.int64)
+    for j, idx in enumerate(plan.send_local_nid):
+        if j != plan.rank and idx.numel():
+            send_count.index_add_(0, idx, torch.ones_like(idx))
+    remote_in = torch.zeros(n, dtype=torch.bool)
+    remote_in[shard.agg_rows[shard.agg_cols >= n]] = True
+    boundary = remote_in | (send_count > 0)
+    by_row = torch.argsort(shard.agg_rows * (n + plan.num_halo) + shard.agg_cols, stable=True)
+    order = priority_order(n, shard.agg_rows[by_row], shard.agg_cols[by_row], boundary)
+    args = (n, plan.num_halo, shard.agg_rows, shard.agg_cols, shard.agg_weights)
+    caps = dict(widths_in=widths_in, widths_out=widths_out, bin_limit=bin_limit or None, byte_cap=byte_cap,
+                send_count=send_count.numpy())
+    try:
+        s = build_schedule(*args, order, **caps)
+    except ValueError as exc:   # check_bin_budget before makes this unreachable
+        raise AssertionError(f"part {plan.rank}: {exc} after check_bin_budget passed") from exc
+    s.num_boundary = int(boundary.sum())
+    return s, build_schedule(*args, np.arange(n, dtype=np.int64), **caps)
+
+
+def output_bins(schedule: BinSchedule) -> list[np.ndarray]:
+    """Per layer, ``(num_inner,)``: the bin of the rank's schedule that computes each owned row."""
+    out = []
+    for lb in schedule.layers:
+        per_local = np.repeat(np.arange(lb.num_bins), [len(d) for d in lb.dst])
+        out.append(per_local[lb.inverse.numpy()])
+    return out
+
+
+def part_dependencies(plan: Any, schedule: BinSchedule, own: list[np.ndarray], halo: list[np.ndarray]) -> list:
+    """``deps[k][b]`` of one rank (see :class:`BinPlan`): the ``(rank, bin)`` pairs of layer ``k - 1`` whose
+    outputs bin ``b`` of layer ``k`` reads, sorted, each once.
+
+    Args:
+        plan: the rank's :class:`~workbench.train.halo.HaloExchangePlan`.
+        schedule: its bins.
+        own: :func:`output_bins` of ``schedule``.
+        halo: per layer, ``(num_halo,)`` the bin of each halo row at its owner (halo order).
+    """
+    owner = np.concatenate([np.full(plan.num_inner, plan.rank, dtype=np.int64), plan.halo_owner.numpy()])
+    deps = [[np.zeros((0, 2), dtype=np.int64)] * schedule.layers[0].num_bins]
+    for k in range(1, len(schedule.layers)):
+        bin_of = np.concatenate([own[k - 1], np.asarray(halo[k - 1], dtype=np.int64)])
+        base = int(bin_of.max()) + 1 if bin_of.size else 1
+        rows = []
+        for src in schedule.layers[k].src:
+            s = src.numpy()
+            pairs = np.unique(owner[s] * base + bin_of[s])
+            rows.append(np.stack([pairs // base, pairs % base], 1))
+        deps.append(rows)
     return deps
+
+
+def _dependencies(num_nodes: int, shards: list, schedules: list[BinSchedule]) -> list:
+    """Per layer, rank and bin: the ``(rank, bin)`` pairs of the previous layer whose outputs it reads (every
+    rank's :func:`part_dependencies`, the halo rows' bins looked up at their owners in memory)."""
+    own = [output_bins(s) for s in schedules]
+    num_layers = len(schedules[0].layers)
+    bin_of = np.empty((num_layers, num_nodes), dtype=np.int64)   # each vertex's bin at its owner, per layer
+    for shard, bins in zip(shards, own):
+        bin_of[:, shard.plan.inner_gid.numpy()] = np.stack(bins)
+    per_rank = [part_dependencies(shard.plan, s, bins, bin_of[:, shard.plan.halo_gid.numpy()])
+                for shard, s, bins in zip(shards, schedules, own)]
+    return [[deps[k] for deps in per_rank] for k in range(num_layers)]
+
+
+def plan_from_ranks(planned: list, widths_in: list[int], widths_out: list[int]) -> Optional[BinPlan]:
+    """The :class:`BinPlan` of a run whose ranks planned their own bins
+    (:class:`~workbench.train.bins_ranks.RankBins`, in rank order), for :func:`bins_summary`; ``None`` when
+    they train whole parts."""
+    if planned[0].schedule is None:
+        return None
+    num_layers = len(planned[0].schedule.layers)
+
+    def by_layer(deps: list) -> list:
+        return [[d[k] for d in deps] for k in range(num_layers)]
+
+    return BinPlan(schedules=[p.schedule for p in planned], deps=by_layer([p.deps for p in planned]),
+                   widths_in=list(widths_in), widths_out=list(widths_out),
+                   consecutive=([p.consecutive[0] for p in planned], by_layer([p.consecutive[1] for p in planned])))
 
 
 class BinnedFullGraphSteps(FullGraphSteps):

@@ -169,6 +169,10 @@ class RankShard:
     predicted: dict
     bins: Any = None
     """G3 bin schedule of the rank (``workbench.train.bins.BinSchedule``) when ``train.bin_limit`` is set."""
+    rank_bins: Any = None
+    """G3 on a partition folder: what the rank planned itself (:class:`~workbench.train.bins_ranks.RankBins`:
+    the budget, its bins' dependencies, the consecutive-id bins), returned to the client's summary; ``None`` when
+    the client planned the bins."""
     agg_scales: Any = None
     """``(r, c)``: ``agg_weights == r[agg_rows] * c[agg_cols]`` (:func:`~workbench.train.models.node_scales`),
     so the CPU may run an unweighted kernel between two scalings."""
@@ -337,6 +341,9 @@ class FullGraphTrainer(Trainer):
         self._largest_bin = None        # G3: the graph's largest one-vertex bin, found before partitioning
         self.bin_train = config.train   # G3: the train settings with memory_budget in bytes (auto sized)
         self.budget_auto: Optional[str] = None
+        self.bin_plan = None            # G3: every rank's bins (workbench.train.bins_program.BinPlan)
+        self.bins_on_ranks = False      # G3 on a partition folder: the ranks plan their bins, the summary gathers them
+        self._bin_widths_out: list[int] = []
 
     def exchange(self) -> Exchange:
         cfg = self.config
@@ -362,16 +369,28 @@ class FullGraphTrainer(Trainer):
 
     def parts_on_ranks(self) -> bool:
         """Whether each rank reads its own part of a partition folder and builds its shard itself
-        (:meth:`Exchange.shard_from_part <workbench.train.exchange.Exchange.shard_from_part>`): the ``halo`` and
-        ``block_row`` exchanges (any staleness) on a folder; the client then reads the manifest only. The other
-        exchanges and G3's bins still cut the shards from the whole graph on the client."""
-        return (self.partition_folder() is not None and not self._binned()
-                and type(self.exchange()).part_layout is not Exchange.part_layout)
+        (:meth:`Exchange.shard_from_part <workbench.train.exchange.Exchange.shard_from_part>`): the exchanges with a
+        ``part_layout`` (``halo``, ``block_row``, ``prefetch``; any staleness) on a folder, G3's bins included (on
+        the ``halo`` exchange, the only one they run on: each rank then packs its own bins,
+        :mod:`workbench.train.bins_ranks`); the client then reads the manifest only. The other exchanges cut the
+        shards from the whole graph on the client."""
+        return self.partition_folder() is not None and type(self.exchange()).part_layout is not Exchange.part_layout
 
     def _prepare_on_ranks(self, world_size: int, emit: Callable[[Event], None]) -> list:
-        """A folder run: the manifest's figures here, one :class:`~workbench.train.part_source.PartRef` per rank."""
+        """A folder run: the manifest's figures here, one :class:`~workbench.train.part_source.PartRef` per rank.
+
+        G3's bins: what the config alone decides is refused here (bins on an exchange other than plain ``halo``),
+        the rest on the ranks (:func:`~workbench.train.bins_ranks.plan_bins_on_rank`): the client never reads the
+        edges, so a given ``memory_budget`` below twice the largest vertex with its in-neighbours, or whole parts
+        that do not fit it, fail the run as the ranks read their parts (the same ``ParamError`` messages as in
+        memory, raised by the ranks), and the budget ``auto`` sizes reaches ``notes`` with the ranks' results."""
         import numpy as np
 
+        if self._binned():
+            from workbench.train.bins_program import check_exchange
+
+            check_exchange(self.config.train, self.config.method("exchange"),
+                           getattr(self.config.exchange, "staleness", "none"))
         pf, event = start_folder_run(self, world_size, emit)
         m = pf.manifest
         widths, backward = self._layer_widths((int(m["feature_dim"]), int(m["num_classes"])))
@@ -381,14 +400,28 @@ class FullGraphTrainer(Trainer):
         self.predicted = self.layout_info.predicted
         self._widths, self._backward_widths = widths, backward
         self.bin_plan = None
+        self.bins_on_ranks = self._binned()
+        self._bin_widths_out = widths[1:] + [int(m["num_classes"])]
         self.partition_metrics = {k: v for k, v in event.metrics.items() if not isinstance(v, list)}
         emit(event)
         return part_refs(pf, self.config.method("model"), self.predicted)
 
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
+        """The rank's shard: as sent, or built from its part (a :class:`~workbench.train.part_source.PartRef`),
+        with its G3 bins planned on the rank when the run is binned
+        (:func:`~workbench.train.bins_ranks.plan_bins_on_rank`)."""
         from workbench.train.part_source import PartRef
 
-        return self.exchange().shard_from_part(payload, ctx.comm) if isinstance(payload, PartRef) else payload
+        if not isinstance(payload, PartRef):
+            return payload
+        shard = self.exchange().shard_from_part(payload, ctx.comm)
+        if not self._binned():
+            return shard
+        from workbench.train.bins_ranks import plan_bins_on_rank
+
+        widths = self._layer_widths((int(shard.data.features.shape[1]), shard.num_classes))[0]
+        planned = plan_bins_on_rank(ctx.comm, shard, widths, widths[1:] + [shard.num_classes], self.config.train)
+        return dataclasses.replace(shard, bins=planned.schedule, rank_bins=planned)
 
     def _check_bins(self, graph: Graph) -> None:
         # the G3 bins (workbench.train.bins_program) compile numba kernels: only a binned run imports them
@@ -427,14 +460,20 @@ class FullGraphTrainer(Trainer):
         cfg, widths_out = self.config, widths[1:] + [graph.num_classes]
         largest = self._largest_bin
         budget = size_budget(graph, shards, widths, widths_out, cfg.train, largest)
-        if budget is not None and budget.reason and budget.note() not in self.notes:
-            self.notes.append(budget.note())
-        self.budget_auto = budget.reason if budget is not None else None
-        self.bin_train = cfg.train if budget is None else dataclasses.replace(cfg.train, memory_budget=budget.num_bytes)
+        self._take_budget(budget)
         self.bin_plan = plan_bins(graph, node_part, shards, widths, widths_out, cfg.train, cfg.method("exchange"),
                                   getattr(cfg.exchange, "staleness", "none"), largest=largest, budget=budget)
         for shard, schedule in zip(shards, self.bin_plan.schedules if self.bin_plan else []):
             shard.bins = schedule
+
+    def _take_budget(self, budget: Any) -> None:
+        """The run's G3 memory budget (a :class:`~workbench.train.bins.MemoryBudget` or ``None``): how ``auto``
+        sized it said in ``notes``, the train settings with it in bytes for the summary."""
+        if budget is not None and budget.reason and budget.note() not in self.notes:
+            self.notes.append(budget.note())
+        self.budget_auto = budget.reason if budget is not None else None
+        cfg = self.config
+        self.bin_train = cfg.train if budget is None else dataclasses.replace(cfg.train, memory_budget=budget.num_bytes)
 
     def _binned(self) -> bool:
         return self.config.train.bin_limit is not None or self.config.train.memory_budget is not None
@@ -459,7 +498,10 @@ class FullGraphTrainer(Trainer):
         return FullGraphSteps(ctx, exchange=exchange, shard=shard)
 
     def rank_result(self, shard: Any, models: list) -> dict:
-        return {"predicted": shard.predicted}
+        out = {"predicted": shard.predicted}
+        if getattr(shard, "rank_bins", None) is not None:   # the client gathers the bins the ranks planned
+            out["g3_plan"] = shard.rank_bins.for_client()
+        return out
 
     def summary(self, rank_results: list[dict]) -> dict:
         return {"predicted": self.predicted or rank_results[0].get("predicted", {}),
@@ -489,7 +531,13 @@ class FullGraphTrainer(Trainer):
         })
         if getattr(self, "partition_metrics", None):
             summary["partition_metrics"] = self.partition_metrics
-        if getattr(self, "bin_plan", None) is not None:
+        if self.bins_on_ranks:   # a folder run: the bins its ranks planned, as the client plans them in memory
+            from workbench.train.bins_program import plan_from_ranks
+
+            planned = [r["g3_plan"] for r in sorted(rank_results, key=lambda r: r.get("rank", 0))]
+            self._take_budget(planned[0].budget)
+            self.bin_plan = plan_from_ranks(planned, self._widths, self._bin_widths_out)
+        if self.bin_plan is not None:
             from workbench.train.bins_program import bins_summary
 
             num_params = sum(int(torch.as_tensor(v).numel()) for v in r0.get("params", {}).values())
