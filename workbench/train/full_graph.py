@@ -176,6 +176,11 @@ class RankShard:
     agg_scales: Any = None
     """``(r, c)``: ``agg_weights == r[agg_rows] * c[agg_cols]`` (:func:`~workbench.train.models.node_scales`),
     so the CPU may run an unweighted kernel between two scalings."""
+    node_part: Any = None
+    """The ``prefetch`` exchange (PSC-GCN): ``(N,)`` owner of every vertex, its feature source's partition book."""
+    out_degrees: Any = None
+    """The ``prefetch`` exchange: ``(N,)`` global out-degrees (a cache's candidates; on a rank that read its part,
+    those of its own and halo vertices, zero elsewhere)."""
 
 
 def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,

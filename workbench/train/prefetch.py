@@ -111,9 +111,9 @@ class PrefetchExchange(Exchange):
     def layout(self, graph, node_part, num_parts, model, input_widths, backward_widths=None) -> ExchangeLayout:
         layout = OwnerComputeHalo().layout(graph, node_part, num_parts, model, input_widths)  # default bwd widths
         predicted, out_deg = {_KINDS.get(k, k): v for k, v in layout.predicted.items()}, graph.out_degrees()
-        for s in layout.shards:
-            s.predicted, s.node_part, s.out_degrees = predicted, node_part, out_deg
-        return dataclasses.replace(layout, predicted=predicted)
+        shards = [dataclasses.replace(s, predicted=predicted, node_part=node_part, out_degrees=out_deg)
+                  for s in layout.shards]
+        return dataclasses.replace(layout, predicted=predicted, shards=shards)
 
     def part_layout(self, part_sizes, comm_rows, input_widths, backward_widths=None) -> ExchangeLayout:
         """The ``halo`` exchange's (as :meth:`layout`, the default backward widths), kinds renamed ``prefetch_*``."""
@@ -124,11 +124,10 @@ class PrefetchExchange(Exchange):
         """The halo shard built on the rank, the folder's owner map as the feature source's partition book, and
         the global out-degrees of the rank's own and halo vertices (the cache's candidates; no cache reads more)."""
         h = agree_halo(ref, comm)
-        shard = halo_shard(ref, h)
-        shard.node_part = torch.from_numpy(ref.source.owner_map())
-        shard.out_degrees = torch.zeros(shard.node_part.numel(), dtype=torch.int64)
-        shard.out_degrees[torch.cat([h.inner_gid, h.halo_gid])] = h.out_deg
-        return shard
+        node_part = torch.from_numpy(ref.source.owner_map())
+        out_degrees = torch.zeros(node_part.numel(), dtype=torch.int64)
+        out_degrees[torch.cat([h.inner_gid, h.halo_gid])] = h.out_deg
+        return dataclasses.replace(halo_shard(ref, h), node_part=node_part, out_degrees=out_degrees)
 
     def attach(self, ctx, shard, *, sampler=None, cache=None) -> "PrefetchRank":
         return PrefetchRank(self, ctx, shard, sampler=sampler, cache=cache)
