@@ -52,6 +52,24 @@ class MiniBatchShard:
     """ByteGNN's ``graph_store="local"``: the whole graph its sampling workers inherit, else ``None``."""
 
 
+GATHER_CHUNK = 1 << 22
+"""Edges translated to global ids at a time (:func:`global_ids`): 32 MiB of int64 whatever the part."""
+
+
+def global_ids(gid: np.ndarray, local: np.ndarray, dtype: Any) -> np.ndarray:
+    """``gid[local]`` as ``dtype``, a chunk of :data:`GATHER_CHUNK` at a time: a rank's peak stays at the result
+    (the part's edges, read from the memory-mapped file as they are translated), never an int64 copy of them.
+
+    Example:
+        >>> global_ids(np.array([7, 3, 9]), np.array([2, 0, 1, 2], dtype=np.int32), np.int32)
+        array([9, 7, 3, 9], dtype=int32)
+    """
+    out = np.empty(local.shape[0], dtype=dtype)
+    for lo in range(0, local.shape[0], GATHER_CHUNK):
+        out[lo:lo + GATHER_CHUNK] = gid[local[lo:lo + GATHER_CHUNK]]
+    return out
+
+
 def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool,
                           in_degrees: bool = False) -> MiniBatchShard:
     """Rank ``ref.part``'s :class:`MiniBatchShard`, built on the rank from its own part
@@ -74,7 +92,7 @@ def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool
     row_of_gid = torch.full((n,), -1, dtype=torch.int64)
     row_of_gid[inner] = torch.arange(owned)
     ids32 = n < 2**31                                                       # int32 ids: half the rows' memory
-    src = torch.from_numpy(a.gid[a.indices].astype(np.int32 if ids32 else np.int64))   # in-neighbours, global ids
+    src = torch.from_numpy(global_ids(a.gid, a.indices, np.int32 if ids32 else np.int64))   # in-neighbours
     rows = CSRRows(torch.from_numpy(a.indptr), src, row_of_gid, row_gid=inner)
     labels = torch.from_numpy(a.labels)
     labelled = labels >= 0

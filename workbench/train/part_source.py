@@ -58,7 +58,8 @@ class PartArrays:
         gid: ``(L,)`` int64 global ids of the local vertices: the owned ones first, ascending, then the others.
         num_owned: owned vertices (``gid[:num_owned]``).
         indptr: ``(num_owned + 1,)`` CSR over the owned rows: row ``v`` holds every in-edge of ``v``.
-        indices: the in-edges' sources as local ids (into ``gid``).
+        indices: the in-edges' sources as local ids (into ``gid``), in the dtype the part stores them (int32 in a
+            version-2 folder, read from the memory-mapped file as it is used: never copied whole to int64).
         features, labels, train_mask, val_mask, test_mask: the owned rows' data (labels int64, -1 unlabelled).
     """
 
@@ -118,7 +119,7 @@ class FolderParts(PartSource):
         feats = np.array(a["features"][:owned])
         return PartArrays(part=part, num_parts=pf.num_parts, gid=np.asarray(a["gid"], dtype=np.int64),
                           num_owned=owned, indptr=indptr,
-                          indices=np.asarray(a["indices"][:int(indptr[-1])], dtype=np.int64),
+                          indices=a["indices"][:int(indptr[-1])],
                           features=feats, labels=labels,
                           **{k: np.array(a[k][:owned], dtype=bool) for k in ("train_mask", "val_mask", "test_mask")})
 
@@ -132,7 +133,7 @@ class FolderParts(PartSource):
 
     def owner_map(self) -> np.ndarray:
         path = self.path / "owner.npy"
-        return np.load(path).astype(np.int64) if path.is_file() else self.folder.owner_part()
+        return np.asarray(np.load(path), dtype=np.int64) if path.is_file() else self.folder.owner_part()
 
     def __getstate__(self):   # a payload travels as its path; each rank opens the folder itself
         return {"path": str(self.path)}
