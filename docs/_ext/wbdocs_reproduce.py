@@ -36,8 +36,9 @@ def _runs(env) -> dict[str, tuple[Path, dict]]:
 
 
 def _counts(system: dict) -> str:
-    n = system["counts"]
-    return f"{n['holds']} hold, {n['does not hold']} do not hold, {n['not reproducible here']} not reproducible here"
+    from recipes.reproduce.report import tally
+
+    return tally(system["counts"])
 
 
 def _stamp(data: dict) -> str:
@@ -75,19 +76,23 @@ class ReproduceSummary(Directive):
         main = runs.get("full", runs["quick"])[1]
         quick = runs["quick"][1]
         rows = []
+        from recipes.reproduce.core import VERDICTS
+
         for name, s in main["systems"].items():
             n = s["counts"]
             q = quick["systems"].get(name, {}).get("counts")
-            q = f"{q['holds']} / {q['does not hold']} / {q['not reproducible here']}" if q else "-"
+            q = " / ".join(str(q.get(v, 0)) for v in VERDICTS) if q else "-"
+            checks = s.get("checks") or []
+            passed = sum(k["passed"] for k in checks)
             rows.append(f"<tr><td><a href='{escape(name)}.html'>{escape(name)}</a></td><td>{escape(s['title'])}</td>"
-                        f"<td>{n['holds']}</td><td>{n['does not hold']}</td><td>{n['not reproducible here']}</td>"
-                        f"<td>{escape(q)}</td></tr>")
+                        + "".join(f"<td>{n.get(v, 0)}</td>" for v in VERDICTS)
+                        + f"<td>{escape(q)}</td><td>{passed} of {len(checks)}</td></tr>")
         stamps = [f"Measured: {escape(_stamp(main))}"]
         if main is not quick:
             stamps.append(f"the quick run: {escape(_stamp(quick))}")
         html = (f"<p class='rp-stamp'>{'; '.join(stamps)}.</p><div class='rp-scroll'><table class='rp-table'>"
-                "<thead><tr><th>system</th><th>what runs</th><th>holds</th><th>does not hold</th>"
-                "<th>not reproducible here</th><th>quick run: holds / does not hold / not reproducible</th>"
+                "<thead><tr><th>system</th><th>what runs</th>" + "".join(f"<th>{v}</th>" for v in VERDICTS)
+                + f"<th>quick run: {' / '.join(VERDICTS)}</th><th>mechanism checks passed</th>"
                 f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
         return [nodes.raw("", html, format="html")]
 

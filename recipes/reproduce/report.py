@@ -15,7 +15,7 @@ Example:
     >>> from recipes.reproduce.core import Claim
     >>> c = Claim("s.x", "A below B", "Table 1", paper=0.5, bound=1.0, relation="<", measured=0.8, unit="ratio")
     >>> print(format_table("s", {"claims": [c], "seconds": 0.1}).splitlines()[0])
-    s: 1 claims (1 hold, 0 do not hold, 0 not reproducible here) in 0.1 s
+    s: 1 claims (1 hold, 0 direction only, 0 inconclusive, 0 do not hold, 0 not reproducible here) in 0.1 s
     >>> to_json({"systems": {"s": {"claims": [c], "seconds": 0.1}}})["systems"]["s"]["claims"][0]["verdict"]
     'holds'
 """
@@ -32,18 +32,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recipes.reproduce.core import FAILS, HOLDS, NOT_HERE, SYSTEMS, Claim, code_digest, explain, fmt, run_systems
+from recipes.reproduce.core import (DIRECTION, FACTOR, FAILS, HOLDS, INCONCLUSIVE, NOT_HERE, SYSTEMS, VERDICTS, Check,
+                                    Claim, code_digest, explain, fmt, run_systems)
 
 __all__ = ["format_table", "to_json", "write_html", "command", "counts", "claims_table", "ClaimsTable",
-           "claim_from_record", "FULL_RUN", "QUICK_RUN"]
+           "claim_from_record", "check_from_record", "tally", "FULL_RUN", "QUICK_RUN"]
 
 _WIDTHS = (44, 24, 10, 14, 34)
 _HEAD = ("claim", "paper (source)", "ours", "checked as", "verdict")
 
 
 def counts(claims: list[Claim]) -> dict[str, int]:
-    """Claims per verdict."""
-    return {v: sum(c.verdict == v for c in claims) for v in (HOLDS, FAILS, NOT_HERE)}
+    """Claims per verdict (every one of :data:`~recipes.reproduce.core.VERDICTS`)."""
+    return {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
+
+
+def tally(n: dict[str, int]) -> str:
+    """``3 hold, 1 direction only, 0 inconclusive, 2 do not hold, 1 not reproducible here``."""
+    return (f"{n.get(HOLDS, 0)} hold, {n.get(DIRECTION, 0)} direction only, {n.get(INCONCLUSIVE, 0)} inconclusive, "
+            f"{n.get(FAILS, 0)} do not hold, {n.get(NOT_HERE, 0)} not reproducible here")
+
+
+def _checks_line(checks: list[Check]) -> str:
+    failed = [c.id for c in checks if not c.passed]
+    return (f"{len(checks)} mechanism checks, {len(checks) - len(failed)} passed"
+            + (f" (failed: {', '.join(failed)})" if failed else ""))
 
 
 def _unit(c: Claim) -> str:
@@ -51,20 +64,20 @@ def _unit(c: Claim) -> str:
 
 
 def _cells(c: Claim) -> list[str]:
-    paper = "no number" if c.paper is None else fmt(c.paper) + _unit(c)
+    paper = ("no number" if c.paper is None else fmt(c.paper) + _unit(c)) + (" (derived)" if c.derived else "")
     tol = f" ± {fmt(c.tolerance)}" if c.tolerance else ""
     checked = f"{c.relation} {fmt(c.target)}{tol}" if c.target is not None and c.measured is not None else "-"
+    if c.effect and c.measured is not None:
+        checked = f"effect {c.relation} {fmt(c.null)}" + ("" if c.paper is None else ", size vs paper")
     verdict = explain(c)
-    ours = "-" if c.measured is None else fmt(c.measured)
+    ours = "-" if c.measured is None else fmt(c.measured) + (f" ± {fmt(c.spread)}" if c.spread else "")
     return [f"{c.id}: {c.claim}", f"{paper} ({c.source})", ours, checked, verdict]
 
 
 def format_table(name: str, result: dict[str, Any]) -> str:
     """The system's table (wrapped cells), then one line per claim with its note."""
     claims = result["claims"]
-    n = counts(claims)
-    head = (f"{name}: {len(claims)} claims ({n[HOLDS]} hold, {n[FAILS]} do not hold, {n[NOT_HERE]} not "
-            f"reproducible here) in {result.get('seconds', 0.0):.1f} s")
+    head = f"{name}: {len(claims)} claims ({tally(counts(claims))}) in {result.get('seconds', 0.0):.1f} s"
     lines = [head]
     if result.get("setting"):
         lines.append(f"  setting: {result['setting']}")
@@ -77,8 +90,16 @@ def format_table(name: str, result: dict[str, Any]) -> str:
                                   zip(wrapped, _WIDTHS)).rstrip())
         lines.append(rule)
     for c in claims:
-        if c.note:
-            lines.extend(textwrap.wrap(f"{c.id}: {c.note}", 118, initial_indent="  ", subsequent_indent="      "))
+        text = c.note + (f" Paper's number derived: {c.derived}." if c.derived else "")
+        if text:
+            lines.extend(textwrap.wrap(f"{c.id}: {text}", 118, initial_indent="  ", subsequent_indent="      "))
+    checks = result.get("checks") or []
+    if checks:
+        lines.append(f"  {_checks_line(checks)}:")
+        for k in checks:
+            lines.extend(textwrap.wrap(f"[{'pass' if k.passed else 'FAIL'}] {k.id}: {k.check}: {fmt(k.measured)} "
+                                       f"(expected {fmt(k.expected)}{f' ± {fmt(k.tolerance)}' if k.tolerance else ''})",
+                                       118, initial_indent="    ", subsequent_indent="        "))
     return "\n".join(lines)
 
 
@@ -88,7 +109,8 @@ def to_json(results: dict[str, Any]) -> dict[str, Any]:
     for name, r in results["systems"].items():
         out["systems"][name] = {"title": r.get("title", name), "setting": r.get("setting", ""),
                                 "seconds": r.get("seconds"), "counts": counts(r["claims"]),
-                                "claims": [c.to_dict() for c in r["claims"]]}
+                                "claims": [c.to_dict() for c in r["claims"]],
+                                "checks": [c.to_dict() for c in r.get("checks") or []]}
     for key in ("quick", "wall_s", "date", "machine", "code"):
         if key in results:
             out[key] = results[key]
@@ -97,14 +119,24 @@ def to_json(results: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------------ HTML
 
-_COLOURS = {HOLDS: "#2e7d32", FAILS: "#c62828", NOT_HERE: "#757575"}
+_COLOURS = {HOLDS: "#2e7d32", DIRECTION: "#ef6c00", INCONCLUSIVE: "#1565c0", FAILS: "#c62828", NOT_HERE: "#757575"}
 _CSS = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;width:100%}"
         "td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;font-size:13px}th{background:#f3f3f3}"
         ".v{font-weight:600}.note{color:#555;font-size:12px}a{color:#1565c0}")
 
 
 def _region(c: Claim, lo: float, hi: float) -> tuple[float, float]:
+    """Where ``measured`` holds: an effect's size band (the paper's range, or within a factor of 2 of its effect;
+    the direction's side without a number), a bound's accepted region."""
     b, t = c.target, c.tolerance
+    if c.effect:
+        n = float(c.null)  # type: ignore[arg-type]
+        if isinstance(c.paper, (tuple, list)):
+            return c.paper[0] - t, c.paper[1] + t
+        if c.paper is not None and float(c.paper) != n:
+            ends = sorted((n + (float(c.paper) - n) / FACTOR, n + (float(c.paper) - n) * FACTOR))
+            return ends[0], ends[1]
+        return (n, hi) if c.relation[0] == ">" else (lo, n)
     if c.relation == "in":
         return b[0] - t, b[1] + t  # type: ignore[index]
     b = float(b)  # type: ignore[arg-type]
@@ -128,6 +160,8 @@ def number_line(c: Claim, width: int = 260, height: int = 36) -> str:
         return ""
     flat = lambda v: list(v) if isinstance(v, (tuple, list)) else ([] if v is None else [v])  # noqa: E731
     values = [float(c.measured), *map(float, flat(c.target)), *map(float, flat(c.paper))]
+    if c.effect and c.paper is not None and not isinstance(c.paper, (tuple, list)):
+        values.append(float(_region(c, 0.0, 0.0)[1]))
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.15 or max(abs(hi) * 0.15, c.tolerance * 2, 1e-9)
     lo, hi = lo - pad, hi + pad
@@ -170,10 +204,28 @@ def _page(name: str, r: dict[str, Any], stamp: str) -> str:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(name)}: reproduced claims</title>"
             f"<style>{_CSS}</style></head><body><p><a href='index.html'>all systems</a></p>"
             f"<h1>{esc(r.get('title', name))}</h1><p>{esc(r.get('setting', ''))}</p>"
-            f"<p>{n[HOLDS]} hold, {n[FAILS]} do not hold, {n[NOT_HERE]} not reproducible here; {esc(stamp)}. "
+            f"<p>{tally(n)}; {esc(stamp)}. "
             "The verdict is computed from the numbers by one rule (recipes/reproduce/core.py).</p>"
             "<table><tr><th>claim</th><th>paper (source)</th><th>ours</th><th>checked as</th><th>verdict</th>"
-            f"<th>paper, accepted region, ours</th></tr>{''.join(rows)}</table></body></html>")
+            f"<th>paper, accepted region, ours</th></tr>{''.join(rows)}</table>{_checks_html(r.get('checks') or [])}"
+            "</body></html>")
+
+
+def _checks_html(checks: list) -> str:
+    """The mechanism checks under a system's claims (a test's result each, not a paper's)."""
+    if not checks:
+        return ""
+    # inline left alignment, as the claims table (JupyterLab right-aligns table cells; no <style> reaches them)
+    esc, left = html.escape, "text-align:left;vertical-align:top"
+    td = f"<td style='{left}'>"
+    rows = "".join(f"<tr>{td}{esc(k.id)}</td>{td}{esc(k.check)}</td>{td}{esc(fmt(k.measured))}</td>"
+                   f"{td}{esc(fmt(k.expected))}{esc(f' ± {fmt(k.tolerance)}' if k.tolerance else '')}</td>"
+                   f"<td style='{left};color:{_COLOURS[HOLDS] if k.passed else _COLOURS[FAILS]}'>"
+                   f"{'passed' if k.passed else 'FAILED'}</td></tr>" for k in checks)
+    head = "".join(f"<th style='{left}'>{h}</th>" for h in ("check", "what", "measured", "expected", ""))
+    return (f"<h3 class='rp-checks'>Mechanism checks ({esc(_checks_line(checks))})</h3><p>What the reproduction "
+            f"relies on in this workbench's own code: tests, not the papers' results.</p><table class='rp-checks'>"
+            f"<tr>{head}</tr>{rows}</table>")
 
 
 def write_html(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
@@ -187,11 +239,11 @@ def write_html(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
         path.write_text(_page(name, r, stamp), encoding="utf-8")
         written.append(path)
         n = counts(r["claims"])
-        links.append(f"<tr><td><a href='{name}.html'>{html.escape(name)}</a></td><td>{n[HOLDS]}</td>"
-                     f"<td>{n[FAILS]}</td><td>{n[NOT_HERE]}</td></tr>")
+        links.append(f"<tr><td><a href='{name}.html'>{html.escape(name)}</a></td>"
+                     + "".join(f"<td>{n[v]}</td>" for v in VERDICTS) + "</tr>")
     index = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>reproduced claims</title><style>{_CSS}</style>"
              f"</head><body><h1>Reproduced claims</h1><p>{html.escape(stamp)}</p><table><tr><th>system</th>"
-             f"<th>holds</th><th>does not hold</th><th>not reproducible here</th></tr>{''.join(links)}</table>"
+             + "".join(f"<th>{v}</th>" for v in VERDICTS) + f"</tr>{''.join(links)}</table>"
              "</body></html>")
     (out / "index.html").write_text(index, encoding="utf-8")
     (out / "reproduce.json").write_text(json.dumps(to_json(results), indent=1, default=str), encoding="utf-8")
@@ -217,9 +269,17 @@ def claim_from_record(record: dict[str, Any]) -> Claim:
     tup = lambda v: tuple(v) if isinstance(v, list) else v  # noqa: E731
     paper = tup(record["paper"])
     bound = tup(record.get("bound"))
+    null = record.get("null")
     return Claim(record["id"], record["claim"], record["source"], paper=paper, relation=record["relation"],
                  measured=record["measured"], unit=record.get("unit", ""), tolerance=record.get("tolerance", 0.0),
-                 bound=None if bound == paper else bound, note=record.get("note", ""))
+                 bound=None if bound == paper or null is not None else bound, note=record.get("note", ""),
+                 null=null, spread=record.get("spread", 0.0) or 0.0, derived=record.get("derived", ""))
+
+
+def check_from_record(record: dict[str, Any]) -> Check:
+    """A :class:`~recipes.reproduce.core.Check` back from its JSON record."""
+    return Check(record["id"], record["check"], record["measured"], record["expected"],
+                 tolerance=record.get("tolerance", 0.0), note=record.get("note", ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +291,7 @@ class ClaimsTable:
         title: what runs (the system module's ``TITLE``).
         setting: the scale it ran at.
         claims: the claims, with the saved numbers (each verdict follows from them).
+        checks: the system's mechanism checks (tests of this workbench's code the reproduction relies on).
         quick: whether this system ran in quick mode.
         seconds: how long this system's claims took.
         date: the day of the run.
@@ -245,6 +306,7 @@ class ClaimsTable:
     seconds: float
     date: str
     machine: str
+    checks: tuple[Check, ...] = ()
 
     @property
     def counts(self) -> dict[str, int]:
@@ -256,7 +318,8 @@ class ClaimsTable:
         return f"{'quick mode' if self.quick else 'full run'}, {self.date} on {self.machine}"
 
     def __repr__(self) -> str:
-        result = {"claims": list(self.claims), "seconds": self.seconds, "setting": self.setting}
+        result = {"claims": list(self.claims), "seconds": self.seconds, "setting": self.setting,
+                  "checks": list(self.checks)}
         return f"{self.title}\n{self.stamp}\n" + format_table(self.system, result)
 
     def _repr_html_(self) -> str:
@@ -268,7 +331,7 @@ class ClaimsTable:
         for c in self.claims:
             cells = _cells(c)
             note = f"<div class='rp-note' style='color:#555'>{esc(c.note)}</div>" if c.note else ""
-            paper = "no number" if c.paper is None else fmt(c.paper) + _unit(c)
+            paper = cells[1][:-len(f" ({c.source})")]
             rows.append(f"<tr>{td}<b>{esc(c.id)}</b><br>{esc(c.claim)}{note}</td>"
                         f"{td}{esc(paper)}<br><span class='rp-source' style='color:#555'>{esc(c.source)}</span></td>"
                         f"{td}{esc(cells[2])}</td>{td}{esc(cells[3])}</td>"
@@ -277,10 +340,10 @@ class ClaimsTable:
         n = self.counts
         head = "".join(f"<th style='{left}'>{h}</th>" for h in
                        ("claim", "paper (source)", "ours", "checked as", "verdict", "accepted region, paper, ours"))
-        return (f"<p class='rp-stamp'><b>{n[HOLDS]} hold, {n[FAILS]} do not hold, {n[NOT_HERE]} not reproducible "
-                f"here</b>. Measured: {esc(self.stamp)}, {self.seconds:.0f} s; {esc(self.setting)}.</p>"
+        return (f"<p class='rp-stamp'><b>{tally(n)}</b>. Measured: {esc(self.stamp)}, {self.seconds:.0f} s; "
+                f"{esc(self.setting)}.</p>"
                 f"<div class='rp-scroll'><table class='rp-table'><thead><tr>{head}</tr></thead>"
-                f"<tbody>{''.join(rows)}</tbody></table></div>")
+                f"<tbody>{''.join(rows)}</tbody></table></div>{_checks_html(list(self.checks))}")
 
 
 def claims_table(system: str, path: str | Path | None = None) -> ClaimsTable:
@@ -311,7 +374,8 @@ def claims_table(system: str, path: str | Path | None = None) -> ClaimsTable:
     s = data["systems"][system]
     return ClaimsTable(system, s.get("title", system), s.get("setting", ""),
                        tuple(claim_from_record(r) for r in s["claims"]), bool(s.get("quick", data.get("quick"))),
-                       float(s.get("seconds") or 0.0), data.get("date", "?"), data.get("machine", "?"))
+                       float(s.get("seconds") or 0.0), data.get("date", "?"), data.get("machine", "?"),
+                       tuple(check_from_record(r) for r in s.get("checks", [])))
 
 
 def _machine() -> str:
@@ -347,6 +411,7 @@ def command(args: Any) -> int:
     else:
         allc = [c for r in results["systems"].values() for c in r["claims"]]
         n = counts(allc)
-        print(f"{len(allc)} claims over {len(results['systems'])} systems: {n[HOLDS]} hold, {n[FAILS]} do not hold, "
-              f"{n[NOT_HERE]} not reproducible here; {results['wall_s']} s")
+        checks = [k for r in results["systems"].values() for k in r.get("checks") or []]
+        print(f"{len(allc)} claims over {len(results['systems'])} systems: {tally(n)}; {_checks_line(checks)}; "
+              f"{results['wall_s']} s")
     return 0

@@ -5,15 +5,17 @@ on the same 2000-vertex SBM, 4 ranks, METIS parts; communication is the bytes co
 not timed), so "communication saved" is ``1 - bytes(variant) / bytes(CAGNET)`` (training kinds only: the
 evaluation pass is counted apart). Accuracies are the recipes' test accuracies from a fresh forward pass after
 the last update (every block broadcast, none stale: see ``recipes.sancus``), compared at the paper's 0.005.
+Every variant runs with each of :data:`~recipes.reproduce.core.SEEDS` (weights and partition): a claim's number is
+the mean, its spread half the range.
 
 Example:
-    >>> setting(quick=True)
-    'sbm 2000 vertices (1400 test), 4 ranks, METIS, GCN 2 x 32, 30 epochs'
+    >>> print(setting(quick=True).split(", seeds")[0])
+    sbm 2000 vertices (1400 test), 4 ranks, METIS, GCN 2 x 32, 30 epochs
 """
 
 from __future__ import annotations
 
-from recipes.reproduce.core import Claim, not_reproducible, run_config
+from recipes.reproduce.core import SEEDS, Check, Claim, mean_spread, not_reproducible, run_config
 
 TITLE = "SANCUS: staleness-aware skip-broadcast on CAGNET 1-D"
 WORKERS = 4
@@ -24,13 +26,14 @@ def _epochs(quick: bool) -> int:
 
 
 def setting(quick: bool) -> str:
-    return f"sbm 2000 vertices (1400 test), {WORKERS} ranks, METIS, GCN 2 x 32, {_epochs(quick)} epochs"
+    return (f"sbm 2000 vertices (1400 test), {WORKERS} ranks, METIS, GCN 2 x 32, {_epochs(quick)} epochs, seeds "
+            f"{', '.join(map(str, SEEDS))} (a claim's number is their mean, ± half their range)")
 
 
-def _runs(quick: bool) -> dict:
+def _runs(quick: bool, seed: int = 0) -> dict:
     from recipes import sancus
 
-    base = dict(epochs=_epochs(quick), num_parts=WORKERS)
+    base = dict(epochs=_epochs(quick), num_parts=WORKERS, seed=seed)
     variants = {"CAGNET": sancus.cagnet_baseline(**base), "SCS-E1": sancus.epoch_fixed(1, **base),
                 "SCS-E2": sancus.epoch_fixed(2, **base), "SCS-E3": sancus.epoch_fixed(3, **base),
                 "SCS-A1": sancus.epoch_adaptive(1, **base), "SCS-H1": sancus.variation_gap(0.01, **base),
@@ -41,10 +44,21 @@ def _runs(quick: bool) -> dict:
 
 def claims(quick: bool = False) -> list[Claim]:
     """Every SANCUS claim, measured (``quick``: fewer epochs)."""
-    runs = _runs(quick)
-    base = sum(runs["CAGNET"]["bytes_by_epoch"])
-    saved = {n: 1.0 - sum(s["bytes_by_epoch"]) / base for n, s in runs.items()}
-    acc = {n: s["accuracy"]["test"] for n, s in runs.items()}
+    per_seed = [_runs(quick, seed) for seed in SEEDS]
+    runs = per_seed[0]
+
+    def saved_in(r: dict, n: str) -> float:
+        return 1.0 - sum(r[n]["bytes_by_epoch"]) / sum(r["CAGNET"]["bytes_by_epoch"])
+
+    def acc_in(r: dict, n: str) -> float:
+        return r[n]["accuracy"]["test"]
+
+    def over_seeds(f) -> dict:   # the claim's measured (the mean over SEEDS) and spread
+        m, sp = mean_spread([f(r) for r in per_seed])
+        return {"measured": m, "spread": sp}
+
+    saved = {n: over_seeds(lambda r, n=n: saved_in(r, n))["measured"] for n in runs}
+    acc = {n: over_seeds(lambda r, n=n: acc_in(r, n))["measured"] for n in runs}
     scs = [n for n in runs if n.startswith("SCS")]
     worst = max(scs, key=lambda n: acc["CAGNET"] - acc[n])
     best = max(scs, key=lambda n: saved[n])
@@ -53,7 +67,7 @@ def claims(quick: bool = False) -> list[Claim]:
     fwd_share = by_kind.get("bcast_fwd", 0) / max(sum(by_kind.values()), 1)
     share_note = (f"forward broadcasts are {fwd_share:.0%} of CAGNET's bytes here (F = 32, hidden 32; gradients are "
                   "never skipped), so skipping every other forward round saves half of that")
-    table5 = (0.28, 0.33)
+    table5 = (0.283, 0.325)   # Table 5: 28.3-32.5 % over configurations 1-3
     from recipes import sancus
     from workbench.data import load_graph
 
@@ -65,33 +79,43 @@ def claims(quick: bool = False) -> list[Claim]:
     acc_list = ", ".join(f"{k} {v:.4f}" for k, v in acc.items())
     return [
         Claim("sancus.table5_e1", "communication saved by SCS-E1 against CAGNET (Reddit, ε = 1)",
-              "Table 5 (28.3-32.5 % over configs 1-3)", paper=table5, relation="in", measured=saved["SCS-E1"],
-              unit="fraction", note=share_note),
-        Claim("sancus.table5_a1", "communication saved by SCS-A1 against CAGNET", "Table 5", paper=table5,
-              relation="in", measured=saved["SCS-A1"], unit="fraction", note=share_note),
+              "Table 5 (28.3-32.5 % over configs 1-3)", paper=table5, null=0.0, relation=">",
+              **over_seeds(lambda r: saved_in(r, "SCS-E1")), unit="fraction", note=share_note),
+        Claim("sancus.table5_a1", "communication saved by SCS-A1 against CAGNET", "Table 5", paper=table5, null=0.0,
+              relation=">", **over_seeds(lambda r: saved_in(r, "SCS-A1")), unit="fraction", note=share_note),
         Claim("sancus.table5_h1", "communication saved by SCS-H (ε_H = 0.01) against CAGNET", "Table 5",
-              paper=table5, relation="in", measured=saved["SCS-H1"], unit="fraction", note=saved_list),
+              paper=table5, null=0.0, relation=">", **over_seeds(lambda r: saved_in(r, "SCS-H1")), unit="fraction",
+              note=saved_list + " (saved bytes follow from the variant's skip rule and the graph; the verdict of a "
+                                "range this narrow depends on the scale and the graph)"),
         Claim("sancus.fig21_range", "the most-saving SANCUS variant cuts communication by 35-74 %", "Fig. 21",
-              paper=(0.35, 0.74), relation="in", measured=saved[best], unit="fraction",
+              paper=(0.35, 0.74), null=0.0, relation=">", **over_seeds(lambda r: saved_in(r, best)), unit="fraction",
               note=f"best: {best}; all: {saved_list}"),
         Claim("sancus.accuracy_gap", "every SANCUS variant within 0.005 test accuracy of CAGNET (worst variant's "
-              "loss)", "Figs. 23, 24b", paper=0.005, relation="<=", measured=acc["CAGNET"] - acc[worst],
-              unit="accuracy", note=f"worst: {worst}; test accuracy of a fresh forward pass (1400 vertices, one "
+              "loss)", "Figs. 23, 24b", paper=0.005, relation="<=",
+              **over_seeds(lambda r: max(acc_in(r, "CAGNET") - acc_in(r, n) for n in scs)),
+              unit="accuracy", note=f"worst on average: {worst}; mean over seeds {list(SEEDS)}, test accuracy of a fresh forward pass (1400 vertices, one "
                                     f"vertex = 0.0007): {acc_list}"),
-        Claim("sancus.skipg_gap", "SkipG loses up to 0.02 accuracy against CAGNET", "Figs. 23, 24b", paper=0.02,
-              relation="<=", measured=acc["CAGNET"] - acc["SkipG-1"], unit="accuracy",
-              note="SkipG is the paper's undefined baseline, here gradient blocks up to 1 epoch old (decision D9)"),
+        Claim("sancus.skipg_gap", "SkipG loses more accuracy than SANCUS (the least accurate SANCUS variant minus "
+              "SkipG)", "Figs. 23, 24b", paper=None, null=0.0, relation=">",
+              **over_seeds(lambda r: min(acc_in(r, n) for n in scs) - acc_in(r, "SkipG-1")), unit="accuracy",
+              note="SkipG is the paper's undefined baseline, here gradient blocks up to 1 epoch old (decision D9); "
+                   f"SkipG {acc['SkipG-1']:.4f}, CAGNET {acc['CAGNET']:.4f}, least accurate SANCUS variant "
+                   f"{min(scs, key=acc.get)} {min(acc[n] for n in scs):.4f}"),
         Claim("sancus.adaptive_vs_fixed", "the epoch-adaptive variants (A1, H 0.01) at least as accurate as "
-              "epoch-fixed E1 (the worse of A1/H minus E1)", "§5.3 text, Fig. 23", paper=None, bound=0.0,
-              relation=">=", measured=min(acc["SCS-A1"], acc["SCS-H1"]) - acc["SCS-E1"], unit="accuracy",
-              note=acc_list),
-        Claim("sancus.e1_period", "SCS-E1 broadcasts every 2 epochs: share of forward rounds skipped",
-              "Fig. 24a", paper=0.5, relation="==", measured=e1["broadcasts_skipped"] / e1["broadcast_rounds"],
-              unit="fraction", note=f"{e1['broadcasts_skipped']} of {e1['broadcast_rounds']} rounds skipped; the "
-                                    f"oldest block used was {e1['max_age']} epoch(s) old"),
-        Claim("sancus.cache_formula", "historical-embedding cache bytes ÷ (p-1)/p·N·ΣF·4", "Table 6 (digest §4.8)",
-              paper=1.0, relation="==", measured=runs["SCS-E1"]["cache_bytes"] / formula, unit="ratio",
-              tolerance=0.03,
+              "epoch-fixed E1 (the worse of A1/H minus E1)", "§5.3 text, Fig. 23", paper=None, null=0.0,
+              relation=">", **over_seeds(lambda r: min(acc_in(r, "SCS-A1"), acc_in(r, "SCS-H1")) - acc_in(r, "SCS-E1")),
+              unit="accuracy",
+              note=acc_list + " (an equal accuracy is a tie: inconclusive)"),
+        Claim("sancus.e3_least_accurate", "SCS-E3 loses the most accuracy of the SANCUS variants (the next least "
+              "accurate variant minus SCS-E3)", "§5.3 text, Fig. 23", paper=None, null=0.0, relation=">",
+              **over_seeds(lambda r: min(acc_in(r, n) for n in scs if n != "SCS-E3") - acc_in(r, "SCS-E3")),
+              unit="accuracy", note=acc_list),
+        Check("sancus.e1_period", "SCS-E1 broadcasts every 2 epochs: share of forward rounds skipped",
+              measured=e1["broadcasts_skipped"] / e1["broadcast_rounds"], expected=0.5,
+              note=f"{e1['broadcasts_skipped']} of {e1['broadcast_rounds']} rounds skipped; the oldest block used "
+                   f"was {e1['max_age']} epoch(s) old"),
+        Check("sancus.cache_formula", "historical-embedding cache bytes ÷ (p-1)/p·N·ΣF·4 (Table 6)",
+              measured=runs["SCS-E1"]["cache_bytes"] / formula, expected=1.0, tolerance=0.03,
               note=f"{runs['SCS-E1']['cache_bytes']} B (largest rank) vs {formula:.0f} B; tolerance 0.03 = METIS's "
                    "allowed part imbalance (the formula assumes equal parts)"),
         not_reproducible("sancus.h_8gpu_vs_cagnet_2gpu", "SCS-H's communication on 8 GPUs about CAGNET's on 2, with "

@@ -1,4 +1,4 @@
-"""HP-GCN (seed 001): the halo exchange on a hypergraph partition moves exactly km1 rows per layer."""
+"""HP-GCN (Demirci et al.): the halo exchange on a hypergraph partition moves exactly km1 rows per layer."""
 
 from __future__ import annotations
 

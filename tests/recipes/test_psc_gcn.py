@@ -48,7 +48,8 @@ def test_realised_staleness_is_tau_after_warm_up(tau, tmp_path):
 
 
 def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
-    """Digest §6 given the sampled sets, per iteration and rank, against what the transport counted."""
+    """The byte formulas of :mod:`workbench.train.prefetch` given the sampled sets, per iteration and rank,
+    against what the transport counted."""
     from workbench.testing import run_program
     from workbench.train.prefetch import EdgeSampledTrainer
 
@@ -89,7 +90,7 @@ def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
 
 
 def test_probabilities_at_t0_come_from_the_features_and_the_initial_weights(monkeypatch):
-    """Issue 25: before the first forward the sampler is not uniform: h_j = ||X_j W^(1)||^2 (the features and the
+    """Before the first forward the sampler is not uniform: h_j = ||X_j W^(1)||^2 (the features and the
     initial weights, the first term of sum_l ||H_j^(l) W^(l+1)||^2), boundary h shipped by the owners, then Eq. 19."""
     import torch
 

@@ -1,5 +1,5 @@
-"""``workbench reproduce``: the verdict rule, the JSON shape, and the quick reproduction of all seven systems
-end to end through the CLI."""
+"""``workbench reproduce``: the verdict rule (five verdicts, recomputable from a claim's JSON record), the mechanism
+checks kept apart, the JSON shape, and the quick reproduction of all seven systems end to end through the CLI."""
 
 from __future__ import annotations
 
@@ -9,22 +9,38 @@ import math
 import pytest
 
 from recipes.reproduce import SYSTEMS, Claim, explain, to_json, verdict
-from recipes.reproduce.core import RELATIONS, VERDICTS, not_reproducible
+from recipes.reproduce.core import RELATIONS, VERDICTS, Check, not_reproducible
 from workbench.cli import main
 
 KEYS = {"id", "claim", "source", "paper", "measured", "unit", "tolerance", "verdict", "note"}
 
 
-def _expected(measured, relation, bound, tol) -> str:
+def _expected(measured, relation, bound, tol, null=None, paper=None, spread=0.0) -> str:
     """The documented rule, written out again independently of ``recipes.reproduce.core``."""
     if measured is None:
         return "not reproducible here"
     m = float(measured)
+    if math.isnan(m):
+        return "does not hold"
+    if null is not None:                                   # an effect: direction against null, size against paper
+        if abs(m - null) <= spread:
+            return "inconclusive"
+        if not {"<": m < null, "<=": m <= null, ">": m > null, ">=": m >= null}[relation]:
+            return "does not hold"
+        if paper is None:
+            return "holds"
+        if isinstance(paper, (tuple, list)):
+            return "holds" if paper[0] - tol <= m <= paper[1] + tol else "direction only"
+        return "holds" if 0.5 <= (m - null) / (paper - null) <= 2.0 else "direction only"
     if relation == "in":
         ok = bound[0] - tol <= m <= bound[1] + tol
+        edge = min(abs(m - bound[0] + tol), abs(m - bound[1] - tol))
     else:
         ok = {"==": abs(m - bound) <= tol, "<=": m <= bound + tol, "<": m < bound + tol,
               ">=": m >= bound - tol, ">": m > bound - tol}[relation]
+        edge = abs(abs(m - bound) - tol) if relation == "==" else abs(m - bound - (tol if relation[0] == "<" else -tol))
+    if spread > 0 and edge <= spread:
+        return "inconclusive"
     return "holds" if ok else "does not hold"
 
 
@@ -40,8 +56,38 @@ def _expected(measured, relation, bound, tol) -> str:
 ])
 def test_the_verdict_rule(measured, relation, bound, tol, want):
     assert verdict(measured, relation, bound, tol) == want
-    if measured is None or not math.isnan(measured):
-        assert _expected(measured, relation, bound, tol) == want
+    assert _expected(measured, relation, bound, tol) == want
+
+
+@pytest.mark.parametrize("measured,relation,null,paper,spread,want", [
+    (1.5, ">", 1.0, 2.0, 0.0, "holds"),               # half the paper's effect: within the factor of 2
+    (1.4, ">", 1.0, 2.0, 0.0, "direction only"),      # 0.4 of it
+    (3.0, ">", 1.0, 2.0, 0.0, "holds"), (3.1, ">", 1.0, 2.0, 0.0, "direction only"),
+    (0.9, ">", 1.0, 2.0, 0.0, "does not hold"),       # the other way
+    (1.0, ">", 1.0, 2.0, 0.0, "inconclusive"),        # a tie
+    (1.05, ">", 1.0, None, 0.1, "inconclusive"),      # within the noise
+    (1.05, ">", 1.0, None, 0.0, "holds"),             # no number: the direction is the claim
+    (0.3, ">", 0.0, (0.28, 0.33), 0.0, "holds"), (0.42, ">", 0.0, (0.28, 0.33), 0.0, "direction only"),
+    (0.87, "<", 1.0, 0.87, 0.0, "holds"), (0.9, "<", 1.0, 0.37, 0.0, "direction only"),
+    (-0.01, ">", 0.0, (0.06, 0.13), 0.005, "does not hold"),
+])
+def test_the_effect_rule(measured, relation, null, paper, spread, want):
+    """Effect claims: direction against ``null``, size within a factor of 2 of the paper's effect (or inside its
+    range), a tie or an effect within the spread inconclusive."""
+    got = verdict(measured, relation, None, 0.0, null=null, paper=paper, spread=spread)
+    assert got == want == _expected(measured, relation, None, 0.0, null, paper, spread)
+    c = Claim("s.e", "an effect", "Fig. 1", paper=paper, null=null, relation=relation, measured=measured,
+              spread=spread)
+    assert c.verdict == want and explain(c).startswith(want)
+
+
+@pytest.mark.parametrize("measured,relation,bound,spread,want", [
+    (0.004, "<=", 0.005, 0.0005, "holds"), (0.0048, "<=", 0.005, 0.0005, "inconclusive"),
+    (0.0052, "<=", 0.005, 0.0005, "inconclusive"), (0.006, "<=", 0.005, 0.0005, "does not hold"),
+])
+def test_a_bound_within_the_spread_of_its_edge_is_inconclusive(measured, relation, bound, spread, want):
+    assert verdict(measured, relation, bound, 0.0, spread=spread) == want == \
+        _expected(measured, relation, bound, 0.0, spread=spread)
 
 
 def test_a_claim_computes_its_verdict_and_says_why():
@@ -58,8 +104,12 @@ def test_claims_refuse_what_the_rule_cannot_judge():
         Claim("s.x", "c", "s", paper=1.0, relation="~", measured=1.0)
     with pytest.raises(ValueError, match="must say why"):
         Claim("s.x", "c", "s", paper=1.0)                       # not measured and no reason
-    with pytest.raises(ValueError, match="paper number or a bound"):
+    with pytest.raises(ValueError, match="paper number, a bound, or a null"):
         Claim("s.x", "c", "s", paper=None, measured=1.0)
+    with pytest.raises(ValueError, match="needs a direction"):
+        Claim("s.x", "c", "s", paper=2.0, null=1.0, relation="==", measured=1.0)
+    with pytest.raises(ValueError, match="not a bound"):
+        Claim("s.x", "c", "s", paper=2.0, null=1.0, bound=1.5, relation=">", measured=1.0)
     with pytest.raises(ValueError, match="low, high"):
         Claim("s.x", "c", "s", paper=(1.0, 2.0, 3.0), relation="in", measured=1.0)
 
@@ -67,20 +117,28 @@ def test_claims_refuse_what_the_rule_cannot_judge():
 def test_json_shape():
     claims = [Claim("s.a", "a below 1", "T1", paper=0.5, bound=1.0, relation="<", measured=0.7, unit="ratio"),
               Claim("s.b", "range", "T2", paper=(0.2, 0.3), relation="in", measured=0.4, tolerance=0.05),
-              not_reproducible("s.c", "GPU time", "F3", 1.0, "s", "needs GPUs")]
-    out = json.loads(json.dumps(to_json({"systems": {"s": {"claims": claims, "seconds": 1.0}}})))
+              not_reproducible("s.c", "GPU time", "F3", 1.0, "s", "needs GPUs"),
+              Claim("s.d", "A twice B", "F4", paper=2.0, null=1.0, relation=">", measured=1.2, spread=0.1,
+                    derived="two figures divided")]
+    checks = [Check("s.k", "bytes equal the formula", measured=1.0, expected=1.0)]
+    out = json.loads(json.dumps(to_json({"systems": {"s": {"claims": claims, "checks": checks, "seconds": 1.0}}})))
     records = out["systems"]["s"]["claims"]
-    assert [r["verdict"] for r in records] == ["holds", "does not hold", "not reproducible here"]
+    assert [r["verdict"] for r in records] == ["holds", "does not hold", "not reproducible here", "direction only"]
     assert all(KEYS <= set(r) for r in records)
     assert records[1]["paper"] == [0.2, 0.3] and records[2]["measured"] is None
-    assert out["systems"]["s"]["counts"] == {"holds": 1, "does not hold": 1, "not reproducible here": 1}
+    assert records[3]["null"] == 1.0 and records[3]["spread"] == 0.1 and records[3]["bound"] is None
+    assert records[3]["derived"] == "two figures divided"
+    assert out["systems"]["s"]["counts"] == {"holds": 1, "direction only": 1, "inconclusive": 0, "does not hold": 1,
+                                             "not reproducible here": 1}
+    assert out["systems"]["s"]["checks"] == [{"id": "s.k", "check": "bytes equal the formula", "measured": 1.0,
+                                              "expected": 1.0, "tolerance": 0.0, "passed": True, "note": ""}]
 
 
 def _consistent(record: dict) -> None:
     assert KEYS <= set(record) and record["verdict"] in VERDICTS and record["relation"] in RELATIONS
-    bound = record["bound"]
-    want = _expected(record["measured"], record["relation"], tuple(bound) if isinstance(bound, list) else bound,
-                     record["tolerance"])
+    tup = lambda v: tuple(v) if isinstance(v, list) else v  # noqa: E731
+    want = _expected(record["measured"], record["relation"], tup(record["bound"]), record["tolerance"],
+                     record["null"], tup(record["paper"]), record["spread"])
     assert record["verdict"] == want, record
     assert record["note"], record["id"]
 
@@ -100,7 +158,7 @@ def quick(tmp_path_factory):
 
 def test_quick_reproduction_of_every_system(quick):
     """All seven systems end to end: at least five measured claims each, every verdict the documented rule's,
-    every claim explained, unique ids, and the counts add up."""
+    every claim explained, unique ids, the counts add up, and every mechanism check passes."""
     out, out_dir = quick
     assert list(out["systems"]) == list(SYSTEMS)
     for system, result in out["systems"].items():
@@ -111,13 +169,15 @@ def test_quick_reproduction_of_every_system(quick):
             _consistent(record)
         assert sum(result["counts"].values()) == len(records)
         assert (out_dir / f"{system}.html").exists()
+        assert all(k["passed"] for k in result["checks"]), (system, [k for k in result["checks"] if not k["passed"]])
+        assert not {k["id"] for k in result["checks"]} & {r["id"] for r in records}
 
 
 def test_quick_hp_gcn_page_and_exact_claims(quick):
     out, tmp_path = quick
     records = out["systems"]["hp_gcn"]["claims"]
-    exact = {r["id"]: r for r in records}
-    assert exact["hp_gcn.km1_rows"]["verdict"] == exact["hp_gcn.bytes_formula"]["verdict"] == "holds"
+    exact = {k["id"]: k for k in out["systems"]["hp_gcn"]["checks"]}
+    assert exact["hp_gcn.km1_rows"]["passed"] and exact["hp_gcn.bytes_formula"]["passed"]
     page = (tmp_path / "hp_gcn.html").read_text()
     assert "hp_gcn.km1_rows" in page and "<script" not in page and "http" not in page.replace(
         "http://www.w3.org/2000/svg", "")                        # offline: no script, no CDN

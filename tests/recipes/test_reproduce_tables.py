@@ -34,7 +34,7 @@ def test_a_saved_run_is_small_dated_and_its_verdicts_follow_the_rule(path):
 
 @pytest.mark.parametrize("path", [FULL_RUN, QUICK_RUN], ids=["full", "quick"])
 def test_a_saved_run_comes_from_the_recipes_of_this_commit(path):
-    """One source of truth (issue 42): the docs' and notebooks' tables were computed by the recipe code they sit
+    """One source of truth: the docs' and notebooks' tables were computed by the recipe code they sit
     beside, the quick and the full run alike."""
     from recipes.reproduce.core import code_digest
 
@@ -47,8 +47,9 @@ def test_the_full_run_tests_the_quick_runs_claims():
     full, quick = (json.loads(p.read_text(encoding="utf-8")) for p in (FULL_RUN, QUICK_RUN))
     assert not full.get("quick") and quick["quick"]
     for name in SYSTEMS:
-        assert [c["id"] for c in full["systems"][name]["claims"]] == \
-            [c["id"] for c in quick["systems"][name]["claims"]], name
+        for key in ("claims", "checks"):
+            assert [c["id"] for c in full["systems"][name][key]] == \
+                [c["id"] for c in quick["systems"][name][key]], name
 
 
 def test_claims_table_renders_the_saved_numbers():
@@ -57,7 +58,9 @@ def test_claims_table_renders_the_saved_numbers():
     assert table.date in text and table.machine in text
     assert ("quick mode" if table.quick else "full run") in text
     assert text.count("sancus.") >= len(table.claims)
-    assert "rp-table" in page and page.count("<tr>") == len(table.claims) + 1
+    table_rows = page.split("rp-checks")[0]
+    assert "rp-table" in page and table_rows.count("<tr>") == len(table.claims) + 1
+    assert table.checks and "Mechanism checks" in page and all(k.id in page for k in table.checks)
     # drawn with what JupyterLab keeps in an untrusted output: no SVG, no <style>, every cell aligned inline
     assert page.count('class="rp-line"') == sum(c.measured is not None for c in table.claims)
     assert "<svg" not in page and "<style" not in page
