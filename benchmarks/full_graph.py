@@ -50,7 +50,7 @@ from workbench.train.full_graph import FullGraphConfig  # noqa: E402
 DEFAULT_GRAPH = "sbm:num_nodes=100000,num_blocks=16,avg_degree=40,num_features=64,seed=0"
 QUICK_GRAPH = "sbm:num_nodes=5000,num_blocks=8,avg_degree=20,num_features=32,seed=0"
 LINKS = {"10 Gbit/s": "10GbE", "100 Gbit/s": "100GbE"}
-TARGETS = {1: 1.0, 2: 0.9}   # issue 12: epoch time over DGL's
+TARGETS = {1: 1.0, 2: 0.9}   # ranks -> target epoch time over DGL's
 
 
 @contextmanager
@@ -197,7 +197,7 @@ def copy_bandwidth(device, nbytes: int = 1 << 30) -> float:
 
 
 def bandwidth_bound(graph, args) -> dict:
-    """One rank's epoch against the memory-bandwidth bound of its sparse products (issue 12).
+    """One rank's epoch against the memory-bandwidth bound of its sparse products.
 
     Every :func:`workbench.train.kernels.spmm` call of a one-rank run is traced; the bound is the fewest
     bytes those products must move per epoch (:meth:`SpmmCall.min_bytes`: CSR arrays, input rows and output

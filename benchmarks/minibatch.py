@@ -10,7 +10,7 @@ workbench's epochs report their accuracies that way):
   ``dgl.nn.SAGEConv(aggregator_type="mean")``.
 
 Epoch times are medians over the epochs after the first; DGL runs before and after the workbench and the
-two medians are averaged (the machine may be shared: the load average is printed). Targets (issue 24):
+two medians are averaged (the machine may be shared: the load average is printed). Targets:
 workbench <= 1.0x DGL on one rank, and <= 0.8x with sampling and feature pulls overlapped with compute.
 
 Variants of the workbench, each run in the same invocation and compared with the same DGL median:

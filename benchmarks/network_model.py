@@ -1,4 +1,4 @@
-"""Benchmark: does the network model predict the communication it measures? (issue 27)
+"""Benchmark: does the network model predict the communication it measures?
 
 On the emulated cluster (:mod:`workbench.testing.netcluster`: hosts in network namespaces on a bridge,
 every link shaped both ways with ``tbf``) at each link rate and host count, the benchmark

@@ -15,7 +15,7 @@ are reported; the overhead uses the best:
 * ``kaminpar PRESET, T thread(s)``: KaMinPar (``partition.method=kaminpar``) on the same prebuilt CSR, its ParHIP
   file written to a temporary folder, read by KaMinPar and partitioned: file writing included, as the workbench
   pays it. Its time and edge cut are reported as ratios to raw pymetis's (the same cut function for both); the
-  issue's target is at most a quarter of METIS's time at no worse cut.
+  target is at most a quarter of METIS's time at no worse cut.
 
 Usage::
 
@@ -279,7 +279,7 @@ def main(argv=None) -> dict:
 
 
 def _kaminpar_rows(kaminpar_out: dict, best: dict, base_best: float) -> list[dict]:
-    """Headline rows of the KaMinPar cases: time and cut against raw pymetis, with the issue's targets."""
+    """Headline rows of the KaMinPar cases: time and cut against raw pymetis, with their targets."""
     from _record import row
 
     rows = []

@@ -1,4 +1,4 @@
-"""Benchmark: every rank reads its own part (issue 41). generate -> stream-partition into an edge-cut folder ->
+"""Benchmark: every rank reads its own part. generate -> stream-partition into an edge-cut folder ->
 DistDGL, full-graph halo training and SANCUS from ``parts:DIR`` on P Dask worker processes, each phase a subprocess.
 
 The training phases are the client of a run on an embedded ``LocalCluster`` of P single-threaded worker processes:

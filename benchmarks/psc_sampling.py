@@ -1,5 +1,5 @@
 """PSC-GCN's sampler on one part: the vectorised KKT refresh (Eq. 19 for every vertex at once) against the
-reference per-vertex loop of digest §3.4, and one Bernoulli draw against the refresh. Ratios only, measured in
+reference per-vertex loop of Theorem 2, and one Bernoulli draw against the refresh. Ratios only, measured in
 the same run (the machine may be shared).
 
 Usage::
@@ -24,7 +24,7 @@ from workbench.sample.psc_analysis import part_edges
 
 
 def vr_probs_loop(s: np.ndarray, budget: float) -> np.ndarray:
-    """The digest's reference for one target (a Python loop over k)."""
+    """Theorem 2 (Eq. 19) for one target as written: a Python loop over k."""
     n = len(s)
     if budget >= n:
         return np.ones(n)

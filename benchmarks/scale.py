@@ -1,4 +1,4 @@
-"""Benchmark: larger than memory, the CATGNN way (issue 28): generate -> stream-partition into a folder -> train
+"""Benchmark: larger than memory, the CATGNN way: generate -> stream-partition into a folder -> train
 parts from the folder, each phase in its own process, with its time, peak RSS, disk and the partition's metrics.
 
 Phases (each a subprocess; its peak RSS is the kernel's ``wait4`` reading of that child alone, the interpreter's

@@ -8,15 +8,15 @@ machine:
   included) and of its assignment/clustering passes, peak RSS of the process during the run and above its start,
   and the state it kept (``state_bytes``), next to the CSR an in-memory partitioner would build;
 * the compiled kernels against a per-edge Python loop of the same algorithm (dicts and lists, the way CATGNN's own
-  code runs, digest §3) on the first ``--python-edges`` lines: hash, HDRF, SPRING's clustering pass; target >= 20x;
+  code runs) on the first ``--python-edges`` lines: hash, HDRF, SPRING's clustering pass; target >= 20x;
 * text input: parsing the first ``--text-edges`` lines as text alone, and the one-pass hash partitioner on the same
   text (target: the streaming pass no slower than 3x parsing);
 * METIS's peak memory (a subprocess: load, build the CSR, partition) on the first ``--metis-edges`` lines, against
   SPRING's on the same lines.
 
-Targets from the issue: >= 10 M lines/s per core for hash and DBH, >= 2 M lines/s for HDRF and SPRING at P = 8.
+Targets: >= 10 M lines/s per core for hash and DBH, >= 2 M lines/s for HDRF and SPRING at P = 8.
 
-First, the memory of the command itself (issue 22): ``workbench partition FILE --parts 8 --method hdrf --stream
+First, the memory of the command itself: ``workbench partition FILE --parts 8 --method hdrf --stream
 --json`` in a subprocess on a seeded Chung-Lu text file of ``--lines`` lines (default 20M, ids ``lines / 10``,
 about 300 MB of text) and on a 16-line file. Its peak RSS above the 16-line run's is compared with half the CSR an
 in-memory partitioner would build (``8 (2E + V + 1)`` bytes; the limit) and with the state plus two chunks of 16-byte
@@ -183,7 +183,7 @@ def cli_memory(work: Path, lines: int = 20_000_000, nodes: int | None = None, pa
 
 # ------------------------------------------------------------------------------------ main
 
-TARGET_LINES_PER_S = {"hash": 10e6, "dbh": 10e6, "hdrf": 2e6, "spring": 2e6}   # per core, from the issue
+TARGET_LINES_PER_S = {"hash": 10e6, "dbh": 10e6, "hdrf": 2e6, "spring": 2e6}   # per core: the targets above
 
 
 def headline(out: dict) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Benchmark: loading a saved run log of 10^5 events into ``widgets.RunView`` (issue 7).
+"""Benchmark: loading a saved run log of 10^5 events into ``widgets.RunView``.
 
 Writes a run log of ``--events`` events (default 10^5) of the real event types (a fabricated SANCUS-like
 run from ``widgets.synthetic.fabricate_run``: epoch, traffic per link, staleness per rank and layer,

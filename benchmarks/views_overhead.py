@@ -1,4 +1,4 @@
-"""Benchmark: what the live views cost a training run, and how fast an event reaches the page (issue 4).
+"""Benchmark: what the live views cost a training run, and how fast an event reaches the page.
 
 Runs the same training (SANCUS epoch-fixed, ε = 1, on a generated SBM graph) several times, alternating:
 

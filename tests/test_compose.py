@@ -83,7 +83,7 @@ def test_flat_legacy_recipe_names_still_work():
 
 
 def test_fanouts_alone_set_the_layer_count():
-    """DGL's examples take the number of layers from the fan-outs; both given must agree (issue 22, item 5)."""
+    """DGL's examples take the number of layers from the fan-outs; both given must agree."""
     from recipes import bytegnn, distdgl
 
     cfg = distdgl.recipe().with_strings({"sample.fanouts": "5,5"})           # the recipe has 3 layers

@@ -9,7 +9,7 @@ a HoloViews object that renders in a notebook and in a :class:`panel` layout ali
 * :func:`line_plot` - ``y`` against ``x``, one line per ``by``, optional log axes and reference marks;
 * :func:`bar_plot` - ``y`` per category ``x``, with the same marks;
 * :func:`paper_mark` - a labelled horizontal line (a number a paper reports);
-* :func:`volume_vs_parts` - seed 001 (HP/GP/RP): total and maximum send volume against P, one row per graph;
+* :func:`volume_vs_parts` - Demirci et al. (HP/GP/RP): total and maximum send volume against P, one row per graph;
 * :func:`normalised_vs_parts` - the same normalised to random partitioning, the paper's Table 2 geo-means
   marked at their P;
 * :func:`degree_ccdf`, :func:`split_bars` - the in-degree distribution (log-log CCDF) and the split sizes of

@@ -88,7 +88,7 @@ def test_blocks_are_the_nearest_centre_ties_to_the_most_messages(hops):
                                   "papers-like:num_nodes=5000,seed=3",
                                   "papers-like:num_nodes=20000,seed=2", "products-like:num_nodes=3000,seed=1"])
 def test_parts_are_vertex_balanced_on_few_label_graphs(spec):
-    """Issue 25: Algorithm 2 balances only the labelled vertices; on papers-like (1.4 % labelled, blocks 100x
+    """Algorithm 2 balances only the labelled vertices; on papers-like (1.4 % labelled, blocks 100x
     apart in size) it put 7,565 of 10,000 vertices on one of 4 parts. With the vertex capacity no part holds
     more than 1.1x the mean, and the blocks stay whole. Both mechanisms are needed: without the capacity a part
     holds 1.9x the mean; with smaller-id ties one block (2,827 vertices on seed 1) outgrows 1.1x a part."""

@@ -85,7 +85,7 @@ def test_remote_metrics_match_the_halo_definition(karate):
 
 
 def test_p2p_beats_lhop_replication_more_as_layers_grow():
-    """R3 on a graph with locality (tight communities): replication's L-hop halo outgrows L rounds of P2P."""
+    """Fig. 14 on a graph with locality (tight communities): replication's L-hop halo outgrows L rounds of P2P."""
     from workbench.data import load_graph
     from workbench.partition.remote import lhop_halo_sizes, p2p_vs_replication
 

@@ -1,4 +1,4 @@
-"""Hypergraph partitioning (HP, SHP) and the exact volume metrics of seed 001, checked brute force."""
+"""Hypergraph partitioning (HP, SHP) and the exact volume metrics of Demirci et al., checked brute force."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from workbench.testing import multigraph
 
 
 def toy_graph() -> Graph:
-    """The digest's §3.5 toy example: 6 vertices, edges 1-2 1-5 2-4 2-6 3-4 4-5 4-6 (1-based)."""
+    """A graph consistent with the paper's Fig. 2 example: 6 vertices, edges 1-2 1-5 2-4 2-6 3-4 4-5 4-6 (1-based)."""
     u = torch.tensor([0, 0, 1, 1, 2, 3, 3])
     v = torch.tensor([1, 4, 3, 5, 3, 4, 5])
     return Graph.from_edges(torch.cat([u, v]), torch.cat([v, u]), 6, directed=False, name="toy")
@@ -117,7 +117,7 @@ def test_config_errors_are_reported_at_once():
 
 
 def test_hoeffding_table():
-    # digest §3.6 at theta = 0.1, delta = 0.5
+    # Eq. 14 at the paper's theta = 0.1, delta = 0.5, rounded up
     assert [hoeffding_num_nets(p) for p in (2, 3, 9, 15, 21, 27, 512)] == [
         70, 278, 4437, 13586, 27726, 46857, 18099529]
 

@@ -166,7 +166,7 @@ def test_vertex_weights_column_balanced(karate):
 
 
 def test_an_empty_part_is_one_error_not_a_warning(karate):
-    """Issue 22: METIS leaving parts empty was only a RuntimeWarning, and the run trained with idle ranks."""
+    """METIS leaving parts empty used to be only a RuntimeWarning, and the run trained with idle ranks."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(ParamError, match=r"^The 'num_parts' parameter of MetisPartitioner must be a count whose "
@@ -176,7 +176,8 @@ def test_an_empty_part_is_one_error_not_a_warning(karate):
 
 
 def _tiny_split_graph(seed: int = 0):
-    """products-like:num_nodes=400,seed=0 of issue 22: 32 train, 6 val, 361 test and 1 'other' vertex."""
+    """products-like:num_nodes=400,seed=0, where METIS once left a part empty: 32 train, 6 val, 361 test and
+    1 'other' vertex."""
     from workbench.data import load_graph
 
     return load_graph(f"products-like:num_nodes=400,seed={seed}")
@@ -219,8 +220,8 @@ needs_multi_constraint = pytest.mark.skipif(load_libmetis() is None and not _dgl
 @needs_multi_constraint
 @pytest.mark.parametrize("num_parts", [2, 4, 8])
 def test_balance_train_with_a_one_vertex_split_fills_every_part(num_parts):
-    """Issue 22: `workbench partition products-like:num_nodes=400,seed=0 --parts 2 --method metis --set
-    balance_train=true` gave parts of 400 and 0 vertices (the 'other' split has one vertex, which no partition
+    """`workbench partition products-like:num_nodes=400,seed=0 --parts 2 --method metis --set
+    balance_train=true` once gave parts of 400 and 0 vertices (the 'other' split has one vertex, which no partition
     balances over two parts, so METIS gave up)."""
     g = _tiny_split_graph()
     with warnings.catch_warnings():

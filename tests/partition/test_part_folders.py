@@ -1,4 +1,4 @@
-"""Issue 28: binary edge streams, ``workbench generate``, partition folders (round trip against ``part_subgraph``)
+"""Binary edge streams, ``workbench generate``, partition folders (round trip against ``part_subgraph``)
 and CATGNN trained from a folder (equal to the same parts in memory)."""
 
 from __future__ import annotations
@@ -440,7 +440,7 @@ def test_range_limits_cut_by_the_degree_budget():
 
 
 # ------------------------------------------------------------------------------------------- any recipe on a folder
-# issue 41: a run from a partition folder trains on the folder's parts (its owner map), whatever the recipe
+# a run from a partition folder trains on the folder's parts (its owner map), whatever the recipe
 
 
 @pytest.fixture(scope="module")
@@ -476,7 +476,7 @@ def test_any_recipe_trains_on_the_folders_parts(raw, folder2, recipe):
     run = launch(make(graph=f"parts:{folder2}", **settings), runner="dask", workers=2, out=None)
     ours = run.wait(timeout=300)
     assert_same_run(ours, memory, rtol=1e-5)
-    setup = ours["bytes_by_kind"].pop("part_setup", 0)    # halo runs agree their plans on the ranks (issue 41)
+    setup = ours["bytes_by_kind"].pop("part_setup", 0)    # halo runs agree their plans on the ranks
     assert ours["bytes_by_kind"] == memory["bytes_by_kind"]
     halo = 24 * int(np.sum(PartFolder(folder2).manifest["comm_rows"]))
     # G3 too: its ranks read their parts and plan their bins (the bins' agreement beside the halo's)
@@ -529,7 +529,7 @@ def test_a_folder_run_refuses_other_parts_and_a_partition_method_set_by_name(fol
 
 
 # ------------------------------------------------------------------------------------------- folders of any method
-# issue 41: workbench partition GRAPH --parts P --method M --folder DIR, from any registered partitioner
+# workbench partition GRAPH --parts P --method M --folder DIR, from any registered partitioner
 
 SMALL = "sbm:num_nodes=600,num_blocks=3,seed=0"
 

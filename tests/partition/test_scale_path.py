@@ -1,4 +1,4 @@
-"""``benchmarks/scale.py``'s path at 1M lines (issue 28): generate -> stream-partition (SPRING, HDRF) into a folder
+"""``benchmarks/scale.py``'s path at 1M lines: generate -> stream-partition (SPRING, HDRF) into a folder
 -> CATGNN on 2 parts from the folder, with the metrics checked exactly against the in-memory partitioner."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from workbench.partition.streaming import STREAMING_METHODS, stream_partition
 # ------------------------------------------------------------------------------------------- brute force
 
 def spring_brute(lines, num_nodes, P, beta=1.05, tau_factor=0.1, variant="paper"):
-    """Algorithm 1 of CATGNN line by line with dicts and sets (the §2.6 deviations for 'reference')."""
+    """Algorithm 1 of CATGNN line by line with dicts and sets (the reference code's deviations for 'reference')."""
     deg = defaultdict(int)
     for u, v in lines:
         deg[u] += 1
@@ -331,7 +331,7 @@ def test_train_balance_and_options(multigraph):
 
 @pytest.mark.parametrize("method", ["spring", "clustering", "hdrf"])
 def test_cli_json_replication_factor_is_the_written_assignments(edge_file, tmp_path, capsys, method):
-    """Issue 22: for owner results the JSON's replication_factor was the completed RF (3.897 where the written
+    """For owner results the JSON's replication_factor was the completed RF (3.897 where the written
     owner-side edge_assignment.npy has a vertex-cut RF of 3.115). Now it is the RF of the written lines for
     every method, computed here from the file alone, with the completed RF beside it."""
     from workbench.cli import main

@@ -1,4 +1,4 @@
-"""Streaming partitioners' memory is bounded by the vertices and the chunk size, never by the lines (issue 22).
+"""Streaming partitioners' memory is bounded by the vertices and the chunk size, never by the lines.
 
 Two views: the allocations Python and numpy make during a run, traced exactly in this process (they must not
 grow with the file, and for the one-pass vertex-cut methods stay within the state, the owners and a few chunks);

@@ -1,17 +1,18 @@
-"""ByteGNN's scheduling claims (seed 000 §3.3, §3.4, §3.8) on the simulated clock: the real policies and ready
+"""ByteGNN's scheduling claims (Zheng et al., VLDB 2022) on the simulated clock: the real policies and ready
 queue, deterministic, no processes.
 
-What the digest claims and what the simulation shows (``SimConfig`` defaults: 4 workers, a 15 ms step):
+What the paper claims and what the simulation shows (``SimConfig`` defaults: 4 workers, a 15 ms step):
 
-* coarse (§3.3): launch-score balances production and consumption -- it keeps the trainer fed without
+* coarse (Algorithm 1): launch-score balances production and consumption -- it keeps the trainer fed without
   flooding the workers. Holds against both baselines in part: its DAG latency is a fraction of ASAP's, and
   where the workers have room for more than two DAGs it idles the trainer less than DistDGL-style fixed
-  prefetch (§3.7 Fig. 19: "prefetch does not scale"). It does **not** idle the trainer as little as ASAP:
+  prefetch (Fig. 19: prefetching "doesn't scale well"). It does **not** idle the trainer as little as ASAP:
   the simulation has no CPU contention between sampling and training, so flooding costs ASAP nothing but
   latency and memory, and holding back (f(C_util) -> 0 as the workers saturate) costs launch-score a few
   points of idle time. With 2 workers, two DAGs already fill them: prefetch-2 is as good, and launch-score
-  (T_avg_sample = DAG latency, which grows with the DAGs in flight, §3.9 item 2) floods up to its cap.
-* fine (§3.4): the priority queue (earlier DAGs first, then cheap tasks) against FIFO. Holds when many DAGs
+  (T_avg_sample = DAG latency, which grows with the DAGs in flight; the paper leaves it open) floods up to
+  its cap.
+* fine (task order): the priority queue (earlier DAGs first, then cheap tasks) against FIFO. Holds when many DAGs
   are in flight (ASAP): lower mean DAG latency and trainer idle time. At a fixed moderate depth it still
   lowers the trainer's idle time, but **not** the mean DAG latency: FIFO overlaps a new DAG's
   critical-path NSC with an older DAG's FF fan-out, so DAGs finish a little sooner on average, in the wrong
@@ -74,7 +75,7 @@ def test_the_clock_is_deterministic_and_validates_its_config():
         simulate(PrefetchPolicy(), SimConfig(ready_queue="lifo", workers=0))
 
 
-# ------------------------------------------------------------------------------------- coarse scheduler (§3.3)
+# ------------------------------------------------------------------------------ coarse scheduler (Algorithm 1)
 
 
 @pytest.mark.parametrize("workers,train_ms", [(2, 15.0), *ROOMY])
@@ -131,7 +132,7 @@ def test_guard_launch_score_lets_several_dags_fly_while_workers_idle():
     assert real.trainer_idle_fraction < broken.trainer_idle_fraction / 3
 
 
-# --------------------------------------------------------------------------------------- fine scheduler (§3.4)
+# --------------------------------------------------------------------------------- fine scheduler (task order)
 
 
 @pytest.mark.parametrize("workers,train_ms", [(2, 15.0), *ROOMY])

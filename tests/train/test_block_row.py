@@ -35,7 +35,7 @@ def test_block_row_matches_single_process(model, directed):
 @pytest.mark.parametrize("model", ["gcn", "sage"])
 def test_block_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypatch):
     """Every block of ``Â`` (and of ``Â^T``) carries ``(r, c)`` with ``w == r[rows] * c[cols]``, so large
-    blocks on CPU take DGL's unweighted kernel (issue 12); forced on these small blocks, it trains exactly
+    blocks on CPU take DGL's unweighted kernel (the faster one); forced on these small blocks, it trains exactly
     as the compiled loop."""
     from workbench.train.block_row import build_block_shards
 

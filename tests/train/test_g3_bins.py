@@ -124,7 +124,7 @@ def _cora_like(folder: Path, seed: int = 0) -> Path:
 
 
 def test_g3_trains_cora_sized_arrays_with_the_auto_budget(tmp_path, capsys):
-    """Issue 22, item 7: ``workbench run g3 --graph data/cora`` partitions and trains, in bins, and says how
+    """``workbench run g3 --graph data/cora`` partitions and trains, in bins, and says how
     ``memory_budget=auto`` sized the budget."""
     from workbench.cli import main
     from workbench.data import load_graph

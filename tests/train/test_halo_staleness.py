@@ -43,7 +43,7 @@ def test_epoch_fixed_bytes_of_every_epoch_are_predicted(graph, world_size, eps):
                                          backward_widths=stage.backward_widths(graph.num_features, graph.num_classes))
     counted = _counted_by_epoch(results)
     assert counted == predicted == summary["predicted_bytes_by_epoch"] == summary["bytes_by_epoch"]
-    # exact epochs move the whole halo, stale epochs only the gradients (never skipped, D7/H4)
+    # exact epochs move the whole halo, stale epochs only the gradients (never skipped, as in SANCUS; H4)
     exact = summary["predicted_bytes_per_epoch"]
     assert counted[0] == exact and all(c < exact for e, c in enumerate(counted) if e % (eps + 1))
     assert summary["bytes_by_kind"]["halo_bwd"] == 6 * summary["predicted_bytes_per_epoch_by_kind"]["halo_bwd"]

@@ -120,7 +120,7 @@ def test_cli_json_has_the_per_epoch_figures(capsys):
 
 
 def test_fanouts_alone_set_the_layers_from_the_cli_and_the_python_api(capsys, tmp_path):
-    """``--set sample.fanouts=5,5`` on the 3-layer recipe trains 2 layers and says so (issue 22, item 5)."""
+    """``--set sample.fanouts=5,5`` on the 3-layer recipe trains 2 layers and says so (as DGL's examples do)."""
     from workbench.cli import main
 
     common = ["run", "distdgl", "--graph", GRAPH, "--workers", "2", "--runner", "local", "--epochs", "1",
@@ -139,7 +139,7 @@ def test_fanouts_alone_set_the_layers_from_the_cli_and_the_python_api(capsys, tm
 
 
 def test_distdgl_on_a_graph_with_a_one_vertex_split_trains_every_rank():
-    """Issue 22: `workbench run distdgl` on products-like:num_nodes=400,seed=0 trained on parts of 400 and 0
+    """`workbench run distdgl` on products-like:num_nodes=400,seed=0 once trained on parts of 400 and 0
     vertices (METIS with balance_train gave up on the one-vertex 'other' split): one idle rank, no traffic."""
     from workbench.events import PartitionComputed
 

@@ -1,4 +1,4 @@
-"""Overlap of sampling and feature pulls with compute in mini-batch training (``train.prefetch``, issue 24).
+"""Overlap of sampling and feature pulls with compute in mini-batch training (``train.prefetch``).
 
 * One rank: ``train.prefetch=N`` gives the inline run's losses, weights and accuracies bit for bit, and the
   same figures and bytes by kind (plain, the single-process reference of 2 trainers, a dynamic cache).

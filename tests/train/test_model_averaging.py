@@ -43,7 +43,7 @@ def test_averaging_traffic_is_params_times_4_times_ring_factor(num_parts, worker
 @pytest.mark.parametrize("model", ["gcn", "sage"])
 def test_part_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypatch):
     """Each part's local ``Â`` carries ``(r, c)`` with ``w == r[rows] * c[cols]`` (large parts on CPU take
-    DGL's unweighted kernel, issue 12); forced on this small graph, it trains exactly as the compiled loop."""
+    DGL's unweighted kernel, the faster one); forced on this small graph, it trains exactly as the compiled loop."""
     from recipes import catgnn
     from workbench.data import load_graph
     from workbench.train.model_averaging import part_subgraph
@@ -148,7 +148,7 @@ def test_catgnn_method_switch_keeps_shared_fields_and_lists_choices():
         catgnn.recipe().with_strings({"partition.method": "metiss"})
 
 
-# -- local mini-batch training per part (CATGNN's local training, digest 002 §1.4) ---------------------------
+# -- local mini-batch training per part (CATGNN's local training, §3.3) --------------------------------------
 
 
 def test_local_minibatch_on_one_part_equals_minibatch_training():
@@ -196,7 +196,7 @@ def test_local_minibatch_settings_without_effect_are_refused():
 
 
 def test_averaged_weights_are_the_alpha_weighted_sum_of_every_part_model():
-    """CATGNN's averaging (digest 002 §1.5): after a sync every replica of every rank holds
+    """CATGNN's averaging (§3.3): after a sync every replica of every rank holds
     ``sum_k alpha_k W_k`` over all parts k (two ranks with two and one parts here), checked against the sum
     computed directly from the models before the sync."""
     import threading

@@ -1,4 +1,4 @@
-"""Issue 41: ranks own their data. A halo run on a partition folder hands each rank a reference to its part; the
+"""Ranks own their data. A halo run on a partition folder hands each rank a reference to its part; the
 rank reads its own files, agrees its halo plan with the owners (one exchange of requested ids, and the GLOBAL
 out-degrees the GCN weights need, counted as ``part_setup``) and trains exactly as the same partition in memory;
 the client reads the manifest only."""

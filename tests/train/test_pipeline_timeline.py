@@ -14,7 +14,8 @@ from workbench.train.pipeline_time import (
 
 
 def _reference(costs, tau, bw, latency):
-    """The recurrence of the digest (§8) written out on its own: seconds and blocked seconds per iteration."""
+    """The recurrence of :mod:`workbench.train.pipeline_time` written out on its own: seconds and blocked
+    seconds per iteration."""
     W, T = len(costs), len(costs[0])
     free, done_f, done_b = [0.0] * W, [{} for _ in range(W)], [{} for _ in range(W)]
     start, out, blocked = 0.0, [], []

@@ -142,7 +142,7 @@ def test_paper_effect_on_sbm():
 
 
 def test_accuracy_is_a_fresh_forward_that_leaves_training_alone(monkeypatch):
-    """Issue 25: a stale run's accuracy is the model's after the update, from a forward pass with every block
+    """A stale run's accuracy is the model's after the update, from a forward pass with every block
     fresh (every round executed, counted as ``eval_bcast_fwd``), not the stale training forward; the training
     losses, weights, bytes and skipped rounds are those of the run without that pass."""
     from workbench.data import load_graph
@@ -182,7 +182,8 @@ def test_accuracy_is_a_fresh_forward_that_leaves_training_alone(monkeypatch):
 
 @pytest.mark.parametrize("eps", [1, 2])
 def test_skipg_skips_gradient_blocks_only(setup, eps):
-    """SkipG (D9): backward blocks every eps + 1 epochs, forward blocks always, ages <= eps."""
+    """SkipG (only named in the paper; here stale gradient blocks): backward blocks every eps + 1 epochs,
+    forward blocks always, ages <= eps."""
     base, _, _ = _run(setup, staleness="none", epochs=6)
     summary, _, events = _run(setup, staleness="epoch-fixed", epsilon=eps, skip="gradients", epochs=6)
     kinds, base_kinds = summary["bytes_by_kind"], base["bytes_by_kind"]

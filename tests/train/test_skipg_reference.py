@@ -1,4 +1,4 @@
-"""Issue 42, suspected defect 5: SkipG (``exchange.skip="gradients"``) matched CAGNET's accuracy to the vertex
+"""Suspected defect: SkipG (``exchange.skip="gradients"``) matched CAGNET's accuracy to the vertex
 while skipping 16.7 % of the bytes. Not a defect: the stale gradient blocks reach the update. On a tiny graph,
 3 ranks and plain SGD, SkipG's weights equal a dense single-process reference whose stale epoch uses each rank's
 own fresh ``dL/dT`` block and the other roots' blocks of the last epoch that broadcast them, and differ from the

@@ -140,7 +140,7 @@ def test_unknown_recipe_option_is_refused():
 
 
 def test_form_fanouts_set_the_layers_as_on_the_command_line():
-    """The form sends what the user changed, so fan-outs alone set the layer count (issue 22, item 5)."""
+    """The form sends what the user changed, so fan-outs alone set the layer count, as on the command line."""
     launched = []
     form = RunControl(launcher=lambda cfg, **kw: launched.append(cfg), default_recipe="distdgl")
     form.widgets["sample.fanouts"].value = "5,5"

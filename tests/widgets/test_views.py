@@ -172,7 +172,7 @@ def test_progress_and_dask_link(events):
 
 
 def test_progress_shows_each_processs_peak_rss_once_the_run_ended(events):
-    """``summary["peak_rss_mb"]`` (issue 41): the client's and the largest rank's, every rank's in the tooltip."""
+    """``summary["peak_rss_mb"]``: the client's and the largest rank's, every rank's in the tooltip."""
     live = ProgressView(events[:10])
     assert live._memory.object == ""
     done = list(events)

@@ -1,6 +1,6 @@
 """DistDGL's KVStore for vertex features: every rank holds the rows of its part and pulls the others'.
 
-DistDGL (seed 000 §2.4) keeps each vertex's feature row on the machine that owns the vertex; a trainer
+DistDGL (Zheng et al., 2020) keeps each vertex's feature row on the machine that owns the vertex; a trainer
 ``pull``\\ s the rows of a mini-batch's input vertices: local rows are read in place, remote ones are
 requested from their owners and scattered back into the order asked for. :class:`FeatureStore` does
 the same over the counted :class:`~workbench.communicate.base.Communicator`, in two collectives per pull:

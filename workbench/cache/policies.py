@@ -16,7 +16,7 @@ none        -           nothing (capacity 0 whatever ``ratio`` says); stats stil
 degree      static      highest degree first (PaGraph; ``direction='out'``: a vertex with many out-edges is
                         the sampled in-neighbour of many vertices; global degree, ties by id)
 random      static      a seeded random subset
-inclusion   semi-static highest inclusion probability first (PSC-GCN, digest 003 §4): the caller supplies
+inclusion   semi-static highest inclusion probability first (PSC-GCN, Sec. V): the caller supplies
                         ``probabilities`` (one per global id); :meth:`CachedFeatureStore.refresh` re-ranks
                         with new ones
 lru         dynamic     admission on miss, least recently used evicted
@@ -218,7 +218,7 @@ class InclusionCache(Cache):
     mini-batch trainer estimates it before training by pre-sampling ``presample_epochs`` epochs (GNNLab's
     PreSC, the static policy GNNLab finds best; an exact value would sum over every multi-hop path and batch
     composition): the fraction of the rank's pre-sampled batches in which ``v`` is an input, static after
-    the fill. Ties are broken by vertex id (digest A10).
+    the fill. Ties are broken by vertex id (the paper does not say how).
     """
 
     name = "inclusion"

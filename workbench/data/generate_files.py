@@ -1,5 +1,5 @@
 """``workbench generate SPEC --out FILE``: a seeded power-law edge file written chunk by chunk, with node features,
-labels and a split as ``.npy`` files beside it, never holding the graph (issue 28).
+labels and a split as ``.npy`` files beside it, never holding the graph (it may be larger than memory).
 
 SPEC is a generator spec of :data:`STREAMED` with its usual settings (``rmat:scale=20,edge_factor=16``,
 ``chunglu:num_nodes=1000000,avg_degree=16``, ``papers-like:num_nodes=7000000,num_features=16``): the same

@@ -1,4 +1,5 @@
-"""Partition folders: each part's completed subgraph, node data and a manifest, all memory-mappable (issue 28).
+"""Partition folders: each part's completed subgraph, node data and a manifest, all memory-mappable
+(for graphs larger than memory).
 
 :func:`workbench.partition.streaming.folders.write_part_folders` writes them (``workbench partition FILE --stream
 --out DIR --with-features X.npy --labels Y.npy``; its docstring has the tree); this module reads them:

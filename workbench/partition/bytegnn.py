@@ -1,18 +1,19 @@
 """ByteGNN's GNN-tailored partitioner: K-hop neighbourhood blocks, then Algorithm 2 (CE x BS) assignment.
 
 Paper: C. Zheng et al., "ByteGNN: Efficient Graph Neural Network Training at Large Scale", VLDB 2022.
-Digest: ``shared/research/seeds/000_f50532bdbda55375.md`` §3.5 (and the decisions of §3.9).
+Where the paper is open (BFS order, unreached vertices, the sort key, Algorithm 2's edge cases), the
+choices below say so.
 
 Sampling-based training only reads the K-hop neighbourhoods of labelled (train/val/test) vertices, so the
 partitioner keeps those neighbourhoods whole and balances every split separately:
 
 1. **Blocks.** Every labelled vertex is the centre of a block. A *synchronous multi-source BFS* over the
    in-neighbours (what a sampler reads) runs K levels from all centres at once; a vertex joins the block of
-   the first level that reaches it (digest [rec]: every vertex joins its nearest centre, deterministic,
+   the first level that reaches it (every vertex joins its nearest centre: deterministic,
    O(K (|V| + |E|)), vectorised per level). The paper's vertex "keeps the first block ID it receives"; when
    several centres reach it at the same level, ``ties="most"`` (default) takes the centre whose block sends
    it the most messages at that level (the likeliest first arrival; remaining ties by a hash of the vertex and
-   the centre), ``ties="smaller"`` the smaller centre id (the digest's literal [rec]). On few-label power-law
+   the centre), ``ties="smaller"`` the smaller centre id (the plain deterministic rule). On few-label power-law
    graphs the smaller-id rule hands every tie to the lowest centres: ``papers-like:num_nodes=40000,seed=0``
    gets one block of 15,250 vertices (1.5x a quarter of the graph), 1,586 with hashed ties.
    Vertices no block reaches (farther than K hops from every labelled vertex): ``unreached="neighbours"``
@@ -37,7 +38,7 @@ partitioner keeps those neighbourhoods whole and balances every split separately
    after another and leaves the small, label-dense blocks to the last part). The cross-edge tallies walk each
    block's edges once (O(|E|) over all blocks, owner labels kept per vertex); the greedy loop over blocks is
    compiled with numba. ``variant="paper"`` is the literal rule (``CE = 0`` for an empty part, the first part
-   wins ties, BS may go negative); ``variant="patched"`` applies §3.5's edge cases: ``(CE + eps) * max(BS, 0)``
+   wins ties, BS may go negative); ``variant="patched"`` patches these: ``(CE + eps) * max(BS, 0)``
    and ties by larger BS, then the smaller part. A split with no vertices drops its term.
 
 Example:

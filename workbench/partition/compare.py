@@ -1,4 +1,4 @@
-"""RP vs GP vs HP on several graphs and part counts, in the layout of seed 001's Table 2.
+"""RP vs GP vs HP on several graphs and part counts, in the layout of Table 2 of Demirci et al. (PVLDB 2022).
 
 :func:`compare_methods` partitions every graph with every method and part count and records the four
 per-SpMM metrics (:data:`workbench.partition.volume.TABLE2_KEYS`); :func:`table2` normalises them to random

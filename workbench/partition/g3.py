@@ -1,4 +1,4 @@
-"""G3's locality-aware iterative partitioning (Wan et al., SIGMOD 2023; digest 004 §1.4).
+"""G3's locality-aware iterative partitioning (Wan et al., SIGMOD 2023, §4).
 
 * **Stage 1** (:class:`G3Partitioner`): multi-constraint METIS balancing ``|V_p|`` and ``Σ d_v`` (two weight
   columns: 1 and the in-degree) with the communication-volume objective (``objtype=vol``), through the
@@ -8,8 +8,8 @@
   with the fewest remote vertices: out of ``A`` the vertex with the most out-of-part neighbours, out of
   ``B`` the vertex with the fewest neighbours outside ``A``. Swaps are 1-for-1, so every ``|V_p|`` stays as
   stage 1 made it. **Fast neighbour tracking**: per (part, vertex) counters ``cnt[p, u] = |N(u) ∩ V_p|`` for
-  ``u ∉ V_p`` make a move ``O(d_v)`` (the digest's MOVE); ``R_p`` is the number of non-zero counters.
-  The loop is compiled with numba.
+  ``u ∉ V_p`` make a move ``O(d_v)`` (the paper's fast neighbour tracking); ``R_p`` is the number of non-zero
+  counters. The loop is compiled with numba.
 
 Stop rules: the spread is within ``gamma`` (0.5 %, the paper's), a swap undoes the previous one
 (the paper's cyclic swapping), ``patience`` swaps without a new best spread, or ``max_iterations``.
@@ -67,7 +67,7 @@ STOPS = ("converged", "cycle", "patience", "max_iterations", "stuck")
 
 @numba.njit(cache=True)
 def _move(indptr, indices, part, cnt, R, rem, v, a, b):  # pragma: no cover - compiled
-    """Move ``v`` from part ``a`` to part ``b``, updating the counters in ``O(d_v)`` (digest's MOVE)."""
+    """Move ``v`` from part ``a`` to part ``b``, updating the counters in ``O(d_v)`` (fast neighbour tracking)."""
     ka = 0
     kb = 0
     for j in range(indptr[v], indptr[v + 1]):

@@ -1,4 +1,4 @@
-"""Sampling-aware partition metrics (digest 000 §3.6/§3.8), for every edge-cut partitioner.
+"""Sampling-aware partition metrics (what ByteGNN's partitioner optimises), for every edge-cut partitioner.
 
 Full-graph metrics (:mod:`workbench.partition.metrics`) count every cut edge; sampling-based training only
 reads the K-hop sampled neighbourhoods of the labelled vertices, split by split. These metrics say what a

@@ -1,4 +1,4 @@
-"""Hypergraph partitioning of the column-net model (HP) and the stochastic hypergraph (SHP), seed 001.
+"""Hypergraph partitioning of the column-net model (HP) and the stochastic hypergraph (SHP), Demirci et al.
 
 ``hypergraph`` partitions the column-net hypergraph of ``Â`` (:func:`workbench.partition.volume.column_nets`:
 one vertex per row, net ``j`` = ``{j} ∪ out-neighbours(j)``, self-loops included so the owner of row ``j``

@@ -154,7 +154,7 @@ class PartitionMetrics:
             out["max_part_comm_volume_bytes"] = self.bytes(self.max_part_comm_volume_rows)
         if self.part_train is not None:
             out["train_balance"] = self.train_balance
-        # the paper's per-part send metrics (seed 001, Table 2): max rows sent, messages in total and per part
+        # the per-part send metrics of Demirci et al.'s Table 2: max rows sent, messages in total and per part
         sent = send_metrics(self.comm_rows)
         out.update({k: sent[k] for k in ("max_send_volume_rows", "total_messages", "max_part_messages")})
         if self.mirror_sync_volume_rows is not None:

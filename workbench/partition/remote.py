@@ -1,4 +1,4 @@
-"""G3's per-part cost factors (digest 004 §1.4): the remote-vertex metrics of an edge-cut partition.
+"""G3's per-part cost factors (Wan et al., §4.1): the remote-vertex metrics of an edge-cut partition.
 
 For part ``p``: ``|V_p|`` (dense NN cost), ``Σ_{v∈V_p} d_v`` (aggregation cost, in-degrees: the edges a
 part aggregates) and ``|V_p^remote|``, the vertices owned elsewhere that ``p`` reads in one layer (its halo;

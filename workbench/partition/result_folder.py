@@ -1,4 +1,4 @@
-"""A partition folder from any in-memory partition (issue 41): ``workbench partition GRAPH --parts P --method M
+"""A partition folder from any in-memory partition: ``workbench partition GRAPH --parts P --method M
 --folder DIR`` writes the parts :class:`~workbench.partition.base.PartitionResult` gives, with the graph's
 features, labels and split, for the graph spec ``parts:DIR`` (:mod:`workbench.data.partfolder`).
 

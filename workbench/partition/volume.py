@@ -1,4 +1,4 @@
-"""The column-net hypergraph of ``Â`` and the exact communication metrics of a row partition (seed 001).
+"""The column-net hypergraph of ``Â`` and the exact communication metrics of a row partition (Demirci et al.).
 
 Row ``i`` of ``Â = D^-1/2 (A + I) D^-1/2`` aggregates the rows ``j`` with ``Â(i, j) != 0``: for a workbench
 :class:`~workbench.graph.Graph` (destination-major CSR) those are the in-neighbours of ``i`` and ``i``
@@ -16,10 +16,10 @@ per SpMM; multiply rows by the exchanged width and 4 bytes for bytes, messages b
 (2L for an expand-style epoch).
 
 :func:`expected_batch_volume` is the exact expected volume of one uniformly sampled induced mini-batch
-(``s`` of ``n`` vertices without replacement, §3.6 of the digest), the oracle behind the stochastic
+(``s`` of ``n`` vertices without replacement, as the paper's artifact samples), the oracle behind the stochastic
 hypergraph (:mod:`workbench.partition.hypergraph`).
 
-Example (the digest's §3.5 toy graph: 9 rows and 6 messages per SpMM):
+Example (a graph consistent with the paper's Fig. 2 example: 9 rows and 6 messages per SpMM):
     >>> import torch
     >>> from workbench.graph import Graph
     >>> u = torch.tensor([0, 0, 1, 1, 2, 3, 3]); v = torch.tensor([1, 4, 3, 5, 3, 4, 5])
@@ -52,7 +52,7 @@ TABLE2_KEYS = ("comm_volume_rows", "max_send_volume_rows", "total_messages", "ma
 """The four metrics of the paper's Table 2 (volume avg = total / P, so normalised avg = normalised total)."""
 
 PAPER_TABLE2 = {"hypergraph": (0.13, 0.21, 0.29, 0.48), "metis": (0.15, 0.56, 0.35, 0.52)}
-"""Geo-mean over 8 graphs at P = 512, normalised to random (seed 001, Table 2), in :data:`TABLE2_KEYS` order."""
+"""Geo-mean over 8 graphs at P = 512, normalised to random (the paper's Table 2), in :data:`TABLE2_KEYS` order."""
 
 
 def _np(x: Any) -> np.ndarray:
@@ -186,7 +186,7 @@ def normalized_to(metrics: dict, baseline: dict, keys: Sequence[str] = TABLE2_KE
 
 
 # -------------------------------------------------------------------------------------------------
-# Mini-batches: uniform induced sampling (seed 001 §3.6, the artifact's sampler)
+# Mini-batches: uniform induced sampling (the paper's §4.3.3; the artifact's sampler)
 # -------------------------------------------------------------------------------------------------
 
 
@@ -227,7 +227,7 @@ def induced_batch_volume(h: ColumnNetHypergraph, node_part: Any, batch: Any, num
 
 def expected_batch_volume(h: ColumnNetHypergraph, node_part: Any, batch_size: int, num_parts: int) -> float:
     """Exact ``E[rows per SpMM]`` of an induced batch of ``s = batch_size`` of ``n`` vertices drawn uniformly
-    without replacement (digest §3.6):
+    without replacement:
 
         E = Σ_j (s/n) Σ_{q ≠ part(j)} [1 − C(n−1−c_jq, s−1) / C(n−1, s−1)],
 

@@ -1,9 +1,9 @@
-"""Full-graph edge sampling (PSC-GCN, seed 003): per-edge keep probabilities, Bernoulli draws, inclusion
+"""Full-graph edge sampling (PSC-GCN, Wang et al.): per-edge keep probabilities, Bernoulli draws, inclusion
 probabilities. Registered in the ``sample`` registry next to the block samplers.
 
 PSC-GCN does not sample mini-batches: every inner vertex of a part stays a target in every layer and
 keeps each of its in-edges ``j -> i`` with probability ``p_ij``; a kept edge weighs ``P_ij / p_ij``
-(Eq. 15, unbiased), a dropped one 0, and the **same** draw serves every layer of an iteration (A4).
+(Eq. 15, unbiased), a dropped one 0, and the **same** draw serves every layer of an iteration (Eq. 16 relies on it).
 So these methods are :class:`EdgeSampler` s, not :class:`~workbench.sample.base.Sampler` s: they decide
 on a part's :class:`PartEdges` (inner targets, inner-or-boundary sources) and name the trainer that
 trains with them (``trains_with``): :class:`workbench.train.prefetch.EdgeSampledTrainer`, which
@@ -12,18 +12,19 @@ trains with them (``trains_with``): :class:`workbench.train.prefetch.EdgeSampled
 Methods (``--set sample.method=NAME``):
 
 ============== ======================================================================================
-psc            Algorithm 2 with the KKT solution of §3.3 (Eq. 19): ``p_ij`` minimises
+psc            Algorithm 2 with the KKT solution of Sec. IV-B (Eq. 19): ``p_ij`` minimises
                ``sum_j a_j (1/p_ij - 1) ||y_ij||^2`` under ``sum_j p_ij = epsilon |N_i|``, ``a_inner`` for
                inner sources, ``a_boundary`` for boundary ones; ``s_j = sqrt(a_j) ||y_ij||`` floored at
-               ``delta`` x the target's mean ``s`` (A8). ``||y_ij||^2 = P_ij^2 h_j`` with
-               ``h_j = sum_l ||H_j^(l) W^(l+1)||^2`` (digest §3.1); ``estimator`` picks ``h``: ``embeddings``
+               ``delta`` x the target's mean ``s`` (no p_ij = 0 on a bad estimate). ``||y_ij||^2 = P_ij^2 h_j`` with
+               ``h_j = sum_l ||H_j^(l) W^(l+1)||^2`` (``y_ij`` of Eq. 16); ``estimator`` picks ``h``: ``embeddings``
                (the last forward's rows and the current weights; a boundary vertex's ``h_j`` is shipped by
-               its owner, one float per boundary vertex and refresh, kind ``prefetch_stats``; A6),
+               its owner, one float per boundary vertex and refresh, kind ``prefetch_stats``; the paper
+               says only "historical information"),
                ``features`` (``||X_j||^2``, static) or ``none`` (``h = 1``). At t = 0, before any
                forward, ``embeddings`` takes the one term already known, the features with the initial
                weights: ``h_j = ||X_j W^(1)||^2`` (Algorithm 2 estimates y from what is known before it
                draws; line 2's ``p_ij = epsilon`` is only the value without any estimate, ``h=None``);
-               ``p`` is recomputed every ``refresh`` iterations (semi-dynamic, A7).
+               ``p`` is recomputed every ``refresh`` iterations (semi-dynamic; the paper gives no period).
 uniform_edge   ``p_ij = epsilon`` for every edge (the uniform baseline of Lemma 3).
 nodewise       GraphSAGE-style node-wise sampling: target ``i`` keeps exactly
                ``max(1, round(epsilon |N_i|))`` in-neighbours, uniformly without replacement
@@ -32,12 +33,12 @@ bns            BNS-GCN: every inner edge is kept; each boundary vertex is kept w
                ``epsilon`` for all of its edges (weight ``P_ij / epsilon``).
 ============== ======================================================================================
 
-Self-loops (GCN's ``A + I``) are always kept with their weight ``P_ii`` and are outside the budget
-(A5), so no vertex aggregates nothing at tiny ``epsilon``; ``|N_i|`` counts the other in-edges.
+Self-loops (GCN's ``A + I``) are always kept with their weight ``P_ii`` and are outside the budget,
+so no vertex aggregates nothing at tiny ``epsilon``; ``|N_i|`` counts the other in-edges.
 With ``epsilon = 1`` every method keeps every edge with weight ``P_ij``: exactly full-graph training.
 
 The inclusion probability of boundary vertex ``j`` (the chance that an iteration needs it) is
-``p_j = 1 - prod_{i in N_j ∩ I_n} (1 - p_ij)`` (§4.2, computed as ``1 - exp(sum log(1 - p_ij))``);
+``p_j = 1 - prod_{i in N_j ∩ I_n} (1 - p_ij)`` (Sec. V-B, computed as ``1 - exp(sum log(1 - p_ij))``);
 its sum over the boundary is the expected number of boundary rows fetched per iteration, and it is what
 the ``inclusion`` cache ranks by.
 
@@ -227,7 +228,7 @@ class EdgeSampler(Stage):
         raise NotImplementedError
 
     def _draw(self, edges: PartEdges, p: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        return torch.rand(edges.num_edges, generator=gen, dtype=torch.float64) < p   # independent Bernoulli (A20)
+        return torch.rand(edges.num_edges, generator=gen, dtype=torch.float64) < p   # independent Bernoulli (Eq. 16)
 
 
 @SAMPLERS.register
@@ -267,7 +268,7 @@ class PSCSampler(EdgeSampler):
         a_boundary: Annotated[float, Interval(0, None, closed="neither")] = 1.0
         """Priority a_j of boundary sources."""
         delta: Annotated[float, Interval(0, 1)] = 0.01
-        """Floor of s_j as a fraction of the target's mean s (keeps every p_ij > 0 under bad estimates; A8)."""
+        """Floor of s_j as a fraction of the target's mean s (keeps every p_ij > 0 under bad estimates)."""
         estimator: Annotated[str, Options(*ESTIMATORS)] = "embeddings"
         """What ||y_ij||^2 = P_ij^2 h_j uses for h_j: ``embeddings`` (last H and current W; boundary h shipped by
         the owners), ``features`` (||X_j||^2) or ``none`` (h = 1)."""

@@ -1,6 +1,6 @@
 """Neighbour sources: the whole graph in one process, or DistDGL's owner-routed distributed sampling.
 
-:class:`OwnerRoutedSource` follows DistDGL's sampler (digest 000 §2.5): each rank holds the CSR rows of
+:class:`OwnerRoutedSource` follows DistDGL's sampler (Zheng et al., 2020): each rank holds the CSR rows of
 the vertices its part owns (their whole in-neighbourhood, by the HALO rule). For a frontier the trainer
 groups the ids by owner and sends them in one ``all_to_all`` (kind ``sample_req``: 8 bytes per id); every
 owner samples the rows it was asked for with the method's kernel and the same keyed randomness, and

@@ -1,6 +1,6 @@
 """DistDGL's split of the training vertices over trainers, and the per-epoch seed batches.
 
-Synchronous SGD needs every trainer to run the same number of steps per epoch (digest 000 §2.6). Three
+Synchronous SGD needs every trainer to run the same number of steps per epoch (DistDGL, Zheng et al., 2020). Three
 splits, all with trainer ``r`` = part ``r``:
 
 * ``own`` (the sample stage's default): trainer ``r``'s seeds are the training vertices its part owns

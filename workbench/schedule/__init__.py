@@ -1,4 +1,4 @@
-"""The schedule stage: ByteGNN's sampling DAGs, worker processes and two-level scheduling (seed 000 §3).
+"""The schedule stage: ByteGNN's sampling DAGs, worker processes and two-level scheduling (Zheng et al., VLDB 2022).
 
 * :mod:`~workbench.schedule.dag`: the five operators, :class:`LogicalDAG` and the per-batch :class:`PhysicalDAG`.
 * :mod:`~workbench.schedule.executor`: the :class:`Pipeline` (worker processes, coarse policies, the fine

@@ -7,7 +7,7 @@ intervals) and its coarse policy's options; :meth:`Scheduler.pipeline` builds th
 (:mod:`~workbench.schedule.graphstore`). Registered methods (``--set schedule.policy=NAME``):
 
 ================ ===========================================================================================
-``launch-score`` ByteGNN's coarse scheduler: ``T_gap * f(C_util) * balance >= sigma`` (§3.3, §3.9)
+``launch-score`` ByteGNN's coarse scheduler: ``T_gap * f(C_util) * balance >= sigma`` (Algorithm 1)
 ``prefetch``     DistDGL-style fixed-depth prefetch (``depth`` batches launched or waiting)
 ``asap``         launch every DAG as soon as possible (up to ``max_in_flight``)
 ``fifo``         ``launch-score`` with a FIFO ready queue: the fine scheduler's baseline
@@ -51,9 +51,9 @@ class Scheduler(Stage):
         chunk_size: Annotated[int, Interval(1, None)] = 256
         """Vertices per NSC / FF task (the paper makes one task per vertex; far too fine in Python)."""
         ready_queue: Annotated[str, Options(*READY_QUEUES)] = "priority"
-        """Fine scheduler: ``priority`` (heap keyed by DAG id, cost, sequence; §3.4) or ``fifo``."""
+        """Fine scheduler: ``priority`` (heap keyed by DAG id, cost, sequence: the paper's order) or ``fifo``."""
         poll_ms: Annotated[float, Interval(0.1, None)] = 5.0
-        """The coarse scheduler's poll interval in milliseconds (§3.3: 5 ms)."""
+        """The coarse scheduler's poll interval in milliseconds (Algorithm 1: 5 ms)."""
         trace_ms: Annotated[float, Interval(1, None)] = 50.0
         """Milliseconds between two trace samples (C_util, Q_size, DAGs in flight, busy workers)."""
         ema: Annotated[float, Interval(0, 1)] = 0.3
@@ -68,7 +68,7 @@ class Scheduler(Stage):
         """Negatives per seed (unsupervised)."""
         graph_store: Annotated[str, Options(*GRAPH_STORES)] = "owners"
         """Where the workers read: ``owners`` (their rank's part; other parts' neighbours and features are
-        requested from their owners' graph-store servers and counted, §3) or ``local`` (the whole graph in
+        requested from their owners' graph-store servers and counted, as in ByteGNN) or ``local`` (the whole graph in
         every worker; remote vertices only counted)."""
 
     def policy(self) -> CoarsePolicy:
@@ -108,7 +108,7 @@ class LaunchScoreScheduler(Scheduler):
 
 @SCHEDULERS.register
 class FifoScheduler(LaunchScoreScheduler):
-    """``launch-score`` with a FIFO ready queue (the fine scheduler's baseline, §3.4)."""
+    """``launch-score`` with a FIFO ready queue (the fine scheduler's baseline; the paper argues against FIFO)."""
 
     name = "fifo"
 

@@ -1,4 +1,4 @@
-"""Sampling as a DAG (ByteGNN, digest 000 §3.2): five operators, a logical DAG, one physical DAG per batch.
+"""Sampling as a DAG (ByteGNN, Fig. 9): five operators, a logical DAG, one physical DAG per batch.
 
 Operators (plain module-level functions of ``(state, payload)``, so a user plugs in their own by passing
 another function to :class:`LogicalDAG`; they run in the sampling worker processes)::
@@ -158,7 +158,7 @@ class Task:
     op: str
     payload: dict
     cost: float
-    """§3.4's cost model: NSC = sum of the chunk's degrees; FF = vertices x feature width; merge = edges."""
+    """ByteGNN's cost model: NSC = sum of the chunk's degrees; FF = vertices x feature width; merge = edges."""
     branch: int = 0
     hop: int = -1
     chunk: int = 0

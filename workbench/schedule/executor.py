@@ -6,9 +6,9 @@ rows, inherited at fork; the whole graph, or its rank's part with the rest read 
 scheduler thread in the trainer's process (it mostly waits on the workers' pipes, so the trainer keeps the
 GIL):
 
-* **coarse** (when to launch another DAG): a :class:`CoarsePolicy` looks at the signals of §3.3 (C_util,
+* **coarse** (when to launch another DAG): a :class:`CoarsePolicy` looks at Algorithm 1's signals (C_util,
   Q_size, T_gap, the EMA of a DAG's latency and of a training step, DAGs in flight) every ``poll_ms``;
-* **fine** (which ready task runs next): a heap keyed ``(dag_id, cost, seq)`` (§3.4: earlier DAGs first,
+* **fine** (which ready task runs next): a heap keyed ``(dag_id, cost, seq)`` (the paper's order: earlier DAGs first,
   cheap tasks first) or a FIFO; an idle worker gets the head of the queue;
 * the trainer (T-Worker, the caller's thread) takes the batches **in step order** with :meth:`Pipeline.get`
   (its wait is the trainer's idle time); a finished batch waits in the output queue (Q_size) until then.
@@ -143,7 +143,7 @@ class PrefetchPolicy(CoarsePolicy):
 
 
 def cpu_pressure(c_util: float) -> float:
-    """§3.3's ``f(C) = 101 - e^(C / c)`` with ``c = 100 / ln 101``: 100 at an idle CPU, 0 at 100 %.
+    """Algorithm 1's ``f(C) = 101 - e^(C / c)`` with ``c = 100 / ln 101``: 100 at an idle CPU, 0 at 100 %.
 
     Example:
         >>> round(cpu_pressure(0), 2), round(cpu_pressure(80), 2), round(cpu_pressure(100), 2)
@@ -153,7 +153,7 @@ def cpu_pressure(c_util: float) -> float:
 
 
 class LaunchScorePolicy(CoarsePolicy):
-    """ByteGNN's launch score (§3.3, decisions of §3.9): launch when ``T_gap * f(C_util) * balance >= sigma``.
+    """ByteGNN's launch score (Algorithm 1): launch when ``T_gap * f(C_util) * balance >= sigma``.
 
     ``balance = T_avg_sample / (T_avg_train * (Q_size + 1))`` (Q_size + 1: no infinity on an empty queue),
     ``T_gap`` in milliseconds, EMAs of the DAG latency and the training step; bootstrap: while either
@@ -322,13 +322,13 @@ class Pipeline:
         policy: the coarse policy.
         workers: sampling processes.
         ready_queue: ``priority`` (heap keyed (dag id, cost, seq)) or ``fifo``.
-        poll_ms: the coarse scheduler's poll interval (§3.3: 5 ms).
+        poll_ms: the coarse scheduler's poll interval (Algorithm 1: 5 ms).
         trace_ms: how often C_util is read and a trace sample is taken; a sample is also taken whenever Q_size,
             the DAGs in flight or the busy workers change (a short epoch then still draws a timeline; the
             schedule program thins the trace before logging it, :meth:`EpochSchedule.trace`).
         ema: weight of the newest measurement in the T_avg estimates.
         cpu_scope: ``run`` or ``machine`` (:class:`CpuMeter`).
-        sample_time: what T_avg_sample measures (digest §3.9 item 2): ``latency``, a DAG's launch-to-End time,
+        sample_time: what T_avg_sample measures (the paper does not say): ``latency``, a DAG's launch-to-End time,
             or ``effective``, that latency divided by the DAGs in flight when it ended (the time the S-Worker
             spends per batch when several DAGs share it; latency alone grows with the DAGs in flight, which
             raises the balance and launches still more).

@@ -1,4 +1,4 @@
-"""ByteGNN's graph store (seed 000 §3): each rank serves its part; sampling workers read the rest from the owners.
+"""ByteGNN's graph store (VLDB 2022): each rank serves its part; sampling workers read the rest from the owners.
 
 With ``schedule.graph_store = "owners"`` every rank runs a :class:`GraphStoreServer`, a daemon thread in the
 trainer's process serving a TCP socket on the rank's host address (``RankContext.host``: the Dask worker's

@@ -1,4 +1,4 @@
-"""Mini-batch training fed by sampling DAGs: ByteGNN's S-Worker / T-Worker split on one machine (seed 000 §3).
+"""Mini-batch training fed by sampling DAGs: ByteGNN's S-Worker / T-Worker split on one machine (VLDB 2022).
 
 :class:`ScheduledTrainer` is the mini-batch trainer (:mod:`workbench.train.minibatch`) with one change: a
 trainer's training batches come from a :class:`~workbench.schedule.executor.Pipeline` (sampling worker
@@ -10,7 +10,7 @@ does.
 
 What the workers hold is ``schedule.graph_store`` (:mod:`~workbench.schedule.graphstore`):
 
-* ``owners`` (the default, §3's graph store): each rank serves its part (the CSR rows of the vertices it owns
+* ``owners`` (the default, ByteGNN's Graph Store): each rank serves its part (the CSR rows of the vertices it owns
   and their feature rows) from a server thread in the trainer's process; its workers hold that part only and
   ask the owners' servers for the neighbours (NSC) and feature rows (FF) of other parts' vertices. The
   servers' addresses are exchanged once at setup (one ``all_gather`` of kind ``control``), every rank forks

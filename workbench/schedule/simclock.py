@@ -2,7 +2,7 @@
 
 :func:`simulate` replays one epoch of :class:`~workbench.schedule.executor.Pipeline` as a deterministic
 discrete-event simulation, so a test can show what a coarse policy or a ready queue does to the trainer's idle
-time and to DAG latency (seed 000 §3.3, §3.4) without wall clocks.
+time and to DAG latency (ByteGNN's coarse and fine scheduling) without wall clocks.
 
 * **real**: the coarse policy (its ``should_launch(Signals)``), the fine scheduler's ready queue (Pipeline's
   own ``_push`` / ``_pop``: the heap keyed ``(dag_id, cost, seq)`` or the FIFO), the physical DAG
@@ -68,7 +68,7 @@ class SimConfig:
     of tasks) faster than the trainer uses it (~12 ms per batch on 4 workers)."""
     task_overhead_ms: float = 0.2
     us_per_cost: dict = dataclasses.field(default_factory=lambda: {"nsc": 2.0, "merge": 1.0, "ff": 0.05})
-    """Microseconds per unit of §3.4's cost (NSC: neighbours scanned, merge: edges, FF: floats fetched)."""
+    """Microseconds per unit of ByteGNN's task cost (NSC: neighbours scanned, merge: edges, FF: floats fetched)."""
     ready_queue: str = "priority"
     poll_ms: float = 5.0
     trace_ms: float = 50.0

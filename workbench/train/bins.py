@@ -1,5 +1,5 @@
 """G3's bins: per-layer vertex bins sized to a device-memory budget, and an exact binned executor
-(Wan et al., SIGMOD 2023, §5; digest 004 §1.5).
+(Wan et al., SIGMOD 2023, §5).
 
 Per rank (= part), once before training:
 

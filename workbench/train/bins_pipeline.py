@@ -1,4 +1,4 @@
-"""A discrete-event account of G3's pipeline variants from measured per-bin costs (digest 004 §1.5.2).
+"""A discrete-event account of G3's pipeline variants from measured per-bin costs (Wan et al., §5.2).
 
 Every worker has five resources: the **packer** (CPU, builds a bin's block), **H2D** and **D2H** copy
 engines, the **compute** unit and the **network** link (one send at a time). A bin of layer ``k`` moves

@@ -2,7 +2,7 @@
 
 Vertices are relabelled so every part is a contiguous block of rows. With ``p`` ranks, rank ``i`` owns
 row block ``H_i`` of every layer's input and the block row ``{Â_ij}_j`` of the aggregation matrix; the
-weights are replicated. One layer (SANCUS digest §4.4, CAGNET's 1-D algorithm)::
+weights are replicated. One layer (SANCUS's Algorithm 3 without staleness, CAGNET's 1-D algorithm)::
 
     for j in 0..p-1:                      # fixed root order, one broadcast round per root
         H_j = broadcast(H_j, root=j)      # kind "bcast_fwd"; own block used as is
@@ -203,7 +203,7 @@ class BlockRowAggregate(torch.autograd.Function):
         for j, size in enumerate(state.sizes):
             if j == state.rank:
                 comm.broadcast(h.detach().contiguous(), src=j, kind="bcast_fwd", layer=layer)
-                hj = h   # own block always fresh (SANCUS D2)
+                hj = h   # own block always fresh (SANCUS: only other ranks' blocks can be stale)
             else:
                 hj = comm.broadcast(h.new_empty(size, width), src=j, kind="bcast_fwd", layer=layer)
             spmm(state.fwd[j], hj, out=out)
@@ -241,7 +241,8 @@ class BlockRowBroadcast(Exchange):
     @dataclasses.dataclass(kw_only=True)
     class Config(Exchange.Config):
         weight_grad: Annotated[str, Options("exact", "cagnet")] = "exact"
-        """``exact`` (T_iᵀ δ_i, gradient of the forward computed) or ``cagnet`` (H_iᵀ (Âᵀ δ)_i; decision D4)."""
+        """``exact`` (T_iᵀ δ_i, gradient of the forward computed) or ``cagnet`` (H_iᵀ (Âᵀ δ)_i, CAGNET's form:
+        a broadcast of every δ_j at every layer; the two differ once blocks are stale)."""
         clip_threshold: Annotated[Optional[float],
                                   OneOf(None, Interval(0, None, closed="neither"))] = None
         """Global gradient-clipping threshold th (None = no clipping); each rank clips its block at th_i."""
@@ -286,7 +287,7 @@ class BlockRowBroadcast(Exchange):
 
 
 class _BlockRowRank(RankExchange):
-    """One rank of block-row training (SANCUS's D4 ``cagnet`` weight gradient hooks in here)."""
+    """One rank of block-row training (the ``cagnet`` weight gradient, CAGNET's form, hooks in here)."""
 
     def __init__(self, stage: BlockRowBroadcast, ctx, shard: BlockShard):
         super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
@@ -324,7 +325,7 @@ class _BlockRowRank(RankExchange):
             lin.register_forward_hook(capture(layer))
 
     def after_backward(self, model) -> None:
-        """D4 ``cagnet``: replace each ∇W_neigh by H_iᵀ (Âᵀ δ)_i, broadcasting every δ_j (kind bcast_bwd)."""
+        """``cagnet``: replace each ∇W_neigh by H_iᵀ (Âᵀ δ)_i, broadcasting every δ_j (kind bcast_bwd)."""
         if not self.cagnet:
             return
         state, comm = self.state, self.comm
@@ -349,5 +350,6 @@ def BlockRowConfig(**settings: Any):
 
 
 def clip_threshold(threshold: float, world_size: int, scaling: str) -> float:
-    """Local clipping threshold ``th_i`` from the global ``th`` (SANCUS §4.3.2; see the digest §4.6)."""
+    """Local clipping threshold ``th_i`` from the global ``th`` (SANCUS §4.3.2 prints ``√p · th``; its own
+    variance argument, local norms ≈ σ against a global ≈ √p σ, implies ``th / √p``)."""
     return threshold * math.sqrt(world_size) if scaling == "sqrt_p" else threshold / math.sqrt(world_size)

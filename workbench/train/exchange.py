@@ -79,18 +79,19 @@ class Exchange(Stage):
         epsilon: Annotated[float, Interval(0, None)] = 1.0
         """Staleness bound: epochs for epoch-fixed/adaptive (a whole number), the relative gap for variation-gap."""
         pin_static_input: bool = False
-        """Send the first layer's remote input rows once and never again (the features never change; decision
-        D5): a cache of every remote input row, filled in the first epoch; layer 0 then aggregates first. Works
+        """Send the first layer's remote input rows once and never again (the features never change):
+        a cache of every remote input row, filled in the first epoch; layer 0 then aggregates first. Works
         with any staleness policy, ``none`` included."""
         gap_norm: Annotated[str, Options(*GAP_NORMS)] = "relative"
-        """Variation gap: ``relative`` Frobenius norm ‖H−H̃‖/‖H̃‖ or ``mean_abs`` mean |H−H̃| (decision D6)."""
+        """Variation gap: ``relative`` Frobenius norm ‖H−H̃‖/‖H̃‖ or ``mean_abs`` mean |H−H̃| (the paper names
+        no norm)."""
         max_skip: Annotated[Optional[int], OneOf(None, Interval(0, None))] = None
         """variation-gap only: send at the latest after this many skipped epochs (None = no cap)."""
         stagger: bool = True
-        """epoch-adaptive only: stagger the roots' first bounds (decision D8)."""
+        """epoch-adaptive only: stagger the roots' first bounds (in a lock-step run ε_A otherwise equals ε_E)."""
         skip: Annotated[str, Options(*SKIP_TARGETS)] = "embeddings"
         """What stale copies replace: ``embeddings`` (SANCUS: forward rows) or ``gradients`` (the SkipG
-        baseline: backward rows, with the epoch-fixed bound; decision D9)."""
+        baseline: backward rows, with the epoch-fixed bound; the paper only names SkipG)."""
         eval_pass: Annotated[str, Options("auto", "always")] = "auto"
         """Accuracy from one more forward pass after the update, eval mode, every block fresh (its traffic
         ``eval_*``): ``auto`` when the model has dropout or a staleness policy skips blocks (the training
@@ -101,7 +102,7 @@ class Exchange(Stage):
             if getattr(STALENESS_RULES.get(self.staleness), "whole_epochs", False):
                 errs.check(float(self.epsilon).is_integer(), "epsilon",
                            f"a whole number of epochs >= 0 for staleness={self.staleness!r}", self.epsilon)
-            if self.skip == "gradients":  # D9: SkipG is defined here with the epoch bound only
+            if self.skip == "gradients":  # the paper only names SkipG: defined here with the epoch bound
                 errs.check(self.staleness in ("none", "epoch-fixed"), "staleness",
                            "'none' or 'epoch-fixed' with skip='gradients' (SkipG bounds gradient age in epochs)",
                            self.staleness)

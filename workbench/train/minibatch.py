@@ -1,4 +1,4 @@
-"""Mini-batch training on sampled blocks: DistDGL's trainer through all five stages (seed 000 §2).
+"""Mini-batch training on sampled blocks: DistDGL's trainer through all five stages (Zheng et al., 2020).
 
 Every rank is one trainer holding one part (owner-compute, 1-hop structure of its own vertices). Per
 step of an epoch, every trainer
@@ -14,7 +14,7 @@ step of an epoch, every trainer
    step (the sum of every trainer's seeds), so the all-reduced gradient (kind ``allreduce``) is the
    gradient of the mean loss of the union of the trainers' batches — the synchronous SGD of DistDGL.
 
-Decisions (digest 000 §2.11 leaves them open):
+Decisions (the DistDGL paper leaves them open):
 
 * **Evaluation samples.** After every epoch each trainer computes its own part's validation vertices,
   and after the last epoch its test vertices too, with the same sampler and fan-outs (as DGL's

@@ -8,17 +8,19 @@ degrees, as a standalone DGL partition graph would.
 
 A rank trains its parts' models locally with no gradient all-reduce: full batch (the default), or in
 mini-batches sampled inside the part (``sample``: any block sampler, e.g. ``--set sample.method=neighbor``;
-CATGNN's local training, digest 002 §1.4): every epoch a part's owned training vertices are shuffled (keyed by
+CATGNN's local training, §3.3): every epoch a part's owned training vertices are shuffled (keyed by
 the sampler's seed, the epoch and the part) and cut into batches of ``batch_size`` seeds, whose blocks are
 sampled from the part's subgraph only (its halo is the edge of its world), one optimiser step per batch.
 Every ``sync.interval`` epochs (and after the last epoch) the models are averaged, ``W = sum_k alpha_k W_k``
-with ``alpha_k`` the part's share of training vertices (``weighting="train"``, CATGNN §1.5) or ``1 / P``, in ONE all-reduce of the
-flattened parameters (kind ``model_avg``; a ring all-reduce of ``4 * num_params`` bytes). Optimiser state is
-never averaged (each part keeps its Adam moments, as the reference code). More parts than ranks: rank ``r``
-trains parts ``r, r + q, ...`` one after another, each with its own model and optimiser (§1.5's ``p > q``).
+with ``alpha_k`` the part's share of training vertices (``weighting="train"``, CATGNN §3.3) or ``1 / P``, in
+ONE all-reduce of the flattened parameters (kind ``model_avg``; a ring all-reduce of ``4 * num_params``
+bytes). Optimiser state is never averaged (each part keeps its Adam moments, as the reference code). More
+parts than ranks: rank ``r`` trains parts ``r, r + q, ...`` one after another, each with its own model and
+optimiser (§3.3's ``p > q``).
 
 Evaluation is on the full graph with full-neighbour inference, on rank 0, with the model rank 0 holds (the
-averaged one after a sync); the summary reports the last epoch and the best-validation epoch (§5).
+averaged one after a sync); the summary reports the last epoch and the best-validation epoch (CATGNN §5.1
+reports the latter).
 
 From a partition folder (``graph="parts:DIR"`` or ``"parts:dir=DIR,select=0+1"``, written by ``workbench partition
 FILE --stream --out DIR --with-features X.npy --labels Y.npy``) nothing is loaded on the client: each rank reads

@@ -24,7 +24,7 @@ still normalises like the single-process model:
 
 * ``gcn``: ``Â = D̄_in^{-1/2} (A + I) D̄_out^{-1/2}`` with ``D̄ = D + I`` (Kipf & Welling; equal to
   DGL ``GraphConv(norm="both")`` on a graph with self-loops added). Undirected graphs have
-  ``D_in = D_out``, giving the symmetric ``D̄^{-1/2} Ā D̄^{-1/2}`` of the SANCUS digest §1.2.
+  ``D_in = D_out``, giving the symmetric ``D̄^{-1/2} Ā D̄^{-1/2}`` of the SANCUS paper (§3.1).
 * ``sage``: ``Â = D_in^{-1} A`` (mean over in-neighbours; a vertex without in-neighbours gets 0).
 
 Example:

@@ -1,4 +1,4 @@
-"""Where a rank's part comes from, and the rank that builds its own payload from it (issue 41).
+"""Where a rank's part comes from, and the rank that builds its own payload from it (ranks own their data).
 
 A :class:`PartSource` hands out one part at a time as :class:`PartArrays`: the owned vertices (ascending global
 ids), the in-edges of the owned rows as CSR over local ids, the other local vertices' global ids, and the owned

@@ -1,4 +1,4 @@
-"""A discrete-event account of pipelined full-graph iterations (PSC-GCN digest §8): simulated time per
+"""A discrete-event account of pipelined full-graph iterations (PSC-GCN, Sec. III): simulated time per
 iteration for synchronous (tau = 0), PipeGCN-like (tau = 1) and PSC (tau >= 1, sampled) runs.
 
 Model (one serial link per worker, nothing else shared):
@@ -14,7 +14,7 @@ Model (one serial link per worker, nothing else shared):
 
 A transfer issued at time ``x`` starts at ``max(x, link_free)`` and takes ``latency_s + bytes / bandwidth``
 (FIFO on the link). With one link per worker the steady state tends to ``max(compute, comm)`` for every
-tau >= 1 (the digest's caveat): only ratios between configurations are meaningful.
+tau >= 1: only ratios between configurations are meaningful.
 
 While a run goes: :class:`PipelineSimulator` takes one iteration at a time (every worker's cost) and records
 the bars of the timeline (:class:`Interval`: compute, link transfers, the waits and which transfer caused

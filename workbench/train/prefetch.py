@@ -1,11 +1,11 @@
-"""The ``prefetch`` exchange and the program of full-graph training on sampled edges (PSC-GCN, seed 003;
+"""The ``prefetch`` exchange and the program of full-graph training on sampled edges (PSC-GCN, Wang et al.;
 PipeGCN with ``tau = 1`` and no sampler).
 
 Every rank owns one part (inner rows) and holds its 1-hop boundary as halo slots, as in the ``halo``
 exchange. Each iteration ``t`` trains on the draw ``TG_t`` of an edge sampler (:mod:`workbench.sample.psc`;
 no sampler = every edge) with the rescaled ``P~`` (``P_ij / p_ij`` on kept edges), the same draw for every
-layer. The boundary statistics are **prefetched** ``tau`` iterations ahead (digest §2.4, the recommended
-executable semantics):
+layer. The boundary statistics are **prefetched** ``tau`` iterations ahead (Algorithm 1 with its warm-up
+defined and its off-by-one fixed):
 
 * draw ``d`` is made at iteration ``d - tau`` (the first ``tau`` at ``t = 0``: warm-up) from the
   probabilities current then; its boundary set ``B_d`` (boundary vertices with a kept edge) is sent to
@@ -14,9 +14,10 @@ executable semantics):
 * forward layer ``l`` of iteration ``t`` fetches the owners' **current** rows of ``B_{t+tau}`` (kind
   ``prefetch_fwd``; layer 0 through the cache stage when the run has one: hits served locally, misses
   pulled as ``feature_req``/``feature``) and consumes the rows fetched at ``t - tau`` for ``B_t``
-  (``t >= tau``, A1; zeros before, A2); ``tau = 0`` is the synchronous exchange (A3);
+  (``t >= tau``: Algorithm 1's ``t > tau`` would never use the first fetch; zeros before, PipeGCN's
+  convention); ``tau = 0`` is the synchronous exchange (Algorithm 1 does not cover it);
 * backward layer ``l >= 1`` sends the gradients of ``B_t``'s rows to their owners (kind ``prefetch_bwd``)
-  and adds the ones received at ``t - tau`` into its inner rows' gradient (Eq. 7, A12);
+  and adds the ones received at ``t - tau`` into its inner rows' gradient (Eq. 7);
 * weight gradients are all-reduced every iteration (the training loop).
 
 So every consumed buffer has realised staleness exactly ``tau`` after warm-up (recorded per stream and
@@ -38,7 +39,7 @@ Bytes of iteration ``t`` on a rank (``b = 4``), given the sets: ``prefetch_req``
 ``prefetch_fwd`` = |B_{t+tau}| x (sum of hidden input widths + D if no cache); features through a cache:
 ``feature`` = misses x D x b, ``feature_req`` = 8 x misses; ``prefetch_bwd`` = |B_t| x sum of hidden
 input widths x b; ``prefetch_stats`` = 4 per halo row sent per estimate refresh; ``cache_fill`` /
-``cache_refresh`` = (D x b + 8) per row entering the cache (digest §6).
+``cache_refresh`` = (D x b + 8) per row entering the cache (the paper gives no byte formula).
 
 Simulated time: :mod:`workbench.train.pipeline_time` replays every rank's iterations (compute modelled
 from flops, bytes from the sets above) on one serial link per worker; the link bandwidth is scaled so
@@ -104,7 +105,7 @@ class PrefetchExchange(Exchange):
                        "which cache.method caches)", self.pin_static_input)
 
     def pinned_layers(self, num_layers: int) -> frozenset:
-        """Every layer aggregate-first: the streams and the byte formulas of digest §6 (and the features
+        """Every layer aggregate-first: the streams and the byte formulas of the module docstring (and the features
         behind the cache) are the printed order's layer inputs."""
         return frozenset(range(num_layers))
 
@@ -335,7 +336,7 @@ class PrefetchRank(RankExchange):
         if t >= tau:
             rows, produced = self.fbuf[t].pop(layer)
             age = t - produced
-        else:                                                       # warm-up: nothing fetched yet (A2)
+        else:                                                       # warm-up: nothing fetched yet (zeros, as PipeGCN)
             rows, age = h.new_zeros(self.nh, h.shape[1]), None
         if not self.fbuf.get(t, True):
             del self.fbuf[t]

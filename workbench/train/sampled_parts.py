@@ -1,4 +1,4 @@
-"""A part as CATGNN's local mini-batch training reads it (issue 28): CSR rows to sample from, feature rows
+"""A part as CATGNN's local mini-batch training reads it: CSR rows to sample from, feature rows
 gathered per batch, and the owned vertices' labels and split; no ``Â``, no part-sized feature or activation
 tensor.
 

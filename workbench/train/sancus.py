@@ -6,10 +6,10 @@ copy (a cache of other ranks' blocks with version stamps). Here SANCUS is a comp
 ``block_row`` exchange with a staleness policy (:mod:`workbench.train.staleness`), whose skipping is a
 communicator wrapping the rank's communicator
 (:class:`~workbench.communicate.skip_broadcast.SkipBroadcastCommunicator`), so the training code is the
-baseline's, unchanged, and the same policy applies to the ``halo`` exchange. Algorithm 3 as cleaned up
-in the SANCUS digest §4.4.
+baseline's, unchanged, and the same policy applies to the ``halo`` exchange. Algorithm 3, with what it
+leaves open decided below.
 
-Staleness bounds (``staleness``; digest §4.5):
+Staleness bounds (``staleness``; the paper's §4.3.5):
 
 * ``none``: the CAGNET baseline, every round executed (no wrapper at all).
 * ``epoch-fixed`` (ε_E, Alg. 4): root ``j``'s block of layer ``l`` is broadcast when
@@ -23,7 +23,7 @@ Staleness bounds (``staleness``; digest §4.5):
   D6: relative norm by default, ``gap_norm="mean_abs"`` for the mean absolute difference; ``max_skip``
   is an optional cap on consecutive skipped epochs).
 
-Decisions (digest §4.10):
+Decisions (the paper leaves these open; D6 and D8 are above):
 
 * **D1** flags are per (layer, root) and checked *right before* that layer's broadcast rounds in the
   same epoch, so the age of a block used never exceeds ε for epoch-fixed/adaptive (Def. 1 literally;
@@ -39,8 +39,8 @@ Decisions (digest §4.10):
   it is never sent again (age reported as 0). Off by default (faithful to Def. 1).
 * **D7** gradients are never skipped. ``clip_threshold`` clips the local gradient block before its
   broadcast at ``th_i = √p · th`` (``clip_scaling="sqrt_p"``, the printed rule and the default) or
-  ``th / √p`` (``"inv_sqrt_p"``, what the variance argument of §4.3.2 actually implies: the digest
-  §4.6 flags the printed direction as doubtful).
+  ``th / √p`` (``"inv_sqrt_p"``, what the variance argument of §4.3.2 actually implies: local
+  norms ≈ σ against a global ≈ √p σ).
 
 * **D9** SkipG, the paper's bounded-*gradient*-staleness baseline, is only named ("bounded gradient
   staleness", citing [59]). Here ``skip="gradients"`` applies the epoch-fixed bound to the backward

@@ -6,8 +6,8 @@ An exchange moves, per layer, one *block* from every sending rank (its *root* ro
 backward. A policy decides, right before each layer's exchange, which roots are ACTIVE this epoch; a
 STALE root sends nothing of the skipped kind and every receiver reuses its cached copy of what that root
 last sent it (:class:`~workbench.communicate.skip_broadcast.SkipBroadcastCommunicator`, which skips
-``broadcast`` rounds and ``all_to_all`` pieces alike). The SANCUS decisions (digest §4.10, written out
-in :mod:`workbench.train.sancus`) hold for every exchange:
+``broadcast`` rounds and ``all_to_all`` pieces alike). The SANCUS decisions (written out in
+:mod:`workbench.train.sancus`) hold for every exchange:
 
 * **D1** flags per (layer, root), checked right before that layer's exchange (age <= ε);
 * **D2** a rank's own block is always fresh;
@@ -27,9 +27,9 @@ Halo exchange, decided here (the papers only define broadcasts):
   sender's rows of every peer are reused together, so every halo row used at layer ``l`` has age <= ε.
 * **H3** the variation gap of a sender is measured on its whole owned block (as SANCUS), not only on
   the rows some peer holds.
-* **H4** gradients of stale halo rows still travel back to their owners (D7): backward bytes are those
-  of the exact run, and the halo rows' gradients are applied as if the rows were fresh (SANCUS does the
-  same with its stale blocks).
+* **H4** gradients of stale halo rows still travel back to their owners (gradients are never skipped):
+  backward bytes are those of the exact run, and the halo rows' gradients are applied as if the rows were
+  fresh (SANCUS does the same with its stale blocks).
 
 Bytes stay exactly predictable: a root's piece of layer ``l`` costs ``root_rows[j] x width(l) x 4``
 bytes (``root_rows`` from the exchange's layout), so an epoch's bytes are the sum over its ACTIVE roots
@@ -80,7 +80,8 @@ def _epoch_fixed(policy, comm, layer, root, age, gap) -> bool:
 
 @staleness_rule("epoch-adaptive", whole_epochs=True)
 def _epoch_adaptive(policy, comm, layer, root, age, gap) -> bool:
-    """ε_A (Alg. 5): receivers ask for blocks older than their bound; roots start staggered (D8)."""
+    """ε_A (Alg. 5): receivers ask for blocks older than their bound; roots start staggered (in lock-step
+    BSP all receivers agree, so without a stagger ε_A would equal ε_E)."""
     c, bound = policy.config, policy.config.epsilon
     if c.stagger and age is not None and comm.versions[(layer, root)] == policy.log.first_version.get((layer, root)):
         bound = c.epsilon - (root % (int(c.epsilon) + 1))

@@ -106,7 +106,7 @@ class GradientAllReduce(Sync):
 
 @SYNCS.register
 class ModelAveraging(Sync):
-    """CATGNN (digest 002 §1.5): parts train alone; every ``interval`` epochs ``W = sum_k alpha_k W_k``."""
+    """CATGNN (§3.3): parts train alone; every ``interval`` epochs ``W = sum_k alpha_k W_k``."""
 
     name = "model_avg"
     trains_with = "workbench.train.model_averaging:ModelAveragingTrainer"

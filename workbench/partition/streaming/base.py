@@ -11,7 +11,7 @@ only per-vertex and per-part state. Its two result shapes:
 * **owner + completion** (SPRING, Hollocou clustering): each vertex one owner.
 
 Both are then **completed** in one more pass: a line also goes to its endpoints' owners, so every owned vertex
-keeps its full 1-hop neighbourhood (CATGNN §1.3). Vertices with no line get an owner too: each goes to the
+keeps its full 1-hop neighbourhood (CATGNN §3.2). Vertices with no line get an owner too: each goes to the
 part owning the fewest vertices at that point (lowest index on ties).
 
 Memory (``N`` vertices, ``P`` parts, ``W = ceil(P / 64)``, chunks of ``C`` lines; ids, degrees and counts are

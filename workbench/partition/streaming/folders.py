@@ -1,5 +1,5 @@
 """Write a partition folder: per part its completed subgraph as CSR, its feature rows, labels and split, and a
-manifest, in memory bounded by the vertices and a few chunks (issue 28; read by :mod:`workbench.data.partfolder`).
+manifest, in memory bounded by the vertices and a few chunks (read by :mod:`workbench.data.partfolder`).
 
 ``workbench partition FILE --stream --method M --parts P --out DIR --with-features X.npy --labels Y.npy`` runs
 :func:`write_part_folders` after the streaming partitioner.

@@ -77,7 +77,7 @@ def _degree_pass(run: StreamRun) -> np.ndarray:
 @register_partitioner
 class HashPartitioner(_VertexCut):
     """Random hashing: each line to ``hash(seed, min(u, v), max(u, v)) mod P`` (a true seeded hash, unlike the
-    CATGNN reference code's ``i * j * random()``; CATGNN digest §3.1). One pass, no degrees.
+    CATGNN reference code's ``i * j * random()``). One pass, no degrees.
 
     Example:
         >>> import torch
@@ -214,7 +214,7 @@ class TwoPSLPartitioner(_VertexCut):
     descending to the part with least volume, phase 2a lines inside one part's clusters, phase 2b the rest
     scored over the two candidate parts only, hard cap ``1.05 * lines / P``.
 
-    ``scoring="port"`` is CATGNN's port (digest §3.6): lines across parts skip the scoring and take
+    ``scoring="port"`` is CATGNN's port: lines across parts skip the scoring and take
     (higher-degree endpoint) mod P, falling back to part 0.
 
     Example:
@@ -364,7 +364,7 @@ class SpringPartitioner(_Owner):
     ``|C_i| + |C_t| <= beta |V| / P``, Step C clusters to parts by LPT on node counts; vertices with no
     line then go to the least-filled parts.
 
-    ``variant="reference"`` follows the authors' code (digest §2.6): a static merge order (no re-ranking, the
+    ``variant="reference"`` follows the authors' code: a static merge order (no re-ranking, the
     largest cluster never a source), list scheduling in first-occurrence order instead of LPT, and the
     K = 0 ablation's cross line on the smaller id's side (the paper: a random side).
 
@@ -383,7 +383,7 @@ class SpringPartitioner(_Owner):
         beta: Annotated[float, Interval(0, None, closed="neither")] = 1.05
         """Merge size cap factor: merged clusters hold at most beta * |V| / P vertices."""
         variant: Annotated[str, Options("paper", "reference")] = "paper"
-        """'paper' (Algorithm 1 and its prose) or 'reference' (the authors' code's deviations, §2.6)."""
+        """'paper' (Algorithm 1 and its prose) or 'reference' (the authors' code's deviations from it)."""
 
     def _stream(self, run):
         paper = self.config.variant == "paper"

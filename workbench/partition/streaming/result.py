@@ -28,7 +28,7 @@ def _balance(counts: np.ndarray) -> float:
 
 @dataclasses.dataclass(eq=False)
 class StreamMetrics:
-    """The quality and cost metrics of a streaming partition (CATGNN digest §5).
+    """The quality and cost metrics of a streaming partition (CATGNN reports only the replication factor).
 
     ``replication_factor`` is the vertex-cut RF of the line assignment that ``edge_assignment.npy`` holds:
     for every vertex, the parts holding one of its lines (a vertex with no line counts once, on its owner),
