@@ -1,7 +1,6 @@
 """ByteGNN: GNN-tailored block partitioning, sampling as a DAG of one-hop tasks, two-level scheduling.
 
 Paper: C. Zheng et al., "ByteGNN: Efficient Graph Neural Network Training at Large Scale", VLDB 2022.
-Digest: ``shared/research/seeds/000_f50532bdbda55375.md`` §3.
 
 Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 
@@ -19,9 +18,9 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 
 Faithful: the five operators with a logical DAG built once and a physical DAG per batch, multi-hop NSC split
 into one-hop tasks with FF pipelined behind each hop, sampling in separate processes (no GIL) competing with
-the trainer for the same cores, the launch score of §3.3 with the decisions of §3.9 (Q_size + 1, bootstrap,
-EMAs, T_gap in ms), the (DAG id, cost, seq) ready heap, the block partitioner with alpha/beta/gamma; each
-rank's graph store holds its part (CSR rows of its vertices, their features) and serves other ranks' sampling
+the trainer for the same cores, the launch score of Algorithm 1 with choices where the paper is open (Q_size + 1,
+bootstrap, EMAs, T_gap in ms), the (DAG id, cost, seq) ready heap, the block partitioner with alpha/beta/gamma;
+each rank's graph store holds its part (CSR rows of its vertices, their features) and serves other ranks' sampling
 workers over TCP: NSC and FF tasks read remote neighbourhoods and features from the owners, and the bytes are
 counted at the socket (``sample_req`` / ``sample_resp`` / ``feature_req`` / ``feature``, equal to DistDGL's
 owner-routed figures for the same batches).

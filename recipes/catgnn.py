@@ -1,7 +1,7 @@
 """CATGNN: stream-partitioned parts, local training, weighted model averaging.
 
 Paper: Huang et al., "CATGNN: Cost-Efficient and Scalable Distributed Training for Graph Neural Networks"
-(digest ``shared/research/seeds/002_7e8026c315ae0d43.md`` §1.5, §2, §6.9-6.10).
+(§3.3, §4, §5.5).
 
 Faithful: SPRING owner partition (Algorithm 1) with 1-hop neighbour completion, owned vertices the only
 targets, local epochs with no gradient synchronisation, weighted averaging ``sum_k alpha_k W_k`` with
@@ -69,7 +69,7 @@ def sage(**overrides) -> RunConfig:
 
 def minibatch(**overrides) -> RunConfig:
     """The paper's GraphSAGE setting: local mini-batches of 512 targets per part with ``NeighborSampler([25, 10])``
-    sampled inside the part, Adam, lr 0.01 (digest 002 §6; 100 epochs there, 30 here)."""
+    sampled inside the part, Adam, lr 0.01 (§5.1; 100 epochs there, 30 here)."""
     hidden = overrides.pop("hidden", 32)
     sample = NeighborSampler.Config(fanouts=(25, 10), batch_size=overrides.pop("batch_size", 512))
     return recipe(model=GraphSAGE.Config(hidden=hidden, num_layers=2), sample=sample, **overrides)

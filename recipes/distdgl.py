@@ -1,7 +1,7 @@
 """DistDGL mini-batch training: owner-routed neighbour sampling, a KVStore feature pull, synchronous SGD.
 
 Paper: D. Zheng et al., "DistDGL: Distributed Graph Neural Network Training for Billion-Scale Graphs",
-IA3 2020 (arXiv:2010.05337). Digest: ``shared/research/seeds/000_f50532bdbda55375.md`` §2.
+IA3 2020 (arXiv:2010.05337).
 
 Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 
@@ -29,7 +29,7 @@ Simplified: 3 layers of width 64 on a products-shaped generated graph (5,000 ver
 256 on ogbn-products; thread or Dask-process trainers on one machine instead of 4-16 machines; no sparse
 embeddings, no prefetching or sampler processes; evaluation samples with the training fan-outs (decisions
 in :mod:`workbench.train.minibatch`). Batch size per trainer, learning rate and epochs are not given by the
-paper (digest §2.11 item 3): chosen here, not tuned.
+paper: chosen here, not tuned.
 
 Example:
     >>> from recipes.distdgl import recipe

@@ -1,9 +1,8 @@
 """Full-graph GNN training with exact halo exchange: the owner-compute baseline.
 
 Paper: the owner-compute rule and 1-hop HALO vertices of DistDGL (Zheng et al., "DistDGL: Distributed
-Graph Neural Network Training for Billion-Scale Graphs", IA3 2020, arXiv:2010.05337; digest
-``shared/research/seeds/000_f50532bdbda55375.md`` §2.2-2.3), applied to full-graph training of a GCN
-(Kipf & Welling, ICLR 2017; digest §1.2).
+Graph Neural Network Training for Billion-Scale Graphs", IA3 2020, arXiv:2010.05337), applied to full-graph
+training of a GCN (Kipf & Welling, ICLR 2017).
 
 Faithful: METIS edge-cut partitions, each rank computes only its own vertices, 1-hop halo rows move
 point-to-point before every layer and their gradients move back, weight gradients are all-reduced;

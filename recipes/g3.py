@@ -1,8 +1,7 @@
 """G3: locality-aware iterative partitioning, per-layer P2P exchange and bins sized to device memory.
 
 Paper: X. Wan, K. Xu, X. Liao, Y. Jin, K. Chen, X. Jin, "Scalable and Efficient Full-Graph GNN Training for
-Large Graphs", SIGMOD 2023 (Proc. ACM Manag. Data 1(2), Art. 143). Digest:
-``shared/research/seeds/004_a01c3cf96582244f.md``.
+Large Graphs", SIGMOD 2023 (Proc. ACM Manag. Data 1(2), Art. 143).
 
 Faithful: stage 1 multi-constraint METIS balancing |V_p| and Σd_v with the communication-volume objective;
 stage 2 Algorithm 1 (one vertex pair swapped per iteration between the parts with most and fewest remote

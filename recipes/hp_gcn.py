@@ -1,8 +1,7 @@
 """HP-GCN: full-batch GCN with point-to-point row exchange on a hypergraph (column-net) partition.
 
 Paper: G. V. Demirci, A. Haldar, H. Ferhatosmanoglu, "Scalable Graph Convolutional Network Training on
-Distributed-Memory Systems", PVLDB 16(4), 2022 (Algorithms 1-2, §4.3). Digest:
-``shared/research/seeds/001_a1cb80bc4d020ded.md``.
+Distributed-Memory Systems", PVLDB 16(4), 2022 (Algorithms 1-2, §4.3).
 
 Faithful: 1-D row ownership of ``Â``, ``H`` and ``G`` by a partition of the column-net hypergraph of ``Â``
 (self-loops in, vertex weight = row nnz, unit net cost, connectivity−1 objective, ε = 0.01; method
@@ -11,19 +10,19 @@ Faithful: 1-D row ownership of ``Â``, ``H`` and ``G`` by a partition of the col
 weights are replicated and their gradients all-reduced; the run equals the serial GCN.
 
 The halo exchange IS the paper's communication scheme: rank ``q``'s halo is ``{j ∉ V_q : net j has a pin in
-V_q}`` (sources of edges into ``q``), so ``Send(m → q)`` is exactly the digest's §2.2 set ``cols(A_q) ∩
-rows(A_m)`` and the rows moved per layer are ``Σ_j (λ_j − 1)`` = the partitioner's km1 (tested).
+V_q}`` (sources of edges into ``q``), so ``Send(m → q)`` is exactly the paper's set ``cols(A_q) ∩
+rows(A_m)`` (Eq. 8) and the rows moved per layer are ``Σ_j (λ_j − 1)`` = the partitioner's km1 (tested).
 
 Accounting (exact, tested): the workbench GCN aggregates first (``Z = (ÂH)W``), sends ``H^{k-1}`` forward
 (width ``d_{k-1}``) and, backward, folds the halo rows' partial gradients of ``ÂH^{k-1}`` back to their owners
-(width ``d_{k-1}``, the digest's §2.5 "fold" form, exact for directed ``Â`` too); layer 1's backward is
-skipped because the features need no gradient (digest A15). So one epoch moves
+(width ``d_{k-1}``, the "fold" form of the authors' GPU code, exact for directed ``Â`` too); layer 1's backward
+is skipped because the features need no gradient. So one epoch moves
 ``km1 · (Σ_{k=1..L} d_{k-1} + Σ_{k=2..L} d_{k-1}) · 4`` bytes (:func:`fold_bytes_per_epoch`), where the
 paper's expand form (Algorithm 2) would move ``km1 · Σ_k (d_{k-1} + d_k) · 4`` (:func:`paper_bytes_per_epoch`,
-Eq. 11 without its factor 2, digest A2). The recipe pins the printed order (``model.order="aggregate-first"``);
-the transform-first order of §3.7 (per-layer width ``min(d_{k-1}, d_k)``) is the variant
-:func:`transform_first` (``model.order="auto"``), whose bytes are :func:`transform_first_bytes_per_epoch`;
-:func:`volume_table` logs all three.
+Eq. 11 without its factor 2, which counts both passes twice). The recipe pins the printed order
+(``model.order="aggregate-first"``); the transform-first order (the DMM-first order of the paper's §4.4; per-layer
+width ``min(d_{k-1}, d_k)``) is the variant :func:`transform_first` (``model.order="auto"``), whose bytes are
+:func:`transform_first_bytes_per_epoch`; :func:`volume_table` logs all three.
 
 Simplified: CPU ranks on one machine; generated graphs; Adam. The mini-batch variant is only planned, not
 trained: :func:`batch_plans` builds one induced mini-batch's send/receive maps from the global (e.g. SHP)
@@ -61,7 +60,8 @@ def recipe(**overrides) -> RunConfig:
 
 
 def transform_first(**overrides) -> RunConfig:
-    """§3.7: the same with every layer that narrows multiplying by ``W`` before its exchange."""
+    """Transform-first (§4.4's order): the same with every layer that narrows multiplying by ``W`` before its
+    exchange."""
     return recipe(order="auto").replace(**overrides)
 
 
@@ -82,15 +82,16 @@ def fold_bytes_per_epoch(volume_rows: int, dims: Sequence[int]) -> int:
 
 
 def paper_bytes_per_epoch(volume_rows: int, dims: Sequence[int]) -> int:
-    """§3.4 (digest [D]): ``km1 · Σ_k (d_{k-1} + d_k)`` values, Algorithm 2's expand-style backward."""
+    """Eq. 11 (§4.3.2) without its factor 2: ``km1 · Σ_k (d_{k-1} + d_k)`` values, Algorithm 2's expand-style
+    backward."""
     d = list(dims)
     return int(volume_rows) * sum(d[k - 1] + d[k] for k in range(1, len(d))) * BYTES_PER_VALUE
 
 
 def transform_first_bytes_per_epoch(volume_rows: int, dims: Sequence[int]) -> int:
-    """§3.7: multiply by ``W`` before the exchange where a layer narrows: rows of width ``min(d_{k-1}, d_k)``
-    both ways (fold form); layer 1's backward is skipped only when it aggregates first (``X`` needs no
-    gradient, ``X W`` does)."""
+    """Transform-first (§4.4's order): multiply by ``W`` before the exchange where a layer narrows: rows of width
+    ``min(d_{k-1}, d_k)`` both ways (fold form); layer 1's backward is skipped only when it aggregates first
+    (``X`` needs no gradient, ``X W`` does)."""
     d = list(dims)
     w = [min(d[k - 1], d[k]) for k in range(1, len(d))]
     back = w[1:] + ([w[0]] if d[1] < d[0] else [])
@@ -100,8 +101,8 @@ def transform_first_bytes_per_epoch(volume_rows: int, dims: Sequence[int]) -> in
 def volume_table(volume_rows: int, dims: Sequence[int]) -> dict[str, int]:
     """Bytes per epoch under the three accountings, for logging next to a run."""
     return {"fold (this program)": fold_bytes_per_epoch(volume_rows, dims),
-            "expand (Algorithm 2, §3.4)": paper_bytes_per_epoch(volume_rows, dims),
-            "transform-first (§3.7)": transform_first_bytes_per_epoch(volume_rows, dims)}
+            "expand (Algorithm 2, §4.3)": paper_bytes_per_epoch(volume_rows, dims),
+            "transform-first (§4.4)": transform_first_bytes_per_epoch(volume_rows, dims)}
 
 
 def batch_plans(graph, node_part, batch, num_parts: int):

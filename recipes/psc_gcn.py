@@ -1,12 +1,12 @@
 """PSC-GCN: full-graph GCN on sampled edges, boundary rows prefetched tau iterations ahead, inclusion-aware cache.
 
 Paper: S. Wang, Q. Yu, X. Wang, H. Jin, Y. Li, "On Pipelined GCN with Communication-Efficient Sampling and
-Inclusion-Aware Caching" (venue not named in the text). Digest: ``shared/research/seeds/003_442f81795e8a41d5.md``.
+Inclusion-Aware Caching" (venue not named in the text).
 
 Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 
 * **partition**: METIS;
-* **sample**: ``psc`` (Algorithm 2, the KKT solution of §3.3: budget epsilon |N_i|, a_inner = 1.1,
+* **sample**: ``psc`` (Algorithm 2, the KKT solution of Sec. IV-B: budget epsilon |N_i|, a_inner = 1.1,
   a_boundary = 1, delta floor, refresh every R = 10 iterations, estimates from the last embeddings and
   current weights, at t = 0 from the features and the initial weights, boundary estimates shipped by their
   owners); baselines ``uniform_edge``, ``nodewise``
@@ -14,8 +14,8 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 * **cache**: ``inclusion`` (top ``ratio`` of the rank's boundary vertices by inclusion probability,
   re-ranked at every sampler refresh, entering rows fetched as ``cache_refresh``); ``degree``, ``random``;
 * **exchange**: ``prefetch`` with staleness ``tau`` for boundary features, embeddings and gradients
-  (:mod:`workbench.train.prefetch`; the executable semantics of digest §2.4: consume at t >= tau, zeros
-  before, tau = 0 synchronous); **model**: GCN; **train**: Adam, gradients all-reduced every iteration.
+  (:mod:`workbench.train.prefetch`; Algorithm 1's ``t > tau`` would never use iteration 0's fetch, so: consume at
+  t >= tau, zeros before, tau = 0 synchronous); **model**: GCN; **train**: Adam, gradients all-reduced every iteration.
 
 Variants: ``sync`` (epsilon = 1, tau = 0: synchronous full-graph training, equal to ``full_graph``),
 ``pipegcn`` (epsilon = 1, tau = 1), ``psc`` (epsilon = 0.1, tau = 2, inclusion cache of 30 %; the default).
@@ -24,8 +24,10 @@ Faithful: the estimator and its rescaling, Eq. 19, the inclusion probability and
 shared by all layers, stale boundary embeddings and gradients with inner rows fresh, the warm-up, the
 per-iteration all-reduce, global-degree normalisation.
 
-Simplified / decided: self-loops always kept outside the budget (A5); warm-up boundary rows are zeros (A2);
-the loss is the summed cross-entropy over the global number of training vertices (A13); Adam (A14);
+Simplified / decided: self-loops always kept outside the budget (else a vertex with ε·deg < 1 may aggregate
+nothing); warm-up boundary rows are zeros (nothing has arrived yet; PipeGCN's convention); the loss is the summed
+cross-entropy over the global number of training vertices (so the gradient is the full-graph mean); Adam (the
+paper names no optimiser);
 no real threads: the overlap is a discrete-event account (``simulated_iteration_s``, one serial link per
 worker, bandwidth scaled so that a synchronous iteration communicates ``comm_ratio`` = 3 x its compute;
 only ratios mean anything). A 3000-vertex power-law SBM instead of Reddit / products / Yelp.

@@ -2,7 +2,7 @@
 
 Paper: J. Peng et al., "SANCUS: Staleness-Aware Communication-Avoiding Full-Graph Decentralized
 Training in Large-Scale Graph Neural Networks", VLDB 2022 (Algorithms 3-6); baseline CAGNET (Tripathy,
-Yelick, Buluç, SC 2020, 1-D algorithm). Digest: ``shared/research/seeds/000_f50532bdbda55375.md`` §4.
+Yelick, Buluç, SC 2020, 1-D algorithm).
 
 Faithful: 1-D block-row layout (row blocks of ``Â`` and ``H`` per rank, replicated weights), one
 ring-pipelined broadcast round per root and layer, skip-broadcast with a historical-embedding cache and
@@ -76,5 +76,6 @@ def variation_gap(epsilon: float = 0.02, **overrides) -> RunConfig:
 
 
 def skipg(epsilon: int = 1, **overrides) -> RunConfig:
-    """SkipG: gradient blocks reused for up to ε epochs, embeddings always fresh (decision D9)."""
+    """SkipG: gradient blocks reused for up to ε epochs, embeddings always fresh (the paper only names SkipG;
+    see :mod:`workbench.train.sancus`, D9)."""
     return recipe(staleness="epoch-fixed", epsilon=epsilon, skip="gradients", **overrides)

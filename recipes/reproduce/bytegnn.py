@@ -1,10 +1,10 @@
-"""ByteGNN's claims (seed 000 §3; Zheng et al., VLDB 2022) beside this workbench's numbers.
+"""ByteGNN's claims (Zheng et al., VLDB 2022) beside this workbench's numbers.
 
 The partitioner's claims are exact logical metrics (:func:`workbench.partition.sampling_metrics`): per-split
 balance, vertices per part, whole blocks, and the fraction of sampled K-hop accesses whose source another part
 owns, for the ``bytegnn`` block partitioner against METIS at P = 4 on the products-like and papers-like
 generators with the recipe's fan-outs. ``papers-like:num_nodes=10000,seed=0`` is the graph on which Algorithm 2
-alone put 7,565 of 10,000 vertices on one part (issue 25); the partitioner now assigns blocks under a vertex
+alone put 7,565 of 10,000 vertices on one part; the partitioner now assigns blocks under a vertex
 capacity and breaks BFS ties by the most messages (:mod:`workbench.partition.bytegnn`), and the remote K-hop
 accesses are reported against METIS as measured (nothing tuned to them). The scheduler's
 claim is exact too (the same losses whatever the schedule); throughput and CPU utilisation are timings of
@@ -116,7 +116,7 @@ def claims(quick: bool = False) -> list[Claim]:
     gap, gap_note = _accuracy_vs_distdgl()
     return [
         Claim("bytegnn.accuracy_vs_distdgl", "ByteGNN reaches DistDGL's accuracy (DistDGL - ByteGNN test accuracy, "
-              "the same GraphSAGE, fan-outs and batch)", "§4, Fig. 20 (the same final accuracy; no number)",
+              "the same GraphSAGE, fan-outs and batch)", "Fig. 20 (the same final accuracy; no number)",
               paper=None, bound=0.02, relation="<=", **gap, unit="accuracy",
               note=f"{bytegnn.DEFAULT_GRAPH}, 2 ranks, {ACCURACY_EPOCHS} epochs; {gap_note}; the paper gives no number "
                    "('the same'): read here as within 0.02, as for CATGNN"),
@@ -128,24 +128,24 @@ def claims(quick: bool = False) -> list[Claim]:
                    "block of a labelled vertex"),
         *(Claim(f"bytegnn.split_balance_{label.split('-')[0]}", "every split balanced per part at least as well "
                 f"as METIS: worst split's max ÷ mean, bytegnn ÷ METIS ({label})",
-                "§3.5 (balance train, val and test separately)", paper=None, bound=1.0, relation="<=",
+                "graph partitioning (balance train, val and test separately)", paper=None, bound=1.0, relation="<=",
                 measured=_worst_split(bal[label]), unit="ratio",
                 note=f"split balance bytegnn {r(bal[label]['bytegnn'])}, METIS {r(bal[label]['metis'])}"
                      + ("; every products vertex is labelled, so each block is one vertex and Algorithm 2 is a "
                         "greedy pass" if label == "products-like" else ""))
           for label in ("products-like", "papers-like")),
         Claim("bytegnn.remote_products", "sampled K-hop accesses that are remote (train split): bytegnn ÷ METIS "
-              "below 1 (products-like)", "§3.5, Fig. 10 (keep labelled vertices' neighbourhoods whole)",
+              "below 1 (products-like)", "graph partitioning, Fig. 10 (keep labelled vertices' neighbourhoods whole)",
               paper=None, null=1.0, relation="<",
               measured=remote["products-like"]["bytegnn"]["train"] / remote["products-like"]["metis"]["train"],
               unit="ratio", note=f"remote fraction bytegnn {r(remote['products-like']['bytegnn'])}, METIS "
                                  f"{r(remote['products-like']['metis'])}"),
         Claim("bytegnn.remote_papers", "sampled K-hop accesses that are remote (train split): bytegnn ÷ METIS "
-              "below 1 (papers-like)", "§3.5, Fig. 10", paper=None, null=1.0, relation="<",
+              "below 1 (papers-like)", "graph partitioning, Fig. 10", paper=None, null=1.0, relation="<",
               measured=remote["papers-like"]["bytegnn"]["train"] / remote["papers-like"]["metis"]["train"],
               unit="ratio", note=f"remote fraction bytegnn {r(remote['papers-like']['bytegnn'])}, METIS "
                                  f"{r(remote['papers-like']['metis'])}"),
-        Check("bytegnn.blocks_whole", "every K-hop block is assigned whole (§3.5 step 2): share of block vertices "
+        Check("bytegnn.blocks_whole", "every K-hop block is assigned whole (the partitioning's step 2): share of block vertices "
               "in their centre's part (worst graph)", measured=local, expected=1.0,
               note="exact: Algorithm 2 places blocks, not vertices"),
         Check("bytegnn.schedule_semantics", "the schedule changes timing, not training: largest loss difference "
@@ -175,16 +175,16 @@ def _schedule_claims() -> list[Claim]:
     sim = "simulated clock (no CPU contention between trainer and workers, which the paper's C_util term is for)"
     return [
         Claim("bytegnn.launch_score_idle", "launch-score idles the trainer less than a fixed prefetch depth (2): "
-              "trainer idle fraction, launch-score ÷ prefetch", "§3.3, Fig. 19 (coarse scheduler)", paper=None,
+              "trainer idle fraction, launch-score ÷ prefetch", "coarse-grained scheduling, Fig. 19", paper=None,
               null=1.0, relation="<", measured=runs["launch-score"].trainer_idle_fraction
               / runs["prefetch"].trainer_idle_fraction, unit="ratio", note=f"{sim}; {row}"),
         Claim("bytegnn.launch_score_latency", "launch-score does not flood the workers: mean DAG latency, "
-              "launch-score ÷ ASAP", "§3.3 (T_gap and C_util hold launches back)", paper=None, null=1.0,
+              "launch-score ÷ ASAP", "coarse-grained scheduling (T_gap and C_util hold launches back)", paper=None, null=1.0,
               relation="<", measured=runs["launch-score"].dag_latency_ms_mean / runs["asap"].dag_latency_ms_mean,
               unit="ratio", note=f"{sim}; ASAP idles the trainer least here ({runs['asap'].trainer_idle_fraction:.3f}): "
                                  "nothing in the simulation punishes flooding but latency"),
         Claim("bytegnn.priority_queue", "the priority ready queue lowers DAG latency against FIFO when many DAGs "
-              "are in flight: mean latency, priority ÷ FIFO (ASAP launches)", "§3.4 (fine scheduler)", paper=None,
+              "are in flight: mean latency, priority ÷ FIFO (ASAP launches)", "fine-grained scheduling", paper=None,
               null=1.0, relation="<", measured=flood["priority"].dag_latency_ms_mean
               / flood["fifo"].dag_latency_ms_mean, unit="ratio",
               note=f"{sim}; trainer idle {flood['priority'].trainer_idle_fraction:.3f} (priority) vs "

@@ -1,4 +1,4 @@
-"""CATGNN's and SPRING's claims (seed 002; Huang et al.) beside this workbench's numbers.
+"""CATGNN's and SPRING's claims (Huang et al.) beside this workbench's numbers.
 
 * replication factors (after 1-hop neighbour completion, what CATGNN reports) of SPRING against the paper's
   streaming baselines (hash, DBH, PowerGraph greedy, HDRF, 2PS-L) at p = 4, 8, 16 on generated power-law edge
@@ -173,7 +173,7 @@ def claims(quick: bool = False) -> list[Claim]:
                          note=f"closest: {b} on exponent {e}; {rfs}"))
     gains = [rf[(e, p, b)] / rf[(e, p, "spring")] - 1 for e in (2.1, 2.5) for p in PARTS for b in PAPER_BASELINES]
     out.append(Claim("catgnn.mean_improvement", "mean RF improvement of SPRING over DBH, greedy, HDRF and 2PS-L "
-                     "(RF_b ÷ RF_SPRING - 1)", "§6.4 ('about 50 %')", paper=0.5, null=0.0, relation=">",
+                     "(RF_b ÷ RF_SPRING - 1)", "§5.2 ('about 50 %')", paper=0.5, null=0.0, relation=">",
                      measured=sum(gains) / len(gains), unit="fraction",
                      note=f"over {len(gains)} (graph, p, baseline) cells; the mean of ratios depends on the graphs' "
                           "skew and size (scale-dependent: the quick and full runs differ)"))
@@ -182,7 +182,7 @@ def claims(quick: bool = False) -> list[Claim]:
                                     10.0, "x", f"the memory probe failed here: {spring_mb}"))
     else:
         out.append(Claim("catgnn.memory_vs_metis", "peak memory METIS ÷ SPRING at least 10x (> one order of "
-                         "magnitude)", "§6.7, Fig. 8", paper=10.0, null=1.0, relation=">", measured=metis_mb / spring_mb,
+                         "magnitude)", "§5.4, Fig. 8", paper=10.0, null=1.0, relation=">", measured=metis_mb / spring_mb,
                          unit="x", note=f"{mem_lines} lines, 4 parts: METIS adds {metis_mb:.1f} MiB (CSR and "
                                         f"partitioning), SPRING {spring_mb:.1f} MiB (fresh processes; the paper "
                                         "measured DistDGL's whole partition pipeline)"))
@@ -205,20 +205,20 @@ def claims(quick: bool = False) -> list[Claim]:
               note="ModelAveraging.average (sync.method=model_avg) on 2 thread ranks x 2 parts, random weights and "
                    "shares; 1e-6 = float32"),
         Claim("catgnn.same_accuracy", "CATGNN on 4 SPRING parts reaches the accuracy of centralised training "
-              "(centralised - CATGNN test accuracy at the best validation epoch)", "§6.6, Fig. 7", paper=None,
+              "(centralised - CATGNN test accuracy at the best validation epoch)", "§5.3, Fig. 7", paper=None,
               bound=0.02, relation="<=", **over_seeds("central", "every 1"), unit="accuracy",
               note=f"{acc}; the paper gives no number ('the same level'): read here as within 0.02"),
         Claim("catgnn.sync_interval", "accuracy unchanged when averaging every 10 epochs (every-1 - every-10 test "
-              "accuracy)", "§6.9, Fig. 11", paper=None, bound=0.02, relation="<=",
+              "accuracy)", "§5.5, Fig. 11", paper=None, bound=0.02, relation="<=",
               **over_seeds("every 1", "every 10"), unit="accuracy", note=f"{acc}; same reading of 'unchanged'"),
         Check("catgnn.sync_bytes_linear", "synchronisation traffic falls linearly with the interval (model_avg bytes "
               "every 1 ÷ every 10)", measured=t["every 1 bytes"] / max(t["every 10 bytes"], 1), expected=10.0,
               note=f"{t['every 1 bytes']} vs {t['every 10 bytes']} B over {epochs} epochs"),
         Claim("catgnn.k0_drops", "accuracy drops without the full 1-hop halo (K = 1 - K = 0 test accuracy above 0)",
-              "§6.10, Fig. 12", paper=None, null=0.0, relation=">", **over_seeds("every 1", "K = 0"),
+              "§5.5, Fig. 12", paper=None, null=0.0, relation=">", **over_seeds("every 1", "K = 0"),
               unit="accuracy", note=acc),
         Claim("catgnn.multi_hop_no_gain", "two- and three-hop halos do not improve accuracy over one hop (the "
-              "better of K = 2, 3 minus K = 1 test accuracy)", "§6.10, Fig. 12", paper=None, bound=0.02,
+              "better of K = 2, 3 minus K = 1 test accuracy)", "§5.5, Fig. 12", paper=None, bound=0.02,
               relation="<=", **over_seeds_max(("K = 2", "K = 3"), "every 1"), unit="accuracy",
               note=f"{acc}; same reading of 'does not improve' as 'unchanged' (within 0.02)"),
         not_reproducible("catgnn.cora_rf", "SPRING's replication factor on Cora at p = 4 / 8 / 16 (1.590 / 1.678 / "

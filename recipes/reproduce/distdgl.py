@@ -1,4 +1,4 @@
-"""DistDGL's claims (seed 000 §2; Zheng et al., IA3 2020) beside this workbench's numbers.
+"""DistDGL's claims (Zheng et al., IA3 2020) beside this workbench's numbers.
 
 Fig. 16's partitioning ablation (random vs METIS vs METIS with multi-constraint balance) is reproduced as a
 **modelled epoch**: the ``distdgl`` recipe trains one or two epochs on 4 thread trainers for each partition;
@@ -168,7 +168,7 @@ def claims(quick: bool = False) -> list[Claim]:
               "(modelled epoch METIS+mc ÷ random below 1)", "Fig. 16 (no number given)", paper=None, null=1.0,
               relation="<", measured=e2["metis+mc"] / e2["random"], unit="x", note=pap_note),
         Claim("distdgl.remote_rows", "remote input rows per sampled mini-batch: METIS ÷ random below 1 (products)",
-              "§2.3 (min-cut keeps neighbourhoods local)", paper=None, null=1.0, relation="<",
+              "DistDGL's METIS partitioning (min-cut keeps neighbourhoods local)", paper=None, null=1.0, relation="<",
               measured=remote["metis"] / remote["random"], unit="ratio",
               note="fraction of input rows another part owns: " + ", ".join(f"{k} {v:.3f}" for k, v in
                                                                           remote.items())),

@@ -1,4 +1,4 @@
-"""G3's claims (seed 004; Wan et al., SIGMOD 2023) beside this workbench's numbers.
+"""G3's claims (Wan et al., SIGMOD 2023) beside this workbench's numbers.
 
 Correctness and memory claims are exact (binned training against one process, bins against the emulated
 device budget); the pipeline claims compare the simulated epochs of the four variants built from per-bin costs

@@ -1,4 +1,4 @@
-"""PSC-GCN's claims (seed 003; Wang et al.) beside this workbench's numbers.
+"""PSC-GCN's claims (Wang et al.) beside this workbench's numbers.
 
 Four runs of the ``psc_gcn`` recipe on its 3000-vertex power-law SBM with 4 ranks (sync: ε = 1, τ = 0;
 PipeGCN: ε = 1, τ = 1; PSC: ε = 0.1 with τ = 2 and τ = 1) give accuracies, realised staleness and the

@@ -1,4 +1,4 @@
-"""SANCUS's claims (seed 000 §4; Peng et al., VLDB 2022) beside this workbench's numbers.
+"""SANCUS's claims (Peng et al., VLDB 2022) beside this workbench's numbers.
 
 Every variant of the paper (CAGNET, SCS-E1..E3, SCS-A1, SCS-H 0.01..0.03, SkipG) trains the ``sancus`` recipe
 on the same 2000-vertex SBM, 4 ranks, METIS parts; communication is the bytes counted at the transport (exact,
@@ -98,7 +98,7 @@ def claims(quick: bool = False) -> list[Claim]:
         Claim("sancus.skipg_gap", "SkipG loses more accuracy than SANCUS (the least accurate SANCUS variant minus "
               "SkipG)", "Figs. 23, 24b", paper=None, null=0.0, relation=">",
               **over_seeds(lambda r: min(acc_in(r, n) for n in scs) - acc_in(r, "SkipG-1")), unit="accuracy",
-              note="SkipG is the paper's undefined baseline, here gradient blocks up to 1 epoch old (decision D9); "
+              note="SkipG is the paper's undefined baseline, here gradient blocks up to 1 epoch old; "
                    f"SkipG {acc['SkipG-1']:.4f}, CAGNET {acc['CAGNET']:.4f}, least accurate SANCUS variant "
                    f"{min(scs, key=acc.get)} {min(acc[n] for n in scs):.4f}"),
         Claim("sancus.adaptive_vs_fixed", "the epoch-adaptive variants (A1, H 0.01) at least as accurate as "
