@@ -84,15 +84,19 @@ class ReproduceSummary(Directive):
             q = " / ".join(str(q.get(v, 0)) for v in VERDICTS) if q else "-"
             checks = s.get("checks") or []
             passed = sum(k["passed"] for k in checks)
+            theirs = {r["id"]: r["verdict"] for r in quick["systems"].get(name, {}).get("claims", [])}
+            flips = sum(1 for r in s["claims"] if r["id"] in theirs and theirs[r["id"]] != r["verdict"])
             rows.append(f"<tr><td><a href='{escape(name)}.html'>{escape(name)}</a></td><td>{escape(s['title'])}</td>"
                         + "".join(f"<td>{n.get(v, 0)}</td>" for v in VERDICTS)
-                        + f"<td>{escape(q)}</td><td>{passed} of {len(checks)}</td></tr>")
+                        + f"<td>{escape(q)}</td><td>{flips if main is not quick else '-'}</td>"
+                        f"<td>{passed} of {len(checks)}</td></tr>")
         stamps = [f"Measured: {escape(_stamp(main))}"]
         if main is not quick:
             stamps.append(f"the quick run: {escape(_stamp(quick))}")
         html = (f"<p class='rp-stamp'>{'; '.join(stamps)}.</p><div class='rp-scroll'><table class='rp-table'>"
                 "<thead><tr><th>system</th><th>what runs</th>" + "".join(f"<th>{v}</th>" for v in VERDICTS)
-                + f"<th>quick run: {' / '.join(VERDICTS)}</th><th>mechanism checks passed</th>"
+                + f"<th>quick run: {' / '.join(VERDICTS)}</th><th>verdicts that differ in the quick run</th>"
+                "<th>mechanism checks passed</th>"
                 f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
         return [nodes.raw("", html, format="html")]
 

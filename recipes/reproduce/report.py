@@ -63,27 +63,30 @@ def _unit(c: Claim) -> str:
     return f" {c.unit}" if c.unit and c.unit not in ("ratio",) else ""
 
 
-def _cells(c: Claim) -> list[str]:
+def _cells(c: Claim, other: str | None = None) -> list[str]:
+    """The table's cells of ``c``; ``other``: ``"quick run: holds"`` when the other saved run's verdict differs
+    (the verdict depends on the scale), added to the verdict cell."""
     paper = ("no number" if c.paper is None else fmt(c.paper) + _unit(c)) + (" (derived)" if c.derived else "")
     tol = f" ± {fmt(c.tolerance)}" if c.tolerance else ""
     checked = f"{c.relation} {fmt(c.target)}{tol}" if c.target is not None and c.measured is not None else "-"
     if c.effect and c.measured is not None:
         checked = f"effect {c.relation} {fmt(c.null)}" + ("" if c.paper is None else ", size vs paper")
-    verdict = explain(c)
+    verdict = explain(c) + (f" [scale-dependent: {other}]" if other else "")
     ours = "-" if c.measured is None else fmt(c.measured) + (f" ± {fmt(c.spread)}" if c.spread else "")
     return [f"{c.id}: {c.claim}", f"{paper} ({c.source})", ours, checked, verdict]
 
 
 def format_table(name: str, result: dict[str, Any]) -> str:
-    """The system's table (wrapped cells), then one line per claim with its note."""
-    claims = result["claims"]
+    """The system's table (wrapped cells), then one line per claim with its note. ``result["other"]``: claim id ->
+    the other saved run's verdict, for the claims whose verdict differs there."""
+    claims, other = result["claims"], result.get("other") or {}
     head = f"{name}: {len(claims)} claims ({tally(counts(claims))}) in {result.get('seconds', 0.0):.1f} s"
     lines = [head]
     if result.get("setting"):
         lines.append(f"  setting: {result['setting']}")
     rule = "+".join("-" * (w + 2) for w in _WIDTHS)
     lines.append(rule)
-    for row in [list(_HEAD), *(_cells(c) for c in claims)]:
+    for row in [list(_HEAD), *(_cells(c, other.get(c.id)) for c in claims)]:
         wrapped = [textwrap.wrap(text, w) or [""] for text, w in zip(row, _WIDTHS)]
         for i in range(max(map(len, wrapped))):
             lines.append("|".join(f" {(cell[i] if i < len(cell) else ''):<{w}} " for cell, w in
@@ -296,6 +299,8 @@ class ClaimsTable:
         seconds: how long this system's claims took.
         date: the day of the run.
         machine: ``host, N cores, arch`` of the run.
+        other: claim id -> ``"quick run: VERDICT"`` (or ``"full run: ..."``) for each claim whose verdict differs
+            in the other saved run: a verdict that depends on the scale, marked in the table.
     """
 
     system: str
@@ -307,6 +312,7 @@ class ClaimsTable:
     date: str
     machine: str
     checks: tuple[Check, ...] = ()
+    other: dict = dataclasses.field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -319,7 +325,7 @@ class ClaimsTable:
 
     def __repr__(self) -> str:
         result = {"claims": list(self.claims), "seconds": self.seconds, "setting": self.setting,
-                  "checks": list(self.checks)}
+                  "checks": list(self.checks), "other": self.other}
         return f"{self.title}\n{self.stamp}\n" + format_table(self.system, result)
 
     def _repr_html_(self) -> str:
@@ -331,17 +337,21 @@ class ClaimsTable:
         for c in self.claims:
             cells = _cells(c)
             note = f"<div class='rp-note' style='color:#555'>{esc(c.note)}</div>" if c.note else ""
+            scale = (f"<div class='rp-scale' style='color:#555;font-weight:400'>scale-dependent: "
+                     f"{esc(self.other[c.id])}</div>" if c.id in self.other else "")
             paper = cells[1][:-len(f" ({c.source})")]
             rows.append(f"<tr>{td}<b>{esc(c.id)}</b><br>{esc(c.claim)}{note}</td>"
                         f"{td}{esc(paper)}<br><span class='rp-source' style='color:#555'>{esc(c.source)}</span></td>"
                         f"{td}{esc(cells[2])}</td>{td}{esc(cells[3])}</td>"
                         f"<td class='rp-verdict' style='{left};font-weight:600;color:{_COLOURS[c.verdict]}'>"
-                        f"{esc(explain(c))}</td>{td}{number_line(c)}</td></tr>")
+                        f"{esc(explain(c))}{scale}</td>{td}{number_line(c)}</td></tr>")
         n = self.counts
+        flips = (f" {len(self.other)} verdict{'s' if len(self.other) > 1 else ''} differ in the "
+                 f"{'full' if self.quick else 'quick'} run (marked scale-dependent)." if self.other else "")
         head = "".join(f"<th style='{left}'>{h}</th>" for h in
                        ("claim", "paper (source)", "ours", "checked as", "verdict", "accepted region, paper, ours"))
         return (f"<p class='rp-stamp'><b>{tally(n)}</b>. Measured: {esc(self.stamp)}, {self.seconds:.0f} s; "
-                f"{esc(self.setting)}.</p>"
+                f"{esc(self.setting)}.{esc(flips)}</p>"
                 f"<div class='rp-scroll'><table class='rp-table'><thead><tr>{head}</tr></thead>"
                 f"<tbody>{''.join(rows)}</tbody></table></div>{_checks_html(list(self.checks))}")
 
@@ -372,10 +382,28 @@ def claims_table(system: str, path: str | Path | None = None) -> ClaimsTable:
         raise ValueError(param_error("system", "claims_table", f"one of {list(data['systems'])} (in {path.name})",
                                      system))
     s = data["systems"][system]
+    quick = bool(s.get("quick", data.get("quick")))
     return ClaimsTable(system, s.get("title", system), s.get("setting", ""),
-                       tuple(claim_from_record(r) for r in s["claims"]), bool(s.get("quick", data.get("quick"))),
+                       tuple(claim_from_record(r) for r in s["claims"]), quick,
                        float(s.get("seconds") or 0.0), data.get("date", "?"), data.get("machine", "?"),
-                       tuple(check_from_record(r) for r in s.get("checks", [])))
+                       tuple(check_from_record(r) for r in s.get("checks", [])),
+                       _other_verdicts(system, path, s["claims"], quick))
+
+
+def _other_verdicts(system: str, path: Path, records: list, quick: bool) -> dict:
+    """Claim id -> ``"quick run: VERDICT"`` for the claims whose verdict differs in the other saved run beside
+    ``path`` (the quick one beside the full one, and back; ``{}`` when there is none or it is from other code)."""
+    other_path = path.with_name(QUICK_RUN.name if not quick else FULL_RUN.name)
+    if other_path == path or not other_path.is_file():
+        return {}
+    data = json.loads(other_path.read_text(encoding="utf-8"))
+    mine = json.loads(path.read_text(encoding="utf-8")).get("code")
+    if data.get("code") != mine or system not in data["systems"]:
+        return {}
+    there = {r["id"]: r["verdict"] for r in data["systems"][system]["claims"]}
+    label = "full run" if quick else "quick run"
+    return {r["id"]: f"{label}: {there[r['id']]}" for r in records
+            if r["id"] in there and there[r["id"]] != r["verdict"]}
 
 
 def _machine() -> str:

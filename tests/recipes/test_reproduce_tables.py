@@ -69,6 +69,25 @@ def test_claims_table_renders_the_saved_numbers():
     assert claims_table("sancus", QUICK_RUN).quick
 
 
+def test_a_verdict_that_differs_between_the_saved_runs_is_marked_scale_dependent(tmp_path):
+    """A claim whose verdict differs between the quick and the full run (issue 42: the verdict depends on the
+    scale) says so in both tables, with the other run's verdict; a run from other recipe code marks nothing."""
+    full, quick = (json.loads(p.read_text(encoding="utf-8")) for p in (FULL_RUN, QUICK_RUN))
+    for name in SYSTEMS:
+        want = {r["id"] for r in full["systems"][name]["claims"]} - {
+            a["id"] for a, b in zip(full["systems"][name]["claims"], quick["systems"][name]["claims"])
+            if a["verdict"] == b["verdict"]}
+        table, other = claims_table(name), claims_table(name, QUICK_RUN)
+        assert set(table.other) == set(other.other) == want, name
+        for claim_id in want:
+            assert table.other[claim_id].startswith("quick run: ") and other.other[claim_id].startswith("full run: ")
+            assert claim_id in repr(table) and "scale-dependent: quick run: " in table._repr_html_()
+    (tmp_path / FULL_RUN.name).write_text(FULL_RUN.read_text(encoding="utf-8"), encoding="utf-8")
+    stale = dict(quick, code="0" * 12)
+    (tmp_path / QUICK_RUN.name).write_text(json.dumps(stale), encoding="utf-8")
+    assert claims_table("hp_gcn", tmp_path / FULL_RUN.name).other == {}
+
+
 def test_claims_table_refuses_what_it_cannot_read(tmp_path):
     with pytest.raises(ValueError, match="The 'system' parameter of claims_table must be one of"):
         claims_table("pregel")
