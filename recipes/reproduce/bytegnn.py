@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from recipes.reproduce.core import SEEDS, Check, Claim, mean_spread, not_reproducible, run_config
+from recipes.reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
 
 TITLE = "ByteGNN: block partitioning, sampling DAGs, two-level scheduling"
 PARTS = 4
@@ -88,8 +88,7 @@ def _accuracy_vs_distdgl() -> tuple[dict, str]:
                                            batch_size=cfg.sample.batch_size), 2)["accuracy"]["test"]
         gaps.append(theirs - ours)
         rows.append(f"seed {seed}: ByteGNN {ours:.4f}, DistDGL {theirs:.4f}")
-    m, sp = mean_spread(gaps)
-    return {"measured": m, "spread": sp}, "; ".join(rows)
+    return over_seeds(gaps), "; ".join(rows)
 
 
 def _worst_split(balance: dict) -> float:
@@ -123,7 +122,8 @@ def claims(quick: bool = False) -> list[Claim]:
         Check("bytegnn.vertex_balance", "the block partitioner keeps within its own capacity: how far the largest "
               "part's vertices ÷ the mean exceed 1.1 (papers-like, 10,000 vertices; 0 = within)",
               measured=max(0.0, pap["bytegnn"]["vertex_balance"] - 1.1), expected=0.0,
-              note=f"largest ÷ mean {pap['bytegnn']['vertex_balance']:.4f}; vertices per part: bytegnn {pap['bytegnn']['sizes']}, METIS {pap['metis']['sizes']}; "
+              note=f"largest ÷ mean {pap['bytegnn']['vertex_balance']:.4f}; vertices per part: bytegnn "
+                   f"{pap['bytegnn']['sizes']}, METIS {pap['metis']['sizes']}; "
                    f"{pap['bytegnn']['sampling'].unreached_vertices} of 10000 vertices are in no {len(fanouts)}-hop "
                    "block of a labelled vertex"),
         *(Claim(f"bytegnn.split_balance_{label.split('-')[0]}", "every split balanced per part at least as well "
@@ -145,8 +145,8 @@ def claims(quick: bool = False) -> list[Claim]:
               measured=remote["papers-like"]["bytegnn"]["train"] / remote["papers-like"]["metis"]["train"],
               unit="ratio", note=f"remote fraction bytegnn {r(remote['papers-like']['bytegnn'])}, METIS "
                                  f"{r(remote['papers-like']['metis'])}"),
-        Check("bytegnn.blocks_whole", "every K-hop block is assigned whole (the partitioning's step 2): share of block vertices "
-              "in their centre's part (worst graph)", measured=local, expected=1.0,
+        Check("bytegnn.blocks_whole", "every K-hop block is assigned whole (the partitioning's step 2): share of "
+              "block vertices in their centre's part (worst graph)", measured=local, expected=1.0,
               note="exact: Algorithm 2 places blocks, not vertices"),
         Check("bytegnn.schedule_semantics", "the schedule changes timing, not training: largest loss difference "
               "between launch-score, FIFO and prefetch", measured=diff, expected=0.0,
@@ -179,7 +179,8 @@ def _schedule_claims() -> list[Claim]:
               null=1.0, relation="<", measured=runs["launch-score"].trainer_idle_fraction
               / runs["prefetch"].trainer_idle_fraction, unit="ratio", note=f"{sim}; {row}"),
         Claim("bytegnn.launch_score_latency", "launch-score does not flood the workers: mean DAG latency, "
-              "launch-score ÷ ASAP", "coarse-grained scheduling (T_gap and C_util hold launches back)", paper=None, null=1.0,
+              "launch-score ÷ ASAP", "coarse-grained scheduling (T_gap and C_util hold launches back)", paper=None,
+              null=1.0,
               relation="<", measured=runs["launch-score"].dag_latency_ms_mean / runs["asap"].dag_latency_ms_mean,
               unit="ratio", note=f"{sim}; ASAP idles the trainer least here ({runs['asap'].trainer_idle_fraction:.3f}): "
                                  "nothing in the simulation punishes flooding but latency"),

@@ -64,7 +64,7 @@ from typing import Any, Optional, Sequence, Union
 
 __all__ = ["Claim", "Check", "verdict", "explain", "RELATIONS", "VERDICTS", "SYSTEMS", "run_system", "run_systems",
            "not_reproducible", "fmt", "run_config", "geomean", "code_digest", "spread_of", "mean_spread",
-           "SEEDS"]
+           "over_seeds", "SEEDS"]
 
 SYSTEMS = ("distdgl", "bytegnn", "sancus", "hp_gcn", "catgnn", "psc_gcn", "g3")
 """The seven systems, in the order the tables are printed (each a module of this package)."""
@@ -157,6 +157,18 @@ def mean_spread(values: Sequence[float]) -> tuple[float, float]:
     """
     v = [float(x) for x in values]
     return round(sum(v) / len(v), 12), spread_of(v)
+
+
+def over_seeds(per_seed: Sequence[Any], f: Any = None) -> dict:
+    """A claim's ``measured`` and ``spread`` from one result per seed (:data:`SEEDS`): the mean and half the range
+    of ``f(result)`` (of the results themselves without ``f``), as keyword arguments of :class:`Claim`.
+
+    Example:
+        >>> over_seeds([{"acc": 0.70}, {"acc": 0.74}, {"acc": 0.72}], lambda r: r["acc"])
+        {'measured': 0.72, 'spread': 0.02}
+    """
+    m, sp = mean_spread([x if f is None else f(x) for x in per_seed])
+    return {"measured": m, "spread": sp}
 
 
 def spread_of(values: Sequence[float]) -> float:

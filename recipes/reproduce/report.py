@@ -63,17 +63,21 @@ def _unit(c: Claim) -> str:
     return f" {c.unit}" if c.unit and c.unit not in ("ratio",) else ""
 
 
+def _paper(c: Claim) -> str:
+    """The paper's number as the tables print it: ``0.283-0.325 fraction``, ``no number``, ``7.08 x (derived)``."""
+    return ("no number" if c.paper is None else fmt(c.paper) + _unit(c)) + (" (derived)" if c.derived else "")
+
+
 def _cells(c: Claim, other: str | None = None) -> list[str]:
     """The table's cells of ``c``; ``other``: ``"quick run: holds"`` when the other saved run's verdict differs
     (the verdict depends on the scale), added to the verdict cell."""
-    paper = ("no number" if c.paper is None else fmt(c.paper) + _unit(c)) + (" (derived)" if c.derived else "")
     tol = f" ± {fmt(c.tolerance)}" if c.tolerance else ""
     checked = f"{c.relation} {fmt(c.target)}{tol}" if c.target is not None and c.measured is not None else "-"
     if c.effect and c.measured is not None:
         checked = f"effect {c.relation} {fmt(c.null)}" + ("" if c.paper is None else ", size vs paper")
     verdict = explain(c) + (f" [scale-dependent: {other}]" if other else "")
     ours = "-" if c.measured is None else fmt(c.measured) + (f" ± {fmt(c.spread)}" if c.spread else "")
-    return [f"{c.id}: {c.claim}", f"{paper} ({c.source})", ours, checked, verdict]
+    return [f"{c.id}: {c.claim}", f"{_paper(c)} ({c.source})", ours, checked, verdict]
 
 
 def format_table(name: str, result: dict[str, Any]) -> str:
@@ -339,9 +343,8 @@ class ClaimsTable:
             note = f"<div class='rp-note' style='color:#555'>{esc(c.note)}</div>" if c.note else ""
             scale = (f"<div class='rp-scale' style='color:#555;font-weight:400'>scale-dependent: "
                      f"{esc(self.other[c.id])}</div>" if c.id in self.other else "")
-            paper = cells[1][:-len(f" ({c.source})")]
             rows.append(f"<tr>{td}<b>{esc(c.id)}</b><br>{esc(c.claim)}{note}</td>"
-                        f"{td}{esc(paper)}<br><span class='rp-source' style='color:#555'>{esc(c.source)}</span></td>"
+                        f"{td}{esc(_paper(c))}<br><span class='rp-source' style='color:#555'>{esc(c.source)}</span></td>"
                         f"{td}{esc(cells[2])}</td>{td}{esc(cells[3])}</td>"
                         f"<td class='rp-verdict' style='{left};font-weight:600;color:{_COLOURS[c.verdict]}'>"
                         f"{esc(explain(c))}{scale}</td>{td}{number_line(c)}</td></tr>")

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from recipes.reproduce.core import SEEDS, Check, Claim, mean_spread, not_reproducible, run_config
+from recipes.reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
 
 TITLE = "SANCUS: staleness-aware skip-broadcast on CAGNET 1-D"
 WORKERS = 4
@@ -53,12 +53,8 @@ def claims(quick: bool = False) -> list[Claim]:
     def acc_in(r: dict, n: str) -> float:
         return r[n]["accuracy"]["test"]
 
-    def over_seeds(f) -> dict:   # the claim's measured (the mean over SEEDS) and spread
-        m, sp = mean_spread([f(r) for r in per_seed])
-        return {"measured": m, "spread": sp}
-
-    saved = {n: over_seeds(lambda r, n=n: saved_in(r, n))["measured"] for n in runs}
-    acc = {n: over_seeds(lambda r, n=n: acc_in(r, n))["measured"] for n in runs}
+    saved = {n: over_seeds(per_seed, lambda r, n=n: saved_in(r, n))["measured"] for n in runs}
+    acc = {n: over_seeds(per_seed, lambda r, n=n: acc_in(r, n))["measured"] for n in runs}
     scs = [n for n in runs if n.startswith("SCS")]
     worst = max(scs, key=lambda n: acc["CAGNET"] - acc[n])
     best = max(scs, key=lambda n: saved[n])
@@ -80,35 +76,38 @@ def claims(quick: bool = False) -> list[Claim]:
     return [
         Claim("sancus.table5_e1", "communication saved by SCS-E1 against CAGNET (Reddit, ε = 1)",
               "Table 5 (28.3-32.5 % over configs 1-3)", paper=table5, null=0.0, relation=">",
-              **over_seeds(lambda r: saved_in(r, "SCS-E1")), unit="fraction", note=share_note),
+              **over_seeds(per_seed, lambda r: saved_in(r, "SCS-E1")), unit="fraction", note=share_note),
         Claim("sancus.table5_a1", "communication saved by SCS-A1 against CAGNET", "Table 5", paper=table5, null=0.0,
-              relation=">", **over_seeds(lambda r: saved_in(r, "SCS-A1")), unit="fraction", note=share_note),
+              relation=">", **over_seeds(per_seed, lambda r: saved_in(r, "SCS-A1")), unit="fraction", note=share_note),
         Claim("sancus.table5_h1", "communication saved by SCS-H (ε_H = 0.01) against CAGNET", "Table 5",
-              paper=table5, null=0.0, relation=">", **over_seeds(lambda r: saved_in(r, "SCS-H1")), unit="fraction",
+              paper=table5, null=0.0, relation=">", **over_seeds(per_seed, lambda r: saved_in(r, "SCS-H1")),
+              unit="fraction",
               note=saved_list + " (saved bytes follow from the variant's skip rule and the graph; the verdict of a "
                                 "range this narrow depends on the scale and the graph)"),
         Claim("sancus.fig21_range", "the most-saving SANCUS variant cuts communication by 35-74 %", "Fig. 21",
-              paper=(0.35, 0.74), null=0.0, relation=">", **over_seeds(lambda r: saved_in(r, best)), unit="fraction",
+              paper=(0.35, 0.74), null=0.0, relation=">", **over_seeds(per_seed, lambda r: saved_in(r, best)),
+              unit="fraction",
               note=f"best: {best}; all: {saved_list}"),
         Claim("sancus.accuracy_gap", "every SANCUS variant within 0.005 test accuracy of CAGNET (worst variant's "
               "loss)", "Figs. 23, 24b", paper=0.005, relation="<=",
-              **over_seeds(lambda r: max(acc_in(r, "CAGNET") - acc_in(r, n) for n in scs)),
-              unit="accuracy", note=f"worst on average: {worst}; mean over seeds {list(SEEDS)}, test accuracy of a fresh forward pass (1400 vertices, one "
-                                    f"vertex = 0.0007): {acc_list}"),
+              **over_seeds(per_seed, lambda r: max(acc_in(r, "CAGNET") - acc_in(r, n) for n in scs)),
+              unit="accuracy", note=f"worst on average: {worst}; mean over seeds {list(SEEDS)}, test accuracy of a "
+                                    f"fresh forward pass (1400 vertices, one vertex = 0.0007): {acc_list}"),
         Claim("sancus.skipg_gap", "SkipG loses more accuracy than SANCUS (the least accurate SANCUS variant minus "
               "SkipG)", "Figs. 23, 24b", paper=None, null=0.0, relation=">",
-              **over_seeds(lambda r: min(acc_in(r, n) for n in scs) - acc_in(r, "SkipG-1")), unit="accuracy",
+              **over_seeds(per_seed, lambda r: min(acc_in(r, n) for n in scs) - acc_in(r, "SkipG-1")), unit="accuracy",
               note="SkipG is the paper's undefined baseline, here gradient blocks up to 1 epoch old; "
                    f"SkipG {acc['SkipG-1']:.4f}, CAGNET {acc['CAGNET']:.4f}, least accurate SANCUS variant "
                    f"{min(scs, key=acc.get)} {min(acc[n] for n in scs):.4f}"),
         Claim("sancus.adaptive_vs_fixed", "the epoch-adaptive variants (A1, H 0.01) at least as accurate as "
               "epoch-fixed E1 (the worse of A1/H minus E1)", "§5.3 text, Fig. 23", paper=None, null=0.0,
-              relation=">", **over_seeds(lambda r: min(acc_in(r, "SCS-A1"), acc_in(r, "SCS-H1")) - acc_in(r, "SCS-E1")),
+              relation=">",
+              **over_seeds(per_seed, lambda r: min(acc_in(r, "SCS-A1"), acc_in(r, "SCS-H1")) - acc_in(r, "SCS-E1")),
               unit="accuracy",
               note=acc_list + " (an equal accuracy is a tie: inconclusive)"),
         Claim("sancus.e3_least_accurate", "SCS-E3 loses the most accuracy of the SANCUS variants (the next least "
               "accurate variant minus SCS-E3)", "§5.3 text, Fig. 23", paper=None, null=0.0, relation=">",
-              **over_seeds(lambda r: min(acc_in(r, n) for n in scs if n != "SCS-E3") - acc_in(r, "SCS-E3")),
+              **over_seeds(per_seed, lambda r: min(acc_in(r, n) for n in scs if n != "SCS-E3") - acc_in(r, "SCS-E3")),
               unit="accuracy", note=acc_list),
         Check("sancus.e1_period", "SCS-E1 broadcasts every 2 epochs: share of forward rounds skipped",
               measured=e1["broadcasts_skipped"] / e1["broadcast_rounds"], expected=0.5,
