@@ -155,6 +155,33 @@ def test_a_folder_part_reads_as_its_graph_in_memory(folder):
         _assert_same_shard(got, w)
 
 
+def test_a_minibatch_rank_holds_its_part_as_stored_and_nothing_graph_sized_in_int64(folder):
+    """What makes a papers100M-sized part fit a rank: the partition book in one byte a vertex, the edges as the
+    folder stores them (int32 local ids, memory-mapped, translated for the sampled edges only), the rows found by
+    binary search in the owned ids, the feature rows memory-mapped; the sampled edges equal the whole graph's."""
+    from functools import partial
+
+    from workbench.sample.keyed import CSRRows, sample_rows_keyed, stream_key
+    from workbench.train.minibatch_shard import build_minibatch_shard
+
+    pf = PartFolder(folder)
+    counts = {k: [int(p[f"num_{k}"]) for p in pf.parts] for k in ("train", "val", "test")}
+
+    def build(ref, comm):
+        ref.split_counts = counts
+        return build_minibatch_shard(ref, comm, split_mode="own", degrees=False)
+
+    shards, _ = _on_ranks(FolderParts(folder), build=build)
+    g = read_part_graph(folder)
+    whole = CSRRows(g.indptr, g.indices)
+    for r, sh in enumerate(shards):
+        assert sh.node_part.dtype == torch.int8 and sh.rows.row_of_gid is None
+        assert sh.rows.indices.dtype == torch.int32 and sh.rows.col_gid is not None
+        draw = partial(sample_rows_keyed, gid=sh.owned_gid[::7], fanout=3, replace=False, key=stream_key(0, 0, 0, r))
+        got, want = draw(sh.rows), draw(whole)
+        assert torch.equal(got.dst_gid, want.dst_gid) and torch.equal(got.src_gid, want.src_gid)
+
+
 @pytest.mark.parametrize("recipe,staleness", [("full_graph", "none"), ("full_graph", "epoch-fixed"),
                                               ("sancus", "epoch-adaptive"), ("psc_gcn", "none")])
 def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_memory(

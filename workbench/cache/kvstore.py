@@ -61,7 +61,7 @@ class TableBook:
         return int(self.node_part.max()) + 1 if self.node_part.numel() else 1
 
     def owner(self, gids: torch.Tensor) -> torch.Tensor:
-        return self.node_part[gids]
+        return self.node_part[gids].to(torch.int64)
 
     def owned(self, rank: int) -> torch.Tensor:
         """Global ids owned by ``rank``, ascending."""
@@ -103,8 +103,10 @@ def as_partition_book(book: Any) -> PartitionBook:
         return book
     if hasattr(book, "part_offsets"):
         return RangeBook.from_relabeling(book)
-    try:
-        node_part = torch.as_tensor(book, dtype=torch.int64).flatten()
+    try:   # an integer book keeps its type (a folder run's: one byte a vertex), anything else becomes int64
+        node_part = torch.as_tensor(book).flatten()
+        if node_part.is_floating_point() or node_part.is_complex() or node_part.dtype == torch.bool:
+            node_part = node_part.to(torch.int64)
     except (TypeError, ValueError, RuntimeError):
         raise ParamError([f"The 'node_part' parameter of FeatureStore must be a (num_nodes,) part-id tensor, "
                           f"a Relabeling or a partition book. Got {type(book).__name__} instead."]) from None
@@ -147,8 +149,11 @@ class FeatureStore:
         errs.check(self.book.num_parts <= self.world_size, "node_part",
                    f"a partition into at most world_size={self.world_size} parts", self.book.num_parts)
         errs.raise_if_any()
-        self._sorted_gid, perm = torch.sort(owned)
-        self.features = features[perm].contiguous()  # rows in ascending global-id order
+        if bool((owned[1:] > owned[:-1]).all()):   # already ascending (a folder's part): the rows as given, no copy
+            self._sorted_gid, self.features = owned, features
+        else:
+            self._sorted_gid, perm = torch.sort(owned)
+            self.features = features[perm].contiguous()  # rows in ascending global-id order
         # owning every id (one rank): a global id is its row, no search
         self._owns_all = self._sorted_gid.numel() == self.book.num_nodes
         self.width = int(features.shape[1])

@@ -107,21 +107,39 @@ class CSRRows:
         indices: ``(num_stored_edges,)`` global id of each in-neighbour, grouped by row (int64, or int32 where
             the ids fit: the compiled kernel reads either).
         row_of_gid: ``(num_nodes,)`` the row of each global id (only owned ids are ever looked up), or
-            ``None`` when row ``v`` is global id ``v`` (the whole graph).
-        row_gid: ``(num_rows,)`` the global id of each row, or ``None`` (row ``v`` is global id ``v``).
+            ``None``: row ``v`` is global id ``v`` (the whole graph), or, where ``row_gid`` is given, the row is
+            found in ``row_gid`` by binary search (a part read from a folder: nothing on the rank is ``(N,)``).
+        row_gid: ``(num_rows,)`` the global id of each row (ascending), or ``None`` (row ``v`` is global id ``v``).
+        col_gid: ``None``: ``indices`` are global ids; else ``indices`` are local ids and ``col_gid[indices]``
+            their global ids (a folder's part as stored: its int32 local ids memory-mapped, translated only for
+            the sampled edges, so a rank never holds its part's edges in global ids).
+
+    Example:
+        >>> rows = CSRRows(torch.tensor([0, 2, 3]), torch.tensor([0, 2, 1], dtype=torch.int32),
+        ...                row_gid=torch.tensor([4, 9]), col_gid=torch.tensor([4, 9, 7]))
+        >>> rows.rows(torch.tensor([9, 4])).tolist(), rows.global_cols(torch.tensor([2, 1])).tolist()
+        ([1, 0], [7, 9])
     """
 
     indptr: torch.Tensor
     indices: torch.Tensor
     row_of_gid: Optional[torch.Tensor] = None
     row_gid: Optional[torch.Tensor] = None
+    col_gid: Optional[torch.Tensor] = None
 
     @property
     def num_rows(self) -> int:
         return self.indptr.numel() - 1
 
     def rows(self, gid: torch.Tensor) -> torch.Tensor:
-        return gid if self.row_of_gid is None else self.row_of_gid[gid]
+        if self.row_of_gid is not None:
+            return self.row_of_gid[gid]
+        return gid if self.row_gid is None else torch.searchsorted(self.row_gid, gid.contiguous())
+
+    def global_cols(self, cols: torch.Tensor) -> torch.Tensor:
+        """Global ids (int64) of stored column entries ``cols`` (``indices`` values)."""
+        cols = cols.to(torch.int64)
+        return cols if self.col_gid is None else self.col_gid[cols].to(torch.int64)
 
 
 def segment_gather(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -183,7 +201,7 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
     """
     g = np.asarray(gid.numpy() if isinstance(gid, torch.Tensor) else gid, dtype=np.int64)
     indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
-    rows = g if csr.row_of_gid is None else csr.row_of_gid.numpy()[g]
+    rows = csr.rows(torch.from_numpy(g)).numpy()
     compiled = _compiled_sampler()
     # int32 row pointers and column indices (a partition folder's, memory-mapped) are read as they are: no int64
     # copy
@@ -192,7 +210,7 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
 
         src, dst = call_compiled(compiled, indptr, indices, np.ascontiguousarray(rows, dtype=np.int64),
                                  np.ascontiguousarray(g), int(fanout), bool(replace), np.uint64(key & _MASK))
-        return SampledEdges(torch.from_numpy(src), torch.from_numpy(dst))
+        return SampledEdges(csr.global_cols(torch.from_numpy(src)), torch.from_numpy(dst))
     indptr = indptr.astype(np.int64, copy=False)   # draws are uint64: int32 offsets would mix into floats
     start = indptr[rows]
     deg = indptr[rows + 1] - start
@@ -226,4 +244,4 @@ def sample_rows_keyed(csr: CSRRows, gid: torch.Tensor, fanout: int, replace: boo
         out = offsets[big, None] + np.arange(fanout)                       # (nb, k) output positions
         slots[out.reshape(-1)] = (start[big, None] + chosen.T).reshape(-1)
         dst = np.repeat(g, counts)
-    return SampledEdges(torch.from_numpy(indices[slots].astype(np.int64, copy=False)), torch.from_numpy(dst))
+    return SampledEdges(csr.global_cols(torch.from_numpy(indices[slots])), torch.from_numpy(dst))

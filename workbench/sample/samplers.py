@@ -88,14 +88,16 @@ class DGLSampler(Sampler):
                 indptr = csr.indptr
                 num_nodes = csr.num_rows
             else:
-                num_nodes = int(csr.row_of_gid.numel())
+                num_nodes = int(csr.row_of_gid.numel()) if csr.row_of_gid is not None else \
+                    1 + max(int(csr.row_gid.max()), int(csr.col_gid.max()) if csr.col_gid is not None else -1)
                 deg = torch.zeros(num_nodes, dtype=torch.int64)
                 deg[csr.row_gid] = csr.indptr[1:] - csr.indptr[:-1]
                 indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
                 torch.cumsum(deg, 0, out=indptr[1:])
                 # rows are held in ascending global id, so the stored edges are already in full-CSR order
             eids = torch.arange(csr.indices.numel())
-            g = (csr, dgl.graph(("csc", (indptr, csr.indices, eids)), num_nodes=num_nodes))
+            cols = csr.global_cols(csr.indices)          # DGL's graph holds them in global ids, as it would
+            g = (csr, dgl.graph(("csc", (indptr, cols, eids)), num_nodes=num_nodes))
             self._graphs[id(csr)] = g
         return g[1]
 

@@ -83,7 +83,8 @@ class OwnerRoutedSource:
 
     def __init__(self, rows: CSRRows, node_part: torch.Tensor, comm):
         self.rows = rows
-        self.node_part = torch.as_tensor(node_part, dtype=torch.int64)
+        node_part = torch.as_tensor(node_part)   # an integer book keeps its type (a folder run's: a byte a vertex)
+        self.node_part = node_part if not node_part.is_floating_point() else node_part.to(torch.int64)
         self.comm = comm
         self.num_nodes = int(self.node_part.numel())
 
@@ -101,7 +102,7 @@ class OwnerRoutedSource:
         frontier_gid = frontier_gid.to(torch.int64)
         if p == 1:   # one rank owns every row: nothing to route, and a kernel groups edges in frontier order
             return kernel(self.rows, frontier_gid, fanout, replace, key)
-        owner = self.node_part[frontier_gid]
+        owner = self.node_part[frontier_gid].to(torch.int64)
         order = torch.argsort(owner, stable=True)
         grouped = frontier_gid[order]                                    # frontier grouped by owner
         requests = list(torch.split(grouped, torch.bincount(owner, minlength=p).tolist()))

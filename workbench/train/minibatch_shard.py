@@ -87,13 +87,12 @@ def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool
 
     a = ref.source.read(ref.part)
     r, p, owned, n = ref.part, a.num_parts, a.num_owned, ref.source.num_nodes
-    node_part = torch.from_numpy(ref.source.owner_map())
-    inner = torch.from_numpy(a.gid[:owned].copy())
-    row_of_gid = torch.full((n,), -1, dtype=torch.int64)
-    row_of_gid[inner] = torch.arange(owned)
-    ids32 = n < 2**31                                                       # int32 ids: half the rows' memory
-    src = torch.from_numpy(global_ids(a.gid, a.indices, np.int32 if ids32 else np.int64))   # in-neighbours
-    rows = CSRRows(torch.from_numpy(a.indptr), src, row_of_gid, row_gid=inner)
+    node_part = torch.from_numpy(ref.source.owner_map())                  # the smallest integer type of the parts
+    inner = torch.from_numpy(np.array(a.gid[:owned], dtype=np.int64))
+    # the rows as the part stores them: local in-neighbour ids (int32, memory-mapped), translated to global ids for
+    # the sampled edges only, and rows found by binary search in the owned ids: nothing on the rank is (N,) int64
+    rows = CSRRows(torch.from_numpy(a.indptr), torch.from_numpy(a.indices), row_gid=inner,
+                   col_gid=torch.from_numpy(a.gid))
     labels = torch.from_numpy(a.labels)
     labelled = labels >= 0
 
@@ -123,7 +122,10 @@ def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool
     train_split = split(seeds[:, 0], [sum(hi - lo for _, lo, hi in ranges[t]) for t in range(p)], split_mode)
     deg = None
     if degrees:
-        deg = torch.bincount(src, minlength=n).to(torch.int64)
+        deg = torch.zeros(n, dtype=torch.int64)
+        for lo in range(0, a.indices.shape[0], GATHER_CHUNK):   # the part's edges a chunk at a time
+            deg += torch.from_numpy(np.bincount(global_ids(a.gid, a.indices[lo:lo + GATHER_CHUNK], np.int64),
+                                                minlength=n))
         deg = comm.all_reduce(deg, kind=SETUP_KIND) if p > 1 else deg
     in_deg = None
     if in_degrees:
