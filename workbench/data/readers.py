@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import sys
 import warnings
 import zlib
@@ -174,6 +175,9 @@ def _line_of_id(path: Path, vertex: int) -> Optional[int]:
     return None
 
 
+_INDENTED_COMMENT = re.compile(rb"(?m)^ +#")
+
+
 class _EdgeListState:
     def __init__(self, path: Path, num_nodes: Optional[int]):
         self.path, self.num_nodes = path, num_nodes
@@ -185,6 +189,8 @@ class _EdgeListState:
 
 def _parse_block(pd, data: bytes, st: _EdgeListState) -> None:
     text = data.translate(_TRANSLATE)
+    if b" #" in text:   # a comment after leading blanks is a comment line (pandas would read a row of NaN)
+        text = _INDENTED_COMMENT.sub(b"#", text)
     first_line = st.line
     st.line += data.count(b"\n")
     try:

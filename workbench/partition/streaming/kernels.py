@@ -262,14 +262,12 @@ def parse_edge_lines(buf, n, src, dst):
     Returns ``(num_edges, status)``: status 0 when the whole block is in the plain form; 1 at the first thing
     outside it (a sign, a third field, a letter, an id past int64, ...: the caller re-parses the block with the
     full parser, which reads or names the problem); 2 when ``src`` has no room for another edge (the caller
-    grows it and parses again). A comment after leading blanks is outside the plain form too: pandas reads
-    that line as a row of missing values, and the full parser decides what it means.
+    grows it and parses again). A comment after leading blanks is a comment line, as in the full parser.
     """
     k = 0
     fields = 0
     in_token = False
     comment = False
-    blank = False  # blanks seen on a line without fields yet
     val = np.int64(0)
     first = np.int64(0)
     for i in range(n + 1):
@@ -304,13 +302,10 @@ def parse_edge_lines(buf, n, src, dst):
             elif fields != 0:
                 return k, 1
             fields = 0
-            blank = False
         elif c == 35 or c == 37:
-            if blank and fields == 0:
-                return k, 1
             comment = True
         elif c == 32 or c == 9 or c == 44 or c == 13:
-            blank = True
+            pass
         else:
             return k, 1
     return k, 0
