@@ -7,8 +7,10 @@ generators with the recipe's fan-outs. ``papers-like:num_nodes=10000,seed=0`` is
 alone put 7,565 of 10,000 vertices on one part; the partitioner now assigns blocks under a vertex
 capacity and breaks BFS ties by the most messages (:mod:`workbench.partition.bytegnn`), and the remote K-hop
 accesses are reported against METIS as measured (nothing tuned to them). The scheduler's
-claim is exact too (the same losses whatever the schedule); throughput and CPU utilisation are timings of
-machines this one is not.
+claim is exact too (the same losses whatever the schedule). The comparison with DistDGL (the same GraphSAGE,
+fan-outs, batch and graph, 2 ranks, 20 epochs, over the seeds) gives both the accuracy gap and the training
+throughput ratio, measured here, where ByteGNN's sampling processes share the machine's few cores with the
+trainers; CPU utilisation is not measured (the runs record no CPU time of the training alone).
 
 Example:
     >>> setting(quick=True)
@@ -73,22 +75,98 @@ ACCURACY_EPOCHS = 20
 models says nothing)."""
 
 
-def _accuracy_vs_distdgl() -> tuple[dict, str]:
-    """ByteGNN's and DistDGL's test accuracy (the same model, fan-outs, batch and graph, 2 ranks) over
-    :data:`SEEDS`: the claim's fields and its note."""
+def _throughput(seeds: list, by_rank: list) -> tuple[float, float]:
+    """Training seeds per second after the first epoch (every epoch of a one-epoch run) and the mean training
+    seconds of those epochs: ``seeds[e]`` all trainers' seeds of epoch ``e``, ``by_rank`` the summary's
+    ``time_breakdown["by_rank"]``. An epoch's training seconds are the slowest rank's wall time less its
+    ``evaluate`` phase (a rank's phases sum to its wall time; the ranks all-reduce every step).
+
+    Example:
+        >>> r0 = {"forward": [0.5, 0.2, 0.2], "evaluate": [0.3, 0.3, 0.3]}
+        >>> r1 = {"forward": [0.4, 0.3, 0.1], "evaluate": [0.1, 0.1, 0.1]}
+        >>> _throughput([400, 400, 400], [r0, r1])
+        (1600.0, 0.25)
+    """
+    epochs = len(seeds)
+    train = [max(sum(v[e] for p, v in r.items() if p != "evaluate") for r in by_rank) for e in range(epochs)]
+    keep = range(1 if epochs > 1 else 0, epochs)
+    secs = sum(train[e] for e in keep)
+    return sum(seeds[e] for e in keep) / secs, secs / len(keep)
+
+
+def _run(cfg) -> dict:
+    """One run of the comparison with DistDGL: test accuracy, training throughput (:func:`_throughput`), seconds
+    per epoch (training; whole epochs with evaluation, after the first), and the run's wall seconds."""
+    import time
+
+    from workbench.events import SampleStats
+
+    t0 = time.perf_counter()
+    summary, events = run_config(cfg, 2, events=True)
+    wall = time.perf_counter() - t0
+    seeds = [0] * summary["epochs"]
+    for ev in events:
+        if isinstance(ev, SampleStats):
+            seeds[ev.epoch] += ev.seeds
+    rate, train_s = _throughput(seeds, summary["time_breakdown"]["by_rank"])
+    later = summary["epoch_times"][1:] or summary["epoch_times"]
+    return {"test": summary["accuracy"]["test"], "rate": rate, "train_s": train_s,
+            "epoch_s": sum(later) / len(later), "seeds": seeds[-1], "steps": summary["steps"][-1], "wall": wall,
+            "train_share": train_s * summary["epochs"] / wall}
+
+
+def _vs_distdgl() -> list[dict]:
+    """ByteGNN's and DistDGL's runs (the same model, fan-outs, batch and graph, 2 ranks, :data:`ACCURACY_EPOCHS`)
+    over :data:`SEEDS`, ``{"bytegnn": _run(...), "distdgl": _run(...), "load": (1-min load before, after)}`` per
+    seed; which system runs first alternates from seed to seed."""
+    import os
+
     from recipes import bytegnn, distdgl
 
-    gaps, rows = [], []
-    for seed in SEEDS:
+    out = []
+    for i, seed in enumerate(SEEDS):
         cfg = bytegnn.recipe(epochs=ACCURACY_EPOCHS, num_parts=2, seed=seed)
-        ours = run_config(cfg, 2)["accuracy"]["test"]
         model = cfg.model
-        theirs = run_config(distdgl.recipe(epochs=ACCURACY_EPOCHS, num_parts=2, seed=seed, hidden=model.hidden,
-                                           num_layers=model.num_layers, fanouts=tuple(cfg.sample.fanouts),
-                                           batch_size=cfg.sample.batch_size), 2)["accuracy"]["test"]
-        gaps.append(theirs - ours)
-        rows.append(f"seed {seed}: ByteGNN {ours:.4f}, DistDGL {theirs:.4f}")
-    return over_seeds(gaps), "; ".join(rows)
+        cfgs = {"bytegnn": cfg,
+                "distdgl": distdgl.recipe(epochs=ACCURACY_EPOCHS, num_parts=2, seed=seed, hidden=model.hidden,
+                                          num_layers=model.num_layers, fanouts=tuple(cfg.sample.fanouts),
+                                          batch_size=cfg.sample.batch_size)}
+        load = os.getloadavg()[0]
+        row = {name: _run(cfgs[name]) for name in (("bytegnn", "distdgl") if i % 2 == 0 else ("distdgl", "bytegnn"))}
+        out.append({**row, "load": (load, os.getloadavg()[0])})
+    return out
+
+
+def _accuracy_vs_distdgl(runs: list[dict]) -> tuple[dict, str]:
+    """The accuracy claim's fields (DistDGL - ByteGNN test accuracy over :data:`SEEDS`) and its note."""
+    rows = [f"seed {seed}: ByteGNN {r['bytegnn']['test']:.4f}, DistDGL {r['distdgl']['test']:.4f}"
+            for seed, r in zip(SEEDS, runs)]
+    return over_seeds(runs, lambda r: r["distdgl"]["test"] - r["bytegnn"]["test"]), "; ".join(rows)
+
+
+def _throughput_vs_distdgl(runs: list[dict]) -> tuple[dict, str]:
+    """The throughput claim's fields (ByteGNN ÷ DistDGL training seeds per second over :data:`SEEDS`) and its
+    note (seconds per epoch, seeds, steps, load)."""
+    from recipes import bytegnn
+    from workbench.runtime.runners import host_cores
+
+    cores, workers = host_cores(), bytegnn.recipe().schedule.workers
+    mean = lambda name, key: sum(r[name][key] for r in runs) / len(runs)  # noqa: E731
+    b, d = runs[0]["bytegnn"], runs[0]["distdgl"]
+    ratios = ", ".join(f"{r['bytegnn']['rate'] / r['distdgl']['rate']:.2f}" for r in runs)
+    loads = ", ".join(f"{a:.1f}-{z:.1f}" for a, z in (r["load"] for r in runs))
+    note = (f"{bytegnn.DEFAULT_GRAPH}, 2 ranks (threads of one process, local runner), {ACCURACY_EPOCHS} epochs of "
+            f"{b['steps']} steps ({b['seeds']} training seeds an epoch, ByteGNN; {d['seeds']}, DistDGL), the "
+            "accuracy runs; throughput = training seeds ÷ training seconds (the slowest rank's epoch less its "
+            f"evaluation) over epochs 2-{ACCURACY_EPOCHS}; training seconds per epoch ByteGNN "
+            f"{mean('bytegnn', 'train_s'):.3f}, DistDGL {mean('distdgl', 'train_s'):.3f} (whole epochs with "
+            f"evaluation: {mean('bytegnn', 'epoch_s'):.3f} and {mean('distdgl', 'epoch_s'):.3f}); ratio per seed "
+            f"{ratios}; the order of the two alternates by seed; 1-min load average {loads} (before-after each "
+            f"seed) on {cores} cores. Not the paper's machine: each ByteGNN rank's {workers} sampling worker "
+            f"processes ({2 * workers} in all) share the {cores} cores with both trainers, and DistDGL samples in its "
+            "trainer threads; the paper's 4 machines of 96 vCPUs give the sampling DAGs their own cores "
+            "(ogbn-products, 100 Gbit/s)")
+    return over_seeds(runs, lambda r: r["bytegnn"]["rate"] / r["distdgl"]["rate"]), note
 
 
 def _worst_split(balance: dict) -> float:
@@ -112,13 +190,16 @@ def claims(quick: bool = False) -> list[Claim]:
     losses = _schedule_losses(n, epochs)
     diff = max(abs(a - b) for name in losses for a, b in zip(losses[name], losses["launch-score"]))
     local = min(d["bytegnn"]["sampling"].block_vertices_local for d in (prod, pap))
-    gap, gap_note = _accuracy_vs_distdgl()
+    runs = _vs_distdgl()
+    gap, gap_note = _accuracy_vs_distdgl(runs)
+    speed, speed_note = _throughput_vs_distdgl(runs)
     return [
         Claim("bytegnn.accuracy_vs_distdgl", "ByteGNN reaches DistDGL's accuracy (DistDGL - ByteGNN test accuracy, "
-              "the same GraphSAGE, fan-outs and batch)", "Fig. 20 (the same final accuracy; no number)",
-              paper=None, bound=0.02, relation="<=", **gap, unit="accuracy",
-              note=f"{bytegnn.DEFAULT_GRAPH}, 2 ranks, {ACCURACY_EPOCHS} epochs; {gap_note}; the paper gives no number "
-                   "('the same'): read here as within 0.02, as for CATGNN"),
+              "the same GraphSAGE, fan-outs and batch)", "§5.2.3, Fig. 20 ('the same accuracy eventually', "
+              "'approximately the same accuracy as DistDGL')", paper=0.0, bound=0.02, relation="<=", **gap,
+              unit="accuracy", derived="'the same accuracy' read as a gap of 0; Fig. 20's values are not printed",
+              note=f"{bytegnn.DEFAULT_GRAPH}, 2 ranks, {ACCURACY_EPOCHS} epochs; {gap_note}; 'approximately the "
+                   "same' read as within 0.02, as for CATGNN"),
         Check("bytegnn.vertex_balance", "the block partitioner keeps within its own capacity: how far the largest "
               "part's vertices ÷ the mean exceed 1.1 (papers-like, 10,000 vertices; 0 = within)",
               measured=max(0.0, pap["bytegnn"]["vertex_balance"] - 1.1), expected=0.0,
@@ -152,14 +233,21 @@ def claims(quick: bool = False) -> list[Claim]:
               "between launch-score, FIFO and prefetch", measured=diff, expected=0.0,
               note=f"1 trainer with 2 sampling worker processes, {epochs} epoch(s); losses {losses['launch-score']}"),
         *_schedule_claims(),
-        not_reproducible("bytegnn.vs_distdgl", "throughput over DistDGL on ogbn-products, 4 machines", "Fig. 17",
-                         (2.1, 3.5), "x", "seeds per second of 4 machines with 96 threads each; here the sampling "
-                                          "processes and the trainer share 2 cores"),
+        Claim("bytegnn.vs_distdgl", "ByteGNN trains faster than DistDGL: training throughput (seeds per second), "
+              "ByteGNN ÷ DistDGL", "§5.2.1, Fig. 17 ('2.1-3.5x speedup for dense graphs like ogbn-product')",
+              paper=(2.1, 3.5), null=1.0, relation=">", **speed, unit="x", note=speed_note),
         not_reproducible("bytegnn.vs_graphlearn", "throughput over GraphLearn (supervised)", "Fig. 17", (7.5, 16.2),
                          "x", "GraphLearn does not run here; a timing of 4 machines"),
-        not_reproducible("bytegnn.cpu_util", "CPU utilisation higher than GraphLearn, Euler and DistDGL", "Fig. 18",
-                         (3.0, 6.0), "x", "machine-wide CPU utilisation of 96-thread machines; the baselines do "
-                                          "not run here"),
+        not_reproducible("bytegnn.cpu_util", "CPU utilisation higher than GraphLearn, Euler and DistDGL", "§5.2.1, "
+                         "Fig. 18", (3.0, 6.0), "x", "no CPU time of the training alone: the runs record wall time by "
+                         "phase, not CPU time, and a process's CPU time around a whole run (the ranks' threads and "
+                         "the reaped sampling workers) also counts the partitioning, the workers' start and every "
+                         "epoch's evaluation; training is about "
+                         f"{sum(r['bytegnn']['train_share'] for r in runs) / len(runs):.0%} (ByteGNN) and "
+                         f"{sum(r['distdgl']['train_share'] for r in runs) / len(runs):.0%} (DistDGL) of those runs' "
+                         "wall time. ByteGNN's C_util meter (its scheduler's signal) has no counterpart in DistDGL's "
+                         "runs; the paper's is machine-wide utilisation of 96-vCPU machines, and GraphLearn and "
+                         "Euler do not run here"),
     ]
 
 
