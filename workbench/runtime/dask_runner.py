@@ -79,6 +79,12 @@ def start_local_cluster(num_workers: int, *, daemon: bool = True):
     starts them as non-daemonic processes (``distributed.worker.daemon``), which may start processes of their
     own (ByteGNN's sampling workers: :attr:`Program.rank_processes <workbench.runtime.program.Program>`); the
     cluster is the run's and closes with it either way.
+
+    No memory limit per worker (``memory_limit=0``): Dask's default (the machine's memory over the workers) has
+    the nanny terminate a worker whose resident set passes 95 % of it, and a rank's resident set counts the pages
+    of its part's memory-mapped files, which the kernel takes back under pressure: a papers100M-sized part read
+    on four workers of a 23 GB machine would be killed for pages the kernel could reclaim. A rank holds no Dask
+    results, so the limit's spilling and pausing have nothing to act on either.
     """
     import dask
     from distributed import LocalCluster
@@ -86,7 +92,7 @@ def start_local_cluster(num_workers: int, *, daemon: bool = True):
     with dask.config.set({"distributed.worker.daemon": bool(daemon)}):
         return LocalCluster(n_workers=num_workers, threads_per_worker=1, processes=True,
                             dashboard_address="127.0.0.1:0", worker_dashboard_address=None, host="127.0.0.1",
-                            silence_logs=logging.CRITICAL, plugins={_IgnoreInterrupt()})
+                            silence_logs=logging.CRITICAL, plugins={_IgnoreInterrupt()}, memory_limit=0)
 
 
 # ---------------------------------------------------------------------------------------------------------
