@@ -10,7 +10,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-__all__ = ["MiniBatchShard", "build_minibatch_shard"]
+__all__ = ["MiniBatchShard", "build_minibatch_shard", "random_access"]
 
 
 @dataclasses.dataclass(eq=False)
@@ -70,6 +70,23 @@ def global_ids(gid: np.ndarray, local: np.ndarray, dtype: Any) -> np.ndarray:
     return out
 
 
+def random_access(*arrays: Any) -> None:
+    """Tell the kernel that the memory-mapped ``arrays`` (a folder's part) are read at random (``MADV_RANDOM``):
+    a page fault then reads that page, not the 128 KiB around it. A sampling rank touches one row here and there;
+    with read-around, a papers100M-sized part whose pages do not all fit the page cache read 1.1 GB/s from the
+    disk on four ranks at 15-18 % of a core each. Arrays that are not memory maps are left alone.
+
+    Example:
+        >>> random_access(np.zeros(3))   # not a map: nothing to advise
+    """
+    import mmap
+
+    for a in arrays:
+        m = getattr(a, "_mmap", None)
+        if m is not None and hasattr(m, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+            m.madvise(mmap.MADV_RANDOM)
+
+
 def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool,
                           in_degrees: bool = False) -> MiniBatchShard:
     """Rank ``ref.part``'s :class:`MiniBatchShard`, built on the rank from its own part
@@ -127,6 +144,7 @@ def build_minibatch_shard(ref: Any, comm: Any, *, split_mode: str, degrees: bool
             deg += torch.from_numpy(np.bincount(global_ids(a.gid, a.indices[lo:lo + GATHER_CHUNK], np.int64),
                                                 minlength=n))
         deg = comm.all_reduce(deg, kind=SETUP_KIND) if p > 1 else deg
+    random_access(a.indices, a.gid, a.features)   # from here on the rank reads them a sampled row at a time
     in_deg = None
     if in_degrees:
         in_deg = torch.zeros(n, dtype=torch.int64)
