@@ -97,16 +97,26 @@ class RangeBook:
 PartitionBook = Union[TableBook, RangeBook]
 
 
+def part_ids(node_part: Any) -> torch.Tensor:
+    """``node_part`` as a tensor of part ids: an integer one keeps its type (a folder run's book: one byte a
+    vertex), anything else becomes int64.
+
+    Example:
+        >>> part_ids(torch.tensor([0, 1], dtype=torch.int8)).dtype, part_ids([0.0, 1.0]).dtype
+        (torch.int8, torch.int64)
+    """
+    t = torch.as_tensor(node_part)
+    return t if not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool) else t.to(torch.int64)
+
+
 def as_partition_book(book: Any) -> PartitionBook:
     """A partition book from a ``node_part`` tensor/array, a ``Relabeling`` or a book (returned as is)."""
     if isinstance(book, (TableBook, RangeBook)):
         return book
     if hasattr(book, "part_offsets"):
         return RangeBook.from_relabeling(book)
-    try:   # an integer book keeps its type (a folder run's: one byte a vertex), anything else becomes int64
-        node_part = torch.as_tensor(book).flatten()
-        if node_part.is_floating_point() or node_part.is_complex() or node_part.dtype == torch.bool:
-            node_part = node_part.to(torch.int64)
+    try:
+        node_part = part_ids(book).flatten()
     except (TypeError, ValueError, RuntimeError):
         raise ParamError([f"The 'node_part' parameter of FeatureStore must be a (num_nodes,) part-id tensor, "
                           f"a Relabeling or a partition book. Got {type(book).__name__} instead."]) from None

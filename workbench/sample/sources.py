@@ -24,6 +24,7 @@ from typing import Optional
 
 import torch
 
+from workbench.cache.kvstore import part_ids
 from workbench.graph import Graph
 from workbench.sample.base import Kernel, SampleKey
 from workbench.sample.keyed import CSRRows, SampledEdges, sample_rows_keyed, segment_gather
@@ -83,8 +84,7 @@ class OwnerRoutedSource:
 
     def __init__(self, rows: CSRRows, node_part: torch.Tensor, comm):
         self.rows = rows
-        node_part = torch.as_tensor(node_part)   # an integer book keeps its type (a folder run's: a byte a vertex)
-        self.node_part = node_part if not node_part.is_floating_point() else node_part.to(torch.int64)
+        self.node_part = part_ids(node_part)
         self.comm = comm
         self.num_nodes = int(self.node_part.numel())
 
