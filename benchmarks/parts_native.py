@@ -13,6 +13,8 @@ Usage::
     python benchmarks/parts_native.py                              # 200k vertices, 4 parts, 4 workers
     python benchmarks/parts_native.py --nodes 2000000 --work /tmp/pn
     python benchmarks/parts_native.py --nodes 2000000 --work /tmp/pn --reuse-input --only distdgl
+    python benchmarks/parts_native.py --nodes 111059956 --halo-features reference --work /tmp/p100 \
+        --only distdgl --epochs 1 --max-steps 200 --eval-batches 20   # the papers100M-sized run
 
 The report is ``WORK/parts_native.json`` (written after each phase).
 """
@@ -33,9 +35,11 @@ from recipes import distdgl, full_graph, sancus
 from workbench.runtime import launch
 
 folder, recipe, workers, epochs, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+limits = json.loads(sys.argv[6])
 spec = f"parts:{folder}"
 if recipe == "distdgl":
     cfg = distdgl.recipe(graph=spec, epochs=epochs, fanouts=(10, 5), hidden=64, batch_size=batch)
+    cfg = cfg.with_strings({f"train.{k}": str(v) for k, v in limits.items() if v is not None})
 elif recipe == "full_graph":
     cfg = full_graph.recipe(graph=spec, epochs=epochs, hidden=16)
 else:
@@ -58,6 +62,10 @@ def main(argv=None) -> int:
     ap.add_argument("--method", default="spring", help="the streaming partitioner whose owners make the folder")
     ap.add_argument("--epochs", type=int, default=5, help="DistDGL's epochs (the full-graph runs train one)")
     ap.add_argument("--batch-size", type=int, default=32, help="DistDGL's seeds per trainer and step")
+    ap.add_argument("--max-steps", type=int, default=None,
+                    help="DistDGL's steps per epoch at most (train.max_steps; default: a whole pass over the seeds)")
+    ap.add_argument("--eval-batches", type=int, default=None,
+                    help="DistDGL's validation/test batches per trainer at most (train.eval_batches; default: all)")
     ap.add_argument("--only", default="distdgl,full_graph,sancus", help="training phases, comma-separated")
     ap.add_argument("--work", type=Path, default=Path("/tmp/workbench-parts-native"))
     ap.add_argument("--reuse-input", action="store_true", help="keep the input and folder an earlier run wrote")
@@ -99,7 +107,9 @@ def main(argv=None) -> int:
     for recipe in [r for r in args.only.split(",") if r]:
         epochs = args.epochs if recipe == "distdgl" else 1
         t, wall, _ = run_phase(["-c", TRAIN_SCRIPT, str(folder), recipe, str(args.parts), str(epochs),
-                                str(args.batch_size)], work, f"train-{recipe}")
+                                str(args.batch_size),
+                                json.dumps({"max_steps": args.max_steps, "eval_batches": args.eval_batches})],
+                               work, f"train-{recipe}")
         rss = t["peak_rss_mb"]
         report["phases"][f"train-{recipe}"] = {"wall_s": wall, **t}
         save()

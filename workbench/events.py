@@ -143,6 +143,12 @@ class StepTimes(Event):
     and none is negative. ``steps`` is the number of training steps of the epoch, ``program`` the name of
     the program the rank ran (the run summary's ``program``).
 
+    ``train_cpu_s`` is the CPU time (user and system, every thread) of the rank's process and of its child
+    processes (a scheduled trainer's sampling workers) during the epoch's training steps, up to ``evaluate``
+    (:func:`workbench.train.timing.process_cpu_s`); ``train_cpu_s / (training seconds x cores)`` is the machine's
+    CPU utilisation by training. Where ranks are threads of one process (the ``single`` and ``local`` runners)
+    every rank reports the whole process's, i.e. the run's.
+
     Example:
         >>> ev = StepTimes(rank=1, epoch=0, steps=2, seconds={"forward": 0.5, "other": 0.25}, wall_s=0.75)
         >>> event_from_dict(ev.to_dict()) == ev
@@ -157,6 +163,7 @@ class StepTimes(Event):
     seconds: dict = dataclasses.field(default_factory=dict)
     """phase -> seconds, keys from :data:`STEP_PHASES`."""
     wall_s: float = 0.0
+    train_cpu_s: float = 0.0
 
 
 @dataclasses.dataclass(kw_only=True)

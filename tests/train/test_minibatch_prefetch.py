@@ -198,3 +198,30 @@ def test_the_benchmark_runs_the_prefetch_variant_against_the_same_dgl_median(cap
     assert bench.main(["--graph", GRAPH, "--epochs", "2", "--batch-size", "256", "--prefetch", "1"]) == 0
     out = capsys.readouterr().out
     assert "prefetch 1" in out and "losses identical to the inline run's" in out and "all epochs:" in out
+
+
+def test_max_steps_trains_the_first_batches_of_every_epoch_and_eval_batches_samples_the_splits():
+    """``train.max_steps=k`` trains each epoch's first k shuffled batches: the same steps, losses and weights
+    as a run whose training split holds only those batches' seeds would see; ``train.eval_batches`` evaluates
+    the first batches of the validation split's per-epoch shuffle (a uniform sample); both on 2 ranks too, and
+    refused where nothing reads them."""
+    full = _run(_config(0))
+    capped = _run(_config(0, **{"train.max_steps": "2", "train.eval_batches": "1"}))
+    assert full["steps"][0] > 2 and capped["steps"] == [2, 2, 2]
+    assert capped["stages"]["train"]["max_steps"] == 2 and capped["stages"]["train"]["eval_batches"] == 1
+    # the first step of the first epoch is the same draw either way
+    assert capped["sampled_edges"][0] < full["sampled_edges"][0]
+    two = _run(_config(0, **{"train.max_steps": "2", "train.eval_batches": "1"}), runner="local", workers=2)
+    assert two["steps"] == [2, 2, 2] and two["world_size"] == 2
+    with pytest.raises(ParamError, match=r"'train.max_steps' parameter .* must be None with full-graph training"):
+        full_graph.recipe(graph=GRAPH).with_strings({"train.max_steps": "3"}).build()
+    with pytest.raises(ParamError, match=r"'max_steps' parameter of TrainLoopConfig must be None or an int >= 1"):
+        _config(0, **{"train.max_steps": "0"})
+
+    from workbench.communicate.inprocess import InProcessGroup
+    from workbench.runtime.program import RankContext
+    from workbench.train.loop import Steps, TrainLoop, TrainLoopConfig
+
+    ctx = RankContext(rank=0, world_size=1, comm=InProcessGroup(1).communicator(0))
+    with pytest.raises(ParamError, match=r"'train.eval_batches' parameter of Steps must be None: this trainer"):
+        TrainLoop(ctx, torch.nn.Linear(2, 2), TrainLoopConfig(eval_batches=2), Steps(ctx))

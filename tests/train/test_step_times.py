@@ -67,6 +67,8 @@ def test_every_trainer_logs_its_step_times(case, tmp_path):
             assert ev.seconds[phase] > 0.0, (phase, ev.seconds)
         for phase in ZERO[case]:
             assert ev.seconds[phase] == 0.0, (phase, ev.seconds)
+        assert ev.train_cpu_s >= 0.0
+    assert sum(e.train_cpu_s for e in events) > 0.0              # the training steps' CPU seconds (clock ticks)
     if case in ("distdgl", "bytegnn"):
         assert {e.steps for e in events} == set(summary["steps"]) and summary["steps"][0] > 1
 
@@ -80,6 +82,29 @@ def test_every_trainer_logs_its_step_times(case, tmp_path):
 
     logged = [e for e in iter_run_log(handle.log_dir) if isinstance(e, StepTimes)]
     assert sorted(logged, key=lambda e: (e.rank, e.epoch)) == events
+
+
+def test_the_cpu_seconds_of_an_epoch_count_the_live_child_processes():
+    """``StepTimes.train_cpu_s`` reads the live children's CPU seconds (a scheduled trainer's sampling workers)
+    besides the process's own; without ``children`` only the process's and the reaped children's."""
+    import subprocess
+    import sys
+    import time
+
+    from workbench.train.timing import process_cpu_s
+
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                             "while time.process_time() - t < 0.5: pass\ntime.sleep(30)"])
+    try:
+        own0, all0 = process_cpu_s(children=False), process_cpu_s()
+        deadline = time.monotonic() + 20
+        while process_cpu_s() - all0 < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert process_cpu_s() - all0 >= 0.3                   # the child's busy half second (it started at 0)
+        assert process_cpu_s(children=False) - own0 < 0.3      # this process slept
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 def test_the_single_runner_times_its_steps():

@@ -128,6 +128,8 @@ def schedule_summary(per_rank: list[dict]) -> dict:
 class ScheduledSteps(MiniBatchSteps):
     """The mini-batch steps whose training batches come from the pipeline (in step order)."""
 
+    child_processes = True
+
     def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard):
         super().__init__(ctx, cfg, shard)
         self.scheduler = registry("schedule").build(cfg.method("schedule"), cfg.schedule)

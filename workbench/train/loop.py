@@ -146,7 +146,7 @@ class TrainLoopConfig(Config):
 
     field_requires: ClassVar[dict[str, frozenset[str]]] = {
         **{name: frozenset({"whole-part layers"}) for name in ("bin_limit", "pipeline", "memory_budget")},
-        "prefetch": frozenset({"sampling tasks"})}
+        **{name: frozenset({"sampling tasks"}) for name in ("prefetch", "max_steps", "eval_batches")}}
     """Fields that only a trainer with these capabilities reads (``workbench.composition``): set away from
     their default under another trainer, they are refused rather than ignored (G3's bins under sampling,
     ``prefetch`` under full-graph training)."""
@@ -189,6 +189,15 @@ class TrainLoopConfig(Config):
     the current one (0 = off, inline). Same batches, same losses (bit for bit), same bytes; one rank only (its
     sampling and pulls need no collective), refused on more (:mod:`workbench.train.minibatch`). The trainer's
     wait for a batch is timed as ``sample``. It gains where the model's compute leaves a core free."""
+
+    max_steps: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
+    """Mini-batch training: at most this many steps per epoch, the first of the epoch's shuffled batches (every
+    trainer runs the same steps; None = one pass over the seeds). For graphs whose epoch is longer than a run
+    can wait (a papers100M-sized graph has ~9,400 steps per trainer at 32 seeds)."""
+    eval_batches: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
+    """Mini-batch training: validation and test accuracy of at most this many batches per trainer, the first of
+    the split's per-epoch shuffle (a uniform sample of its vertices, another one every epoch; None = every
+    vertex of the split)."""
 
     def _validate(self, errs: ErrorCollector) -> None:
         if self.kernel not in ("auto", "torch"):   # the others need numba, DGL, or CUDA and Triton here
@@ -252,9 +261,13 @@ class Steps:
     """
 
     prefetches: ClassVar[bool] = False
-    """Whether the steps read ``train.prefetch`` (sampled blocks); the loop refuses a value other than 0 under any
-    other steps, so the setting is never silently ignored (the composition check refuses it earlier under the
-    trainers it knows)."""
+    """Whether the steps read ``train.prefetch``, ``train.max_steps`` and ``train.eval_batches`` (sampled blocks);
+    the loop refuses a value other than the default under any other steps, so the setting is never silently
+    ignored (the composition check refuses it earlier under the trainers it knows)."""
+
+    child_processes: ClassVar[bool] = False
+    """Whether the steps start worker processes whose CPU time belongs to the epoch's (a scheduled trainer's
+    sampling workers): the loop then reads the live children's CPU seconds too (``StepTimes.train_cpu_s``)."""
 
     def __init__(self, ctx, *, comm=None, exchange_kinds: tuple[str, ...] = ()):
         self.ctx = ctx
@@ -346,6 +359,7 @@ class TrainLoop:
             sync.after_step(self)             # allreduce: one all-reduce of the weight gradients (kind "allreduce")
             optimizer.step()
         sync.after_epoch(self, epoch)         # model_avg: the replicas averaged when due (kind "model_avg")
+        recorder.training_done()              # the CPU seconds of the training steps (StepTimes.train_cpu_s)
         metrics = steps.evaluate(epoch, outputs)   # global loss and accuracies (one tiny all-reduce)
         recorder.end(metrics)                 # EpochEnd + StepTimes + Traffic events, per-epoch results
         steps.on_epoch_end(epoch, metrics, outputs)   # extra per-epoch events (staleness, cache hit rates, ...)
@@ -382,11 +396,15 @@ class TrainLoop:
     """
 
     def __init__(self, ctx, model: nn.Module, config: TrainLoopConfig, steps: Steps, *, sync: Any = None):
-        prefetch = getattr(config, "prefetch", 0)
-        if prefetch and not steps.prefetches:
-            raise ParamError([param_error("train.prefetch", type(steps).__name__,
-                                          "0: this trainer samples no batches ahead (only mini-batch training on "
-                                          "sampled blocks reads it)", prefetch)])
+        if not steps.prefetches:
+            why = {"prefetch": ("0", "samples no batches ahead"), "max_steps": ("None", "bounds no epoch's steps"),
+                   "eval_batches": ("None", "evaluates no sampled batches")}
+            errors = [param_error(f"train.{name}", type(steps).__name__,
+                                  f"{default}: this trainer {does} (only mini-batch training on sampled blocks "
+                                  "reads it)", getattr(config, name)) for name, (default, does) in why.items()
+                      if getattr(config, name, None) not in (None, 0)]
+            if errors:
+                raise ParamError(errors)
         self.ctx = ctx
         self.model = model
         self.config = config
@@ -401,6 +419,7 @@ class TrainLoop:
                       {"params": [p for p in model.parameters() if id(p) not in first], "weight_decay": 0.0}]
         self.optimizer = make_optimizer(config.optimizer, params, config.lr, config.weight_decay)
         self.recorder = EpochRecorder(ctx, steps.exchange_kinds, config)
+        self.recorder.child_processes = steps.child_processes
         self.timer = self.recorder.timer
         """The rank's :class:`~workbench.train.timing.PhaseTimer`: the steps open finer phases on it."""
         self.epoch = 0
@@ -436,6 +455,7 @@ class TrainLoop:
             outputs.append(out)
         with timer.phase("grad_sync"):
             self.sync.after_epoch(self, epoch)
+        self.recorder.training_done()
         with timer.phase("evaluate"):
             metrics = steps.evaluate(epoch, outputs)
         self.recorder.end(metrics)

@@ -398,12 +398,15 @@ class MiniBatchSteps(Steps):
     # -- batches -------------------------------------------------------------------------------------------
     def _split_batches(self, split, epoch: int) -> tuple[list[torch.Tensor], list[int]]:
         """This rank's batch of every step (the union over its trainers) and, per step, the global number of
-        seeds (every trainer's batches: known to all from the split, no collective)."""
+        seeds (every trainer's batches: known to all from the split, no collective); the first
+        ``train.max_steps`` of a training split, the first ``train.eval_batches`` of an evaluation split."""
         seed, trainers = self.cfg.sample.seed, self.shard.trainers
+        limit = getattr(self.cfg.train, "max_steps" if split is self.shard.train_split else "eval_batches", None)
         per_trainer = {t: split.batches(t, epoch=epoch, batch_size=self.batch_size, seed=seed) for t in trainers}
         steps = split.num_steps(self.batch_size)
+        steps = steps if limit is None else min(steps, int(limit))
         mine = [torch.cat([per_trainer[t][s] for t in trainers]) for s in range(steps)]
-        return mine, split.step_sizes(self.batch_size)
+        return mine, split.step_sizes(self.batch_size)[:steps]
 
     def on_epoch_start(self, epoch: int) -> None:
         self._acc = defaultdict(int)

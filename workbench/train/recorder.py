@@ -14,7 +14,7 @@ from torch import nn
 
 from workbench.communicate.netmodel import critical_calls
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
-from workbench.train.timing import PhaseTimer
+from workbench.train.timing import PhaseTimer, process_cpu_s
 
 __all__ = ["EpochRecorder", "summarize_ranks", "peak_rss_mb", "critical_comm", "time_breakdown", "TRAFFIC_DETAILS",
            "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS", "PROGRESS_INTERVAL_S"]
@@ -86,6 +86,8 @@ class EpochRecorder:
         self._last_metrics: dict = {}
         self._progress_at = 0.0
         self.timer = PhaseTimer(ctx.comm.counter)
+        self.child_processes = False
+        """Whether the epoch's CPU seconds also read the live child processes' (:func:`process_cpu_s`)."""
         self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
                                        "epoch_wall_s": [], "compute_s": [], "comm_s": [], "calls": [],
                                        "bytes_by_kind": defaultdict(int), "exchange_bytes_by_epoch": [],
@@ -97,6 +99,13 @@ class EpochRecorder:
         self._c0 = self.ctx.comm.counter.comm_seconds
         del self.ctx.comm.counter.calls[:]    # the collective calls of this epoch from here
         self._t0 = self.timer.start()
+        self._cpu0 = process_cpu_s(self.child_processes)
+        self._train_cpu_s: Optional[float] = None
+
+    def training_done(self) -> None:
+        """Mark the end of the epoch's training steps (before ``evaluate``): the CPU seconds since :meth:`start`
+        become the epoch's :class:`~workbench.events.StepTimes` ``train_cpu_s``."""
+        self._train_cpu_s = max(process_cpu_s(self.child_processes) - self._cpu0, 0.0)
 
     def end(self, metrics: dict) -> None:
         ctx, res = self.ctx, self.result
@@ -110,7 +119,9 @@ class EpochRecorder:
                          compute_s=max(wall - comm_s, 0.0), comm_s=comm_s, wall_s=wall,
                          bytes_by_kind=by_kind, messages=messages))
         ctx.log(StepTimes(rank=ctx.rank, epoch=self.epoch, steps=self.timer.steps, program=ctx.program,
-                          seconds=phases, wall_s=wall))
+                          seconds=phases, wall_s=wall,
+                          train_cpu_s=self._train_cpu_s if self._train_cpu_s is not None else
+                          max(process_cpu_s(self.child_processes) - self._cpu0, 0.0)))
         self._log_traffic(counter.drain(ctx.run_id))
         now = time.monotonic()
         if self.epoch == 0 or self.epoch + 1 >= self.total or now - self._progress_at >= PROGRESS_INTERVAL_S:
