@@ -21,7 +21,8 @@ not from the ratios it gives, and each result reports its measured communication
 rule can be checked.
 
 **Graphs**: the graphs of the modelled claims, so the two stand side by side: DistDGL on products-like with
-3,000 vertices (quick) and 10,000 (full), the recipe's model and fan-outs (15, 10, 5), batches of
+3,000 vertices (quick) and 10,000 (full), and for the papers100M inversion on papers-like (labels in 8 of 172
+communities) with 10,000 and 40,000, the recipe's model and fan-outs (15, 10, 5), batches of
 ``n_train / (hosts x 4)`` seeds (4 steps a trainer, as the modelled claims give their trainers), the
 validation and test splits cut to their first 32 vertices (evaluation is not measured; it only costs wall
 time); PSC-GCN on the recipe's 3,000-vertex power-law SBM with its GCN 2 x 32.
@@ -48,8 +49,8 @@ where the overlap is accounted.
 
 Needs root (network namespaces, ``tc``): elsewhere both functions return the reason as a string. One cluster per
 call, started once for all its runs. Quick mode (DistDGL 4 epochs, PSC-GCN 30 iterations) takes about a minute
-for both functions with one seed; full mode (10,000 vertices and 5 epochs, 40 iterations) about 3.5 minutes with
-three seeds. The machine may be shared: each result records the load average at its start and end.
+for both functions with one seed, and the papers-like DistDGL runs 40 s more; full mode (10,000 vertices and 5
+epochs, 40 iterations) about 3.5 minutes with three seeds, and the papers-like runs a few minutes more. The machine may be shared: each result records the load average at its start and end.
 
 Example:
     >>> setting("distdgl", quick=True)
@@ -65,7 +66,7 @@ import statistics
 import time
 from typing import Any, Optional, Sequence, Union
 
-__all__ = ["HOSTS", "LINK", "DISTDGL_VARIANTS", "PSC_VARIANTS", "distdgl_epochs", "psc_epochs", "setting",
+__all__ = ["HOSTS", "LINK", "DISTDGL_VARIANTS", "PAPERS_VARIANTS", "PSC_VARIANTS", "distdgl_epochs", "psc_epochs", "setting",
            "figures"]
 
 HOSTS = 2
@@ -74,6 +75,9 @@ LINK = "100mbit"
 """Each host's link rate, both ways (``tc`` units)."""
 DISTDGL_VARIANTS = ("metis", "random", "metis+mc")
 """DistDGL's partitions: METIS, random, METIS with multi-constraint balance (``balance_train``)."""
+PAPERS_VARIANTS = ("metis", "random", "metis+mc", "metis own", "random own")
+"""DistDGL's partitions on papers-like: the three of :data:`DISTDGL_VARIANTS` under the balanced split, then
+METIS and random with ``sample.split=own``."""
 PSC_VARIANTS = ("sync", "pipegcn", "psc", "psc tau=1", "psc eps=0.01")
 """PSC-GCN's runs: synchronous, PipeGCN (ε = 1, τ = 1), PSC (ε = 0.1, τ = 2), PSC with τ = 1, PSC with ε = 0.01
 (the paper's per-update speed-up row)."""
@@ -92,15 +96,18 @@ def _scale(system: str, quick: bool) -> tuple[int, int]:
     """(graph vertices, epochs or iterations)."""
     if system == "distdgl":
         return (3000, 4) if quick else (10000, 5)
+    if system == "distdgl papers":
+        return (10000, 4) if quick else (40000, 5)
     return 3000, (30 if quick else 40)
 
 
 def setting(system: str, quick: bool) -> str:
     """One line on what a run of ``system`` (``distdgl`` or ``psc_gcn``) measures."""
     n, epochs = _scale(system, quick)
-    skip = SKIP[system]
-    unit = "epoch" if system == "distdgl" else "iteration"
-    graph = "products-like" if system == "distdgl" else "psc_gcn sbm"
+    skip = SKIP[system.split()[0]]
+    unit = "iteration" if system == "psc_gcn" else "epoch"
+    graph = {"distdgl": "products-like", "distdgl papers": "papers-like (labelled_blocks=8)"}.get(system,
+                                                                                                 "psc_gcn sbm")
     after = "the first" if skip == 1 else f"the first {skip}"
     return (f"{graph} {n} vertices, {HOSTS} hosts at {LINK} (one rank each), {epochs} {unit}s, "
             f"median after {after}")
@@ -133,6 +140,7 @@ def figures(summary: dict, skip: int) -> dict:
             "wall_median_s": statistics.median(walls[keep]),
             "comm_share": statistics.median([c / w for c, w in zip(comm[keep], walls[keep]) if w > 0] or [0.0]),
             "train_bytes": train_bytes,
+            "steps": (summary.get("steps") or [None])[0],
             "val_acc": list((summary.get("accuracy_by_epoch") or {}).get("val") or [])}
 
 
@@ -175,12 +183,12 @@ def _unavailable() -> Optional[str]:
     return unavailable_reason()
 
 
-def _distdgl_graph(n: int):
+def _distdgl_graph(spec: str):
     import torch
 
     from workbench.data import load_graph
 
-    g = load_graph(f"products-like:num_nodes={n},seed=0")
+    g = load_graph(spec)
 
     def first(mask):
         keep = torch.zeros_like(mask)
@@ -190,16 +198,22 @@ def _distdgl_graph(n: int):
     return g.with_data(val_mask=first(g.val_mask), test_mask=first(g.test_mask))
 
 
-def distdgl_epochs(quick: bool = True, seeds: Sequence[int] = (0,)) -> Union[dict, str]:
-    """DistDGL's epoch time per partition (METIS, random, multi-constraint METIS), measured on :data:`HOSTS`
-    emulated hosts with :data:`LINK` links (see the module docstring); the reason as a string where the emulated
-    cluster cannot run.
+def distdgl_epochs(quick: bool = True, seeds: Sequence[int] = (0,), graph: str = "products") -> Union[dict, str]:
+    """DistDGL's epoch time per partition, measured on :data:`HOSTS` emulated hosts with :data:`LINK` links (see
+    the module docstring); the reason as a string where the emulated cluster cannot run.
+
+    ``graph="products"``: products-like, :data:`DISTDGL_VARIANTS` (METIS, random, multi-constraint METIS) under
+    the recipe's balanced split. ``graph="papers"``: papers-like with its labels in 8 of 172 communities
+    (``labelled_blocks=8``, the skew behind the paper's papers100M inversion), :data:`PAPERS_VARIANTS`: the three
+    partitions under the balanced split and METIS and random with ``sample.split=own`` (each trainer its part's
+    training vertices: the imbalance the paper blames).
 
     Returns:
-        ``{"system": "distdgl", "setting": {...}, "variants": DISTDGL_VARIANTS, "seeds": [...],
+        ``{"system": "distdgl", "setting": {...}, "variants": [...], "seeds": [...],
         "per_seed": [{"seed": s, "variants": {name: figures}}], "ratios": {"random/metis": [per seed],
-        "metis/metis+mc": [per seed]}, "cluster": repr, "load_average": [start, end], "wall_s": s}``, with
-        ``figures`` as :func:`figures` gives them (``median_s``: the epoch time of the claims).
+        "metis/metis+mc": [per seed], ...}, "cluster": repr, "load_average": [start, end], "wall_s": s}``, with
+        ``figures`` as :func:`figures` gives them (``median_s``: the epoch time of the claims); papers adds
+        ``metis/random``, ``metis+mc/random`` and ``metis own/random own``.
     """
     reason = _unavailable()
     if reason is not None:
@@ -207,30 +221,43 @@ def distdgl_epochs(quick: bool = True, seeds: Sequence[int] = (0,)) -> Union[dic
     from recipes import distdgl
     from workbench.partition import MetisPartitioner, RandomPartitioner
 
-    n, epochs = _scale("distdgl", quick)
-    graph = _distdgl_graph(n)
-    n_train = int(graph.train_mask.sum())
+    n, epochs = _scale("distdgl" if graph == "products" else "distdgl papers", quick)
+    spec = (f"products-like:num_nodes={n},seed=0" if graph == "products"
+            else f"papers-like:num_nodes={n},labelled_blocks=8,seed=0")
+    g = _distdgl_graph(spec)
+    n_train = int(g.train_mask.sum())
     batch = max(1, n_train // (HOSTS * 4))
     parts = {"metis": lambda s: MetisPartitioner.Config(seed=s), "random": lambda s: RandomPartitioner.Config(seed=s),
              "metis+mc": lambda s: MetisPartitioner.Config(seed=s, balance_train=True)}
+    variants = DISTDGL_VARIANTS if graph == "products" else PAPERS_VARIANTS
 
     def configs(seed):
-        return {name: distdgl.recipe(graph=graph, epochs=epochs, num_parts=HOSTS, batch_size=batch,
-                                     partition=part(seed)).replace(seed=seed) for name, part in parts.items()}
+        out = {}
+        for name in variants:
+            base, _, own = name.partition(" ")
+            cfg = distdgl.recipe(graph=g, epochs=epochs, num_parts=HOSTS, batch_size=batch,
+                                 partition=parts[base](seed)).replace(seed=seed)
+            out[name] = cfg.with_strings({"sample.split": "own"}) if own else cfg
+        return out
 
-    out = _measure("distdgl", configs, seeds, DISTDGL_VARIANTS)
+    out = _measure("distdgl", configs, seeds, variants)
     t = [{k: v["median_s"] for k, v in r["variants"].items()} for r in out["per_seed"]]
+    ratios = {"random/metis": [x["random"] / x["metis"] for x in t],
+              "metis/metis+mc": [x["metis"] / x["metis+mc"] for x in t]}
+    if graph != "products":
+        ratios = {"metis/random": [x["metis"] / x["random"] for x in t],
+                  "metis+mc/random": [x["metis+mc"] / x["random"] for x in t],
+                  "metis own/random own": [x["metis own"] / x["random own"] for x in t]}
     return {"system": "distdgl",
-            "setting": {"text": setting("distdgl", quick), "hosts": HOSTS, "link": LINK, "ranks": HOSTS,
-                        "graph": f"products-like:num_nodes={n},seed=0", "vertices": graph.num_nodes,
-                        "edges": graph.num_edges, "features": graph.num_features, "train_vertices": n_train,
+            "setting": {"text": setting("distdgl" if graph == "products" else "distdgl papers", quick),
+                        "hosts": HOSTS, "link": LINK, "ranks": HOSTS,
+                        "graph": spec, "vertices": g.num_nodes,
+                        "edges": g.num_edges, "features": g.num_features, "train_vertices": n_train,
                         "eval_vertices": EVAL_VERTICES, "batch": batch, "fanouts": [15, 10, 5], "epochs": epochs,
                         "skip": SKIP["distdgl"], "cores": os.cpu_count(),
                         "measure": "slowest rank's training seconds per epoch (evaluation left out), median"},
-            "variants": DISTDGL_VARIANTS, "seeds": [int(s) for s in seeds], "per_seed": out["per_seed"],
-            "ratios": {"random/metis": [x["random"] / x["metis"] for x in t],
-                       "metis/metis+mc": [x["metis"] / x["metis+mc"] for x in t]},
-            "cluster": out["cluster"], "load_average": out["load_average"], "wall_s": out["wall_s"]}
+            "variants": variants, "seeds": [int(s) for s in seeds], "per_seed": out["per_seed"],
+            "ratios": ratios, "cluster": out["cluster"], "load_average": out["load_average"], "wall_s": out["wall_s"]}
 
 
 def _to_target(r: dict, target: float) -> Optional[float]:

@@ -45,6 +45,13 @@ def test_distdgl_epochs_measures_every_partition():
     assert run["random"]["train_bytes"] > run["metis"]["train_bytes"]   # a count, not a speed: min-cut is local
 
 
+def test_distdgl_epochs_on_papers_like_measures_the_inversion_variants():
+    result = emulated.distdgl_epochs(quick=True, seeds=(0,), graph="papers")
+    _check(result, emulated.PAPERS_VARIANTS, {"metis/random", "metis+mc/random", "metis own/random own"},
+           result["setting"]["epochs"])
+    assert result["setting"]["graph"].startswith("papers-like:") and "labelled_blocks=8" in result["setting"]["graph"]
+
+
 def test_psc_epochs_measures_every_variant():
     result = emulated.psc_epochs(quick=True, seeds=(0,))
     _check(result, emulated.PSC_VARIANTS, {"sync/psc", "sync/psc eps=0.01", "sync/pipegcn", "tau2_vs_tau1",

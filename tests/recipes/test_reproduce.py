@@ -143,6 +143,13 @@ def _consistent(record: dict) -> None:
     assert record["note"], record["id"]
 
 
+def emulated_off(record: dict) -> bool:
+    """Whether a claim is not reproducible only because the emulated cluster is switched off."""
+    from recipes.reproduce.emulated import SWITCH
+
+    return f"({SWITCH}=0)" in (record.get("note") or "")
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """``workbench reproduce --quick --json`` of all seven systems, once (about 30 s): ``(output, out dir)``."""
@@ -163,7 +170,10 @@ def test_quick_reproduction_of_every_system(quick):
     assert list(out["systems"]) == list(SYSTEMS)
     for system, result in out["systems"].items():
         records = result["claims"]
-        assert len([r for r in records if r["measured"] is not None]) >= 5, system
+        # the time claims measured on emulated hosts are switched off here (tests/conftest.py; their own test
+        # runs in the host group): they count, as they are measured wherever the docs' tables are made
+        emulated = [r for r in records if r["measured"] is None and emulated_off(r)]
+        assert len([r for r in records if r["measured"] is not None]) + len(emulated) >= 5, system
         assert len({r["id"] for r in records}) == len(records) and all(r["id"].startswith(system) for r in records)
         for record in records:
             _consistent(record)
