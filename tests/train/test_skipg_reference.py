@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 from workbench.testing import run_program, tiny_graph
-from workbench.train.loop import make_optimizer, masked_loss
+from workbench.train.loop import make_optimizer
+from workbench.train.objective import node_loss
 from workbench.train.models import MODELS, edge_weights, with_self_loops
 from workbench.train.sancus import SancusConfig
 
@@ -53,7 +54,7 @@ def _reference(g, part, cfg, stale_epochs: set) -> dict:
 
         opt.zero_grad()
         logits = model(g.features, lambda h, layer: Aggregate.apply(h, layer), None)
-        masked_loss(logits, g.labels, train, int(train.sum())).backward()
+        node_loss(logits, g.labels, train, int(train.sum())).backward()
         opt.step()
     return {k: v.detach() for k, v in model.state_dict().items()}
 

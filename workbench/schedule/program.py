@@ -54,6 +54,7 @@ from workbench.schedule.executor import trace_samples
 from workbench.schedule.graphstore import GraphStoreServer, PartStore, exchange_addresses
 from workbench.stages import registry
 from workbench.train.minibatch import MiniBatchShard, MiniBatchSteps, MiniBatchTrainer
+from workbench.train.objective import link_loss
 
 __all__ = ["ScheduledTrainer", "ScheduledSteps", "schedule_summary"]
 
@@ -206,9 +207,7 @@ class ScheduledSteps(MiniBatchSteps):
         out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev, self.ctx.kernel), x)
                for mb, x in zip(got.batches, rows)]
         h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
-        logsig = torch.nn.functional.logsigmoid
-        total = max(self.global_sizes[step], 1)
-        loss = -(logsig((h * pos).sum(-1)).sum() + logsig(-(h.unsqueeze(1) * neg).sum(-1)).sum()) / total
+        loss = link_loss(h, pos, neg, max(self.global_sizes[step], 1))
         mb = got.minibatch
         acc = self._acc
         acc["steps"] += 1

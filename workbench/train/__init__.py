@@ -10,6 +10,7 @@
 * :mod:`workbench.train.models`: the ``model`` stage (GCN, GraphSAGE-mean); :mod:`workbench.train.halo`: the plan.
 * :mod:`workbench.train.sync`: the ``sync`` stage (``allreduce``; CATGNN's ``model_avg``:
   :mod:`workbench.train.model_averaging`).
+* :mod:`workbench.train.objective`: the losses a step minimises (node classification, the link objective).
 * :mod:`workbench.train.timing`: each rank's time per epoch by step phase (logged as ``StepTimes``).
 
 Example:

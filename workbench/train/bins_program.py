@@ -39,7 +39,8 @@ from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_mem
                                   priority_order)
 from workbench.train.bins_pipeline import BinCosts, simulate, simulate_all
 from workbench.train.full_graph_loop import FullGraphSteps
-from workbench.train.loop import StepOutput, masked_loss
+from workbench.train.loop import StepOutput
+from workbench.train.objective import node_loss
 
 __all__ = ["plan_bins", "check_bins_before_partition", "check_exchange", "size_budget", "sized_budget", "check_budget",
            "pack_part_bins", "output_bins", "part_dependencies", "plan_from_ranks", "BinnedFullGraphSteps", "BinPlan",
@@ -280,7 +281,7 @@ class BinnedFullGraphSteps(FullGraphSteps):
         packs: list[list[float]] = []
         t0 = time.perf_counter()
         logits = binned_forward(self.model, self.x, self._exchange_rows, self.schedule, timings, packs)
-        loss = masked_loss(logits, self.labels, self.masks[0], self.num_train_global)
+        loss = node_loss(logits, self.labels, self.masks[0], self.num_train_global)
         self._t_forward_end = time.perf_counter()
         self.forward_s.append(self._t_forward_end - t0)
         self.bin_times.append(timings)

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from workbench.train.exchange import RankExchange
-from workbench.train.loop import StepOutput, Steps, masked_loss
+from workbench.train.loop import StepOutput, Steps
+from workbench.train.objective import node_loss
 
 __all__ = ["FullGraphSteps"]
 
@@ -41,7 +42,7 @@ class FullGraphSteps(Steps):
 
     def forward(self, batch: Any) -> StepOutput:
         logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
-        loss = masked_loss(logits, self.labels, self.train_rows, self.num_train_global)
+        loss = node_loss(logits, self.labels, self.train_rows, self.num_train_global)
         return StepOutput(loss, logits, self.labels, self.masks)
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:

@@ -25,7 +25,7 @@ from workbench.train.sync import GradientAllReduce
 
 __all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer",
            "global_metrics", "evaluate_outputs", "EpochRecorder", "summarize_ranks", "time_breakdown",
-           "partition_nodes", "OPTIMIZERS", "LabelData", "masked_loss", "TrainLoopConfig", "TrainLoop", "Steps",
+           "partition_nodes", "OPTIMIZERS", "LabelData", "TrainLoopConfig", "TrainLoop", "Steps",
            "StepOutput", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS"]
 
 OPTIMIZERS = ("adam", "sgd")
@@ -70,18 +70,6 @@ def partition_nodes(graph: Graph, num_parts: int, method: str, config: Any = Non
 
     result = PARTITIONERS.build(method, config).partition(graph, num_parts)
     return torch.as_tensor(result.owner_part, dtype=torch.int64), result
-
-
-def masked_loss(logits: torch.Tensor, labels: torch.Tensor, train: torch.Tensor, num_train_global: int) -> torch.Tensor:
-    """Summed cross-entropy of the local training rows divided by the GLOBAL number of training rows,
-    so the ranks' losses add up to the single-process mean loss.
-
-    ``train`` is a boolean mask, or the training rows' indices (computed once: no mask scan per epoch)."""
-    idx = train if train.dtype != torch.bool else train.nonzero().squeeze(1)
-    if not idx.numel():
-        return logits.sum() * 0.0
-    return torch.nn.functional.cross_entropy(logits.index_select(0, idx), labels.index_select(0, idx),
-                                             reduction="sum") / num_train_global
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
@@ -215,7 +203,7 @@ class StepOutput:
 
     Attributes:
         loss: this rank's share of the global loss (``backward()`` is called on it; the ranks' shares add
-            up to the global loss, see :func:`masked_loss`).
+            up to the global loss, see :func:`~workbench.train.objective.node_loss`).
         logits: ``(num_rows, num_classes)`` logits of the rows the step computed (owned rows, or a batch's seeds).
         labels: ``(num_rows,)`` their labels.
         masks: train/val/test masks of those rows (accuracy is counted where a mask is set).

@@ -90,6 +90,7 @@ from workbench.train.loop import StepOutput, Steps, global_metrics, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
 from workbench.train.models import MODELS, GNNModel, SpMM
+from workbench.train.objective import node_loss
 from workbench.train.program import Trainer
 
 __all__ = ["MiniBatchTrainer", "MiniBatchShard", "MiniBatchSteps", "BlockAggregator", "BatchPrefetcher",
@@ -468,8 +469,7 @@ class MiniBatchSteps(Steps):
         logits = block_forward(self.model, aggregators, x)
         labels = self._labels(seeds)
         total = max(self.global_sizes[step], 1)
-        loss = torch.nn.functional.cross_entropy(logits, labels, reduction="sum") / total \
-            if seeds.numel() else logits.sum() * 0.0
+        loss = node_loss(logits, labels, total=total)
         acc = self._acc
         acc["steps"] += 1
         acc["sampled_edges"] += mb.num_sampled_edges

@@ -63,6 +63,7 @@ from workbench.train.loop import StepOutput, Steps, make_optimizer
 from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.kernels import leading_rows
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
+from workbench.train.objective import node_loss
 from workbench.train.program import Trainer
 from workbench.train.sampled_parts import evaluate_sampled, folder_sampled_part, shard_sampled_part
 
@@ -521,10 +522,7 @@ class AveragingSteps(Steps):
             return self._forward_sampled(*batch)
         s, _, _, _, labels, train = self.parts[batch]
         logits = self._owned_logits(self.model, batch)
-        if bool(train.any()):
-            loss = torch.nn.functional.cross_entropy(logits[train], labels[train], reduction="sum") / int(train.sum())
-        else:
-            loss = logits.sum() * 0.0
+        loss = node_loss(logits, labels, train, int(train.sum()))
         none = torch.zeros_like(train)
         return StepOutput(loss, logits, labels, (train, none, none), extra={"alpha": s.alpha})
 
@@ -547,7 +545,7 @@ class AveragingSteps(Steps):
             h = p.feature_rows(mb.input_gid).to(self.ctx.device)
         logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), h)
         y = p.labels[seeds].to(logits.device)
-        loss = torch.nn.functional.cross_entropy(logits, y)
+        loss = node_loss(logits, y)
         yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)
         return StepOutput(loss, logits.detach(), y, (yes, ~yes, ~yes), extra={"alpha": p.alpha, "part": k})
 
