@@ -97,7 +97,7 @@ def _measured_times(out: list, timed) -> list:
                  f"{timed['load_average'][1]:.1f}. The prefetch exchange sends and receives in the rank's one "
                  "thread, so PipeGCN's and τ = 2's overlap hides no communication here: their gains can only come "
                  "from bytes or noise, and PSC's from the rows its sampling and cache save")
-    result = []
+    result, first = [], None
     for c in out:
         key = MEASURED.get(c.id)
         if key is None:
@@ -112,7 +112,10 @@ def _measured_times(out: list, timed) -> list:
             why = timed if isinstance(timed, str) else "PSC never reached sync's target accuracy in the measured runs"
             result.append(dataclasses.replace(c, claim=claim, measured=None, spread=0.0, note=f"{why}; {simulated}"))
             continue
-        result.append(dataclasses.replace(c, claim=claim, **over_seeds(values), note=f"{where}. For comparison, "
+        runs = where if first is None else (f"measured in the runs of {first} (its note lists them); per seed "
+                                             + ", ".join(f"{x:.3f}" for x in values))
+        first = first or c.id
+        result.append(dataclasses.replace(c, claim=claim, **over_seeds(values), note=f"{runs}. For comparison, "
                                                                                     f"{simulated}"))
     return result
 

@@ -42,10 +42,84 @@ def _runs(quick: bool, seed: int = 0) -> dict:
     return {name: run_config(cfg, WORKERS) for name, cfg in variants.items()}
 
 
+FIG22_RANKS = (2, 8)
+"""Fig. 22's rank counts: SCS-H and CAGNET at 2 and 8 ranks (hidden 32)."""
+FIG22_HIDDEN = 128
+"""Fig. 22's wider model: SCS-H and CAGNET at hidden 128 (4 ranks) beside the hidden 32 of every other run."""
+
+
+def _fig22_bytes(quick: bool, seed: int, runs: dict) -> dict:
+    """Training bytes of CAGNET and SCS-H (ε_H = 0.01) keyed ``(variant, ranks, hidden)``: at
+    :data:`FIG22_RANKS` ranks, at :data:`FIG22_HIDDEN` on :data:`WORKERS` ranks, and the 4-rank hidden-32 runs
+    of ``runs`` (:func:`_runs` of the same seed)."""
+    from recipes import sancus
+
+    make = {"CAGNET": sancus.cagnet_baseline, "SCS-H1": lambda **kw: sancus.variation_gap(0.01, **kw)}
+    out: dict = {}
+
+    def keep(name: str, p: int, h: int, summary: dict) -> None:
+        out[(name, p, h)] = sum(summary["bytes_by_epoch"])
+        out[("skipped", name, p, h)] = (summary.get("broadcasts_skipped", 0), summary.get("broadcast_rounds", 0))
+
+    for name, f in make.items():
+        keep(name, WORKERS, 32, runs[name])
+        for p in FIG22_RANKS:
+            keep(name, p, 32, run_config(f(epochs=_epochs(quick), num_parts=p, seed=seed), p))
+        cfg = f(epochs=_epochs(quick), num_parts=WORKERS, seed=seed, hidden=FIG22_HIDDEN)
+        keep(name, WORKERS, FIG22_HIDDEN, run_config(cfg, WORKERS))
+    return out
+
+
+def _fig22_claims(f22: list) -> list[Claim]:
+    """Fig. 22's two trends in bytes: the avoided share grows with the ranks; SANCUS's bytes grow more slowly with
+    the hidden size than CAGNET's."""
+    lo, hi = FIG22_RANKS
+
+    def saved(b: dict, p: int, h: int = 32) -> float:
+        return 1.0 - b[("SCS-H1", p, h)] / b[("CAGNET", p, h)]
+
+    def growth(b: dict, name: str) -> float:
+        return b[(name, WORKERS, FIG22_HIDDEN)] / b[(name, WORKERS, 32)]
+
+    per = lambda f: ", ".join(f"{f(b):.3f}" for b in f22)  # noqa: E731
+    skips = "; ".join(f"{p} ranks, hidden {h}: " + ", ".join("{}/{}".format(*b[("skipped", "SCS-H1", p, h)]) for b in f22)
+                      for p, h in ((lo, 32), (WORKERS, 32), (hi, 32), (WORKERS, FIG22_HIDDEN)))
+    fractions = [v[0] / v[1] for b in f22 for k, v in b.items() if k[:2] == ("skipped", "SCS-H1") and v[1]]
+    half = bool(fractions) and max(abs(x - 0.5) for x in fractions) < 0.02
+    why = (f". Forward rounds SCS-H skipped per seed ({skips}): " + (
+        "about half, the input layer's, whose blocks (the features) never change; the hidden layer's blocks change "
+        "by more than ε_H = 0.01 an epoch until about epoch 55 (sancus.table5_h1), so over this run the share saved "
+        "is the input layer's share of the bytes, whatever the ranks, and shrinks as the hidden width grows"
+        if half else
+        "more than the input layer's half (its blocks, the features, never change): from about epoch 55 the hidden "
+        "layer's blocks change by less than ε_H = 0.01 an epoch and are skipped too (sancus.table5_h1)"))
+    return [
+        Claim("sancus.fig22_share_grows_with_ranks", f"the share of communication SCS-H (ε_H = 0.01) avoids grows with "
+              f"the ranks: bytes saved against CAGNET at {hi} ranks minus at {lo}", "Fig. 22 ('the share of avoided "
+              "communication grows with #GPUs'; no number given)", paper=None, null=0.0, relation=">",
+              **over_seeds(f22, lambda b: saved(b, hi) - saved(b, lo)), unit="fraction",
+              note=f"saved at {lo} ranks per seed {per(lambda b: saved(b, lo))}, at {WORKERS} "
+                   f"{per(lambda b: saved(b, WORKERS))}, at {hi} {per(lambda b: saved(b, hi))}; CAGNET's bytes at "
+                   f"{hi} ÷ at {lo} ranks {per(lambda b: b[('CAGNET', hi, 32)] / b[('CAGNET', lo, 32)])} (each rank "
+                   "receives every other rank's blocks)" + why),
+        Claim("sancus.fig22_hidden", f"communication grows more slowly with the hidden size than CAGNET's: SCS-H's "
+              f"bytes at hidden {FIG22_HIDDEN} ÷ at 32, over CAGNET's ({WORKERS} ranks; below 1)",
+              "Fig. 22 ('grows much more slowly with hidden size than CAGNET's'; no number given)", paper=None,
+              null=1.0, relation="<", **over_seeds(f22, lambda b: growth(b, "SCS-H1") / growth(b, "CAGNET")),
+              unit="ratio",
+              note=f"bytes at hidden {FIG22_HIDDEN} ÷ 32 per seed: SCS-H {per(lambda b: growth(b, 'SCS-H1'))}, CAGNET "
+                   f"{per(lambda b: growth(b, 'CAGNET'))}; saved against CAGNET at hidden {FIG22_HIDDEN} "
+                   f"{per(lambda b: saved(b, WORKERS, FIG22_HIDDEN))}, at 32 {per(lambda b: saved(b, WORKERS))}; the "
+                   "hidden size sets the width of the second layer's blocks and of every gradient block (the input "
+                   "layer's stays the features' width), and SANCUS skips forward blocks only" + why),
+    ]
+
+
 def claims(quick: bool = False) -> list[Claim]:
     """Every SANCUS claim, measured (``quick``: fewer epochs)."""
     per_seed = [_runs(quick, seed) for seed in SEEDS]
     runs = per_seed[0]
+    f22 = [_fig22_bytes(quick, seed, r) for seed, r in zip(SEEDS, per_seed)]
 
     def saved_in(r: dict, n: str) -> float:
         return 1.0 - sum(r[n]["bytes_by_epoch"]) / sum(r["CAGNET"]["bytes_by_epoch"])
@@ -118,6 +192,7 @@ def claims(quick: bool = False) -> list[Claim]:
               "accurate variant minus SCS-E3)", "§5.3 text, Fig. 23", paper=None, null=0.0, relation=">",
               **over_seeds(per_seed, lambda r: min(acc_in(r, n) for n in scs if n != "SCS-E3") - acc_in(r, "SCS-E3")),
               unit="accuracy", note=acc_list),
+        *_fig22_claims(f22),
         Check("sancus.e1_period", "SCS-E1 broadcasts every 2 epochs: share of forward rounds skipped",
               measured=e1["broadcasts_skipped"] / e1["broadcast_rounds"], expected=0.5,
               note=f"{e1['broadcasts_skipped']} of {e1['broadcast_rounds']} rounds skipped; the oldest block used "
