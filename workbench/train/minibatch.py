@@ -22,7 +22,11 @@ Decisions (the DistDGL paper leaves them open):
   the traffic phase ``eval_`` (kinds ``eval_sample_req``, ``eval_feature``, ...), pulling features through
   the plain KVStore, not the cache, so cache figures describe training alone. Every evaluation batch uses
   one key, so a vertex's evaluation sample does not depend on how vertices were batched. Training
-  accuracy is counted on the epoch's seed batches as they were trained.
+  accuracy is counted on the epoch's seed batches as they were trained. ``train.eval_batches = M`` evaluates
+  the first M batches of each trainer's per-epoch shuffle of the split (a uniform sample of its vertices).
+* **Bounded epochs.** ``train.max_steps = K`` trains the first K batches of each epoch's shuffle (every trainer
+  the same K; the loss is still divided by each step's global batch size), for graphs whose epoch is longer
+  than a run can wait.
 * **Fan-out order** is DGL's: ``fanouts[i]`` belongs to block ``i`` counted from the input layer, so the
   last entry applies at the seeds. One fan-out per model layer: as in DGL's examples, setting
   ``sample.fanouts`` alone sets ``model.num_layers`` to their number (the run summary's ``notes`` says so);

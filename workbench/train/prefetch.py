@@ -404,8 +404,10 @@ class PrefetchSteps(FullGraphSteps):
     a sampled, stale forward says little about the model at small epsilon. The loss stays the training
     step's (sampled) loss."""
 
-    #: set by the program: what this rank's :class:`~workbench.events.PipelineCost` events are made of
-    timing: Optional["RankTiming"] = None
+    def __init__(self, ctx, *, exchange: Any, shard: Any, timing: Optional["RankTiming"] = None):
+        super().__init__(ctx, exchange=exchange, shard=shard)
+        self.timing = timing
+        """What this rank's :class:`~workbench.events.PipelineCost` events are made of (None: no such events)."""
 
     def evaluate(self, epoch, outputs):
         ex = self.exchange
@@ -476,11 +478,9 @@ class EdgeSampledTrainer(FullGraphTrainer):
         cache = CACHES.build(cfg.method("cache"), cfg.cache) if cfg.cache is not None else None
         exchange = self.exchange().attach(ctx, shard, sampler=sampler, cache=cache)
         exchange.setup_model(model)
-        steps = PrefetchSteps(ctx, exchange=exchange, shard=shard)
-        steps.timing = RankTiming(widths=list(self._widths), cached=cache is not None, sampled=cfg.sample is not None,
-                                  allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()),
-                                                                  ctx.world_size))
-        return steps
+        timing = RankTiming(widths=list(self._widths), cached=cache is not None, sampled=cfg.sample is not None,
+                            allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()), ctx.world_size))
+        return PrefetchSteps(ctx, exchange=exchange, shard=shard, timing=timing)
 
     def rank_result(self, shard, models):
         return {"predicted": shard.predicted, "num_params": sum(p.numel() for p in models[0].parameters())}
