@@ -406,8 +406,7 @@ class TrainLoop:
             params = [{"params": [p for p in model.parameters() if id(p) in first]},
                       {"params": [p for p in model.parameters() if id(p) not in first], "weight_decay": 0.0}]
         self.optimizer = make_optimizer(config.optimizer, params, config.lr, config.weight_decay)
-        self.recorder = EpochRecorder(ctx, steps.exchange_kinds, config)
-        self.recorder.child_processes = steps.child_processes
+        self.recorder = EpochRecorder(ctx, steps.exchange_kinds, config, child_processes=steps.child_processes)
         self.timer = self.recorder.timer
         """The rank's :class:`~workbench.train.timing.PhaseTimer`: the steps open finer phases on it."""
         self.epoch = 0

@@ -74,7 +74,7 @@ class EpochRecorder:
     """
 
     def __init__(self, ctx, exchange_kinds: tuple[str, ...], config: Any = None, *, epochs: Optional[int] = None,
-                 traffic_detail: Optional[str] = None):
+                 traffic_detail: Optional[str] = None, child_processes: bool = False):
         self.ctx = ctx
         self.kinds = exchange_kinds
         self.total = int(epochs if epochs is not None else (getattr(config, "epochs", 0) or 0))
@@ -86,7 +86,7 @@ class EpochRecorder:
         self._last_metrics: dict = {}
         self._progress_at = 0.0
         self.timer = PhaseTimer(ctx.comm.counter)
-        self.child_processes = False
+        self.child_processes = child_processes
         """Whether the epoch's CPU seconds also read the live child processes' (:func:`process_cpu_s`)."""
         self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
                                        "epoch_wall_s": [], "compute_s": [], "comm_s": [], "calls": [],
@@ -109,6 +109,8 @@ class EpochRecorder:
 
     def end(self, metrics: dict) -> None:
         ctx, res = self.ctx, self.result
+        if self._train_cpu_s is None:   # no training_done(): the whole epoch was training
+            self.training_done()
         phases, wall = self.timer.stop()
         comm_s = ctx.comm.counter.comm_seconds - self._c0
         counter = ctx.comm.counter
@@ -119,9 +121,7 @@ class EpochRecorder:
                          compute_s=max(wall - comm_s, 0.0), comm_s=comm_s, wall_s=wall,
                          bytes_by_kind=by_kind, messages=messages))
         ctx.log(StepTimes(rank=ctx.rank, epoch=self.epoch, steps=self.timer.steps, program=ctx.program,
-                          seconds=phases, wall_s=wall,
-                          train_cpu_s=self._train_cpu_s if self._train_cpu_s is not None else
-                          max(process_cpu_s(self.child_processes) - self._cpu0, 0.0)))
+                          seconds=phases, wall_s=wall, train_cpu_s=self._train_cpu_s))
         self._log_traffic(counter.drain(ctx.run_id))
         now = time.monotonic()
         if self.epoch == 0 or self.epoch + 1 >= self.total or now - self._progress_at >= PROGRESS_INTERVAL_S:
