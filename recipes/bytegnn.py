@@ -30,8 +30,8 @@ Simplified: the graph store's server is a thread of the trainer's process answer
 tasks instead of one per vertex; the Seed, Positive and Negative operators run when a DAG is launched; no
 parameter server (gradients are all-reduced); sigma = 1000 is chosen here (the paper gives none); C_util is
 this run's processes' share of the cores (``schedule.cpu_scope=machine`` for the whole machine). The
-unsupervised variant (``recipe:unsupervised``) runs Fig. 9's three-branch DAG (seeds, one positive
-in-neighbour, one uniform negative per seed) with GraphSAGE's link loss; its evaluation still reports the
+unsupervised variant (``recipe:unsupervised``, ``loss.method=link``) runs Fig. 9's three-branch DAG (seeds, one
+positive in-neighbour, one uniform negative per seed) with GraphSAGE's link loss; its evaluation still reports the
 classification accuracy of the outputs, which is not a target there.
 
 Example:
@@ -86,4 +86,4 @@ def fifo(**overrides) -> RunConfig:
 
 def unsupervised(**overrides) -> RunConfig:
     """The unsupervised DAG (seed, positive and negative branches) with a link-prediction loss."""
-    return recipe().with_strings({"schedule.unsupervised": "true"}).replace(**overrides)
+    return recipe().with_strings({"loss.method": "link"}).replace(**overrides)

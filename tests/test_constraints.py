@@ -10,7 +10,8 @@ from typing import Annotated, Literal, Optional
 import pytest
 
 from workbench._validation import Config, ErrorCollector, ParamError
-from workbench.compose import describe_stages, load_stage_modules
+from workbench.compose import load_stage_modules
+from workbench.stage_listing import describe_stages
 from workbench.constraints import (Bool, Interval, OneOf, Options, TupleOf, coerce, constraint_of, declared,
                                    type_name)
 from workbench.stages import REGISTRIES

@@ -164,6 +164,20 @@ def test_imports_point_one_way(package):
     assert _cycles(graph) == []
 
 
+def test_no_module_class_strings():
+    """A class is reached by an import or a registry, never through a ``"package.module:Class"`` string that
+    ``importlib`` resolves later: such a string hides a real import (and a real cycle) from the check above.
+    (Entry points in ``pyproject.toml`` are metadata, not code.)"""
+    import re
+
+    spec = re.compile(r"^(workbench|widgets|recipes)(\.\w+)+:\w+$")
+    found = [f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+             for package in ("workbench", "widgets", "recipes") for path in sorted((ROOT / package).rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and spec.match(node.value)]
+    assert not found, found
+
+
 MAX_LINES = 600
 
 

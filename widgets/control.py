@@ -54,13 +54,10 @@ def discover_recipes() -> dict[str, Callable[[], Config]]:
     """
     found = _scan_recipe_package()
     if not found:
-        for name, path in (("full_graph", "workbench.train.full_graph:FullGraphConfig"),
-                           ("sancus", "workbench.train.sancus:SancusConfig")):
-            mod, _, cls = path.partition(":")
-            try:
-                found[name] = getattr(importlib.import_module(mod), cls)
-            except (ImportError, AttributeError):
-                continue
+        from workbench.train.full_graph import FullGraphConfig
+        from workbench.train.sancus import SancusConfig
+
+        found = {"full_graph": FullGraphConfig, "sancus": SancusConfig}
     return found
 
 

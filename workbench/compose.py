@@ -12,6 +12,8 @@ Sections (each a nested, validated config)::
                               sampling DAGs in worker processes (ByteGNN; needs a sampler)
     sync        {method, ...} registry("sync"):     allreduce = gradients every step; model_avg = CATGNN's
                               local training per part, models averaged every ``interval`` epochs
+    loss        {method, ...} registry("loss"):     cross_entropy (node classification), link (ByteGNN's
+                              unsupervised objective; needs a schedule)
     train       epochs, lr, optimizer, weight_decay, seed (the training loop)
 
 A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(balance_train=True)``);
@@ -51,16 +53,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-import typing
 from typing import Annotated, Any, Mapping, Optional
 
 from workbench._validation import Config, ErrorCollector, ParamError, coerce_field, param_error
-from workbench.constraints import Interval, OneOf, declared, type_name
-from workbench.composition import check_composition, trainer_for, unavailable_methods, unmet_needs
-from workbench.stages import REGISTRIES, STAGE_SECTIONS, registry, switch_config
+from workbench.constraints import Interval, OneOf
+from workbench.composition import check_composition, trainer_for
+from workbench.stages import STAGE_SECTIONS, registry, switch_config
 
-__all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "load_stage_modules", "describe_stages",
-           "composition_matrix", "format_matrix", "as_text"]
+__all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "STAGE_ENTRY_POINTS", "load_stage_modules", "as_text"]
 
 OPTIONAL_SECTIONS = ("sample", "cache", "exchange", "schedule")
 """Sections that may be empty (method ``none``)."""
@@ -68,17 +68,28 @@ METHOD_ALIASES = {"cache": "policy", "schedule": "policy"}
 """``cache.policy=degree`` is ``cache.method=degree`` (unless a cache method has a field of that name)."""
 NONE = "none"
 
-# Modules whose import registers stage methods; the optional ones may not exist yet.
 _STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache",
-                  "workbench.schedule")
+                  "workbench.schedule", "workbench.train.minibatch", "workbench.train.model_averaging",
+                  "workbench.schedule.program")
+"""Modules whose import registers stage methods and trainers (:data:`workbench.composition.TRAINERS`)."""
 
 
 _LOADED: set[str] = set()
 
 
+STAGE_ENTRY_POINTS = "workbench.stages"
+"""Entry-point group of the modules that register stage methods from outside the package (a package's
+``pyproject.toml``: ``[project.entry-points."workbench.stages"]`` ``mine = "my_package.losses"``)."""
+
+
 def load_stage_modules() -> None:
     """Import the packages that register stage methods (missing optional packages are skipped; each
-    package is looked up once per process)."""
+    package is looked up once per process), then the modules that installed packages name in the
+    ``workbench.stages`` entry-point group (:data:`STAGE_ENTRY_POINTS`): their methods are then selectable with
+    ``--set`` like the built-in ones."""
+    if STAGE_ENTRY_POINTS not in _LOADED:
+        _LOADED.add(STAGE_ENTRY_POINTS)   # first: a plugin importing workbench modules calls this again
+        _load_entry_points()
     for name in _STAGE_MODULES:
         if name in _LOADED:
             continue
@@ -90,6 +101,13 @@ def load_stage_modules() -> None:
         _LOADED.add(name)
     for kind in STAGE_SECTIONS.values():
         registry(kind)
+
+
+def _load_entry_points() -> None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=STAGE_ENTRY_POINTS):
+        ep.load()   # a module (or an object in it): importing it registers its methods
 
 
 def as_text(value: Any) -> str:
@@ -140,6 +158,8 @@ class RunConfig(Config):
     """Sampling DAGs in worker processes and their scheduler (ByteGNN); ``none`` = sample inline."""
     sync: Any = dataclasses.field(default_factory=_default("sync", "allreduce"))
     """How the replicas stay together: gradients all-reduced every step, or CATGNN's model averaging."""
+    loss: Any = dataclasses.field(default_factory=_default("loss", "cross_entropy"))
+    """What a step minimises: node classification's cross-entropy, or the link objective."""
     _methods: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     """Section -> method name chosen by name (two methods may share one ``Config`` class)."""
     _derived: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
@@ -514,82 +534,3 @@ def _settable(new: dict) -> list[str]:
         if cfg is not None:
             out += [f"{section}.{f}" for f in type(cfg).field_names()]
     return out
-
-
-def describe_stages(short: bool = False) -> str:
-    """The registered methods of every stage kind with their options (``workbench stages``, ``--help``);
-    ``short``: one line per stage kind, the method names only."""
-    load_stage_modules()
-    from workbench.train.loop import TrainLoopConfig
-
-    if short:
-        return "\n".join(f"  {section}.method: {' | '.join(RunConfig.method_choices(section)) or '(none registered)'}"
-                         for section in STAGE_SECTIONS)
-    lines = []
-    for section, kind in STAGE_SECTIONS.items():
-        reg = REGISTRIES.get(kind) or registry(kind)
-        names = sorted(reg)
-        none = " (or none)" if section in OPTIONAL_SECTIONS else ""
-        lines.append(f"{section}.method: {', '.join(names) if names else '(none registered)'}{none}")
-        for name in names:
-            cfg = reg[name].Config
-            default = cfg()
-            opts = [f"{section}.{f}={as_text(getattr(default, f))}" for f in cfg.field_names()]
-            lines.append(f"  {name}: {' '.join(opts) if opts else '(no options)'}")
-            lines += _field_lines(cfg)
-    lines.append("train: " + " ".join(f"train.{f}={as_text(getattr(TrainLoopConfig(), f))}"
-                                      for f in TrainLoopConfig.field_names()))
-    return "\n".join(lines + _field_lines(TrainLoopConfig))
-
-
-def _field_lines(cls: type) -> list[str]:
-    """``      FIELD (TYPE; CONSTRAINT): HELP`` for every field of a config class (``workbench stages``)."""
-    docs, hints, constraints = cls.field_docs(), typing.get_type_hints(cls), declared(cls)
-    kinds = {f: type_name(hints[f]) + ("" if f not in constraints or hints[f] is bool
-                                       else f"; {constraints[f].describe()}") for f in cls.field_names()}
-    return [f"      {f} ({kinds[f]}): {docs.get(f, '')}".rstrip(": ") for f in cls.field_names()]
-
-
-def composition_matrix() -> list[dict]:
-    """Every method of the optional stage kinds (cache, exchange, schedule) and of sync under every sample method (and
-    none), on the recipes' defaults otherwise: one row per cell with ``status`` ``composes`` or ``refused``
-    and, when refused, ``why`` (what the method lacks). ``workbench stages --matrix`` prints it.
-
-    Example:
-        >>> rows = composition_matrix()
-        >>> {r["sample"]: r["status"] for r in rows if (r["section"], r["method"]) == ("schedule", "fifo")
-        ...  and r["sample"] in ("none", "neighbor", "psc")}
-        {'none': 'refused', 'neighbor': 'composes', 'psc': 'refused'}
-    """
-    load_stage_modules()
-    rows = []
-    for sample in RunConfig.method_choices("sample"):
-        base = RunConfig.compose(sample=None if sample == "none" else sample)   # the exchange follows the sample
-        for section in ("cache", "exchange", "schedule", "sync"):
-            for method in RunConfig.method_choices(section):
-                row = {"sample": sample, "section": section, "method": method, "status": "composes", "why": ""}
-                unmet, cfg = [], None
-                try:
-                    cfg = base.replace(**{section: None if method == "none" else method})
-                    unmet = unmet_needs(cfg)[1]
-                    check_composition(cfg)
-                except ParamError as exc:   # by the config itself (a cache with sample=none) or by the check
-                    why = [f"{s}.method={m} needs {', '.join(lack)}" for s, m, lack in unmet]
-                    why += [f"{s}.method={m}: {reason}" for s, m, reason in (unavailable_methods(cfg) if cfg else ())]
-                    why = "; ".join(why) or str(exc).split(" must be ", 1)[-1].split(". Got ")[0]
-                    row.update(status="refused", why=why)
-                rows.append(row)
-    return rows
-
-
-def format_matrix(rows: list[dict]) -> str:
-    """The matrix as text: one line per cell, grouped by sample method."""
-    width = max(len(f"{r['section']}.method={r['method']}") for r in rows)
-    lines, last = [], None
-    for r in rows:
-        if r["sample"] != last:
-            lines.append(f"sample.method={r['sample']}")
-            last = r["sample"]
-        cell = f"{r['section']}.method={r['method']}"
-        lines.append(f"  {cell:<{width}}  {r['status']}" + (f": {r['why']}" if r["why"] else ""))
-    return "\n".join(lines)

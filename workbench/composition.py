@@ -22,18 +22,32 @@ capability                    what it is                                        
                                                                                          mini-batch training
                                                                                          (pre-sampled: PreSC)
 ``sampling tasks``            a sampler whose batches worker processes can produce       mini-batch training
+``node labels``               steps that score labelled rows (node classification)      every trainer
+``link pairs``                steps that sample each seed's positive and negative        mini-batch training
+                              partners (an unsupervised DAG)                             with a schedule
+``p2p halo layers``           each layer's halo rows sent point to point, every round    ``halo`` without
+                              fresh                                                      staleness
+``trainer-sampled batches``   batches the trainer's own process samples                  mini-batch training
+                                                                                         (no schedule)
+``a global seed split``       trainers that split the training vertices among them       mini-batch training
 ============================  =========================================================  =====================
 
-Fields can declare needs too (``TrainLoopConfig.field_requires``: G3's ``bin_limit``, ``memory_budget`` and
-``pipeline`` need ``whole-part layers``; ``prefetch`` needs ``sampling tasks``): set away from their default under
-another trainer they are refused.
+A method may provide a capability only with some options (:meth:`Stage.provides_for
+<workbench.stages.Stage.provides_for>`: ``halo`` with ``staleness=none``).
+
+Fields of any section can declare needs too (``field_requires`` of its ``Config``: G3's ``bin_limit`` and
+``memory_budget`` need ``whole-part layers`` and ``p2p halo layers``; ``train.prefetch`` needs
+``trainer-sampled batches``; ``sample.split`` and ``sample.trainers`` need ``a global seed split``, which model
+averaging, one model per part, does not provide): set away from their default where their needs are unmet, they
+are refused rather than ignored.
 
 A trainer may check more of the composition than capabilities say (:meth:`~workbench.train.program.Trainer.
-check_config`: model averaging takes block samplers only, and no sampler setting that would have no effect).
+check_config`: model averaging's ``sync.eval_sample``, which depends on the graph being a partition folder).
 
 Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`` also ``whole-part layers``;
-``prefetch`` runs in both trainers: without a sampler it is PipeGCN); every cache a ``feature source`` (``inclusion``
-also ``inclusion probabilities``); every schedule ``sampling tasks``. A new method declares its own.
+``prefetch`` runs in both trainers: without a sampler it is PipeGCN), and so does every edge sampler; every cache
+a ``feature source`` (``inclusion`` also ``inclusion probabilities``); every schedule ``sampling tasks``; every loss ``node labels`` (``link``: ``link
+pairs``). A new method declares its own.
 
 Example:
     >>> from workbench.compose import RunConfig
@@ -48,13 +62,12 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.stages import STAGE_SECTIONS, registry
 
-__all__ = ["CAPABILITIES", "TRAINERS", "trainer_class", "trainer_for", "unmet_needs", "unavailable_methods",
+__all__ = ["CAPABILITIES", "TRAINERS", "register_trainer", "trainer_class", "trainer_for", "unmet_needs", "unavailable_methods",
            "check_composition", "stage_classes", "stage_label", "stages_summary"]
 
 CAPABILITIES: dict[str, str] = {
@@ -63,23 +76,37 @@ CAPABILITIES: dict[str, str] = {
     "feature source": "batches that read their remote input rows through a feature source (what a cache wraps)",
     "inclusion probabilities": "inclusion probabilities (each remote vertex's chance to be an input of a batch)",
     "sampling tasks": "a sampler whose batches worker processes can produce",
+    "node labels": "steps that score labelled rows (node classification)",
+    "p2p halo layers": "an exchange that sends each layer's halo rows point to point, every round fresh (no "
+                       "staleness)",
+    "trainer-sampled batches": "batches that the trainer's own process samples (not a schedule's workers)",
+    "a global seed split": "trainers that split the training vertices among them (not one model per part)",
+    "link pairs": "steps that sample each seed's positive and negative partners (an unsupervised DAG)",
 }
 """Capability -> what it is (the words of the refusals)."""
 
-TRAINERS: dict[str, str] = {
-    "full_graph": "workbench.train.full_graph:FullGraphTrainer",
-    "minibatch": "workbench.train.minibatch:MiniBatchTrainer",
-    "scheduled": "workbench.schedule.program:ScheduledTrainer",
-    "edge_sampled": "workbench.train.prefetch:EdgeSampledTrainer",
-    "model_averaging": "workbench.train.model_averaging:ModelAveragingTrainer",
-}
-"""The trainers a config can pick (``module:Class``, imported when needed; the one
-:class:`~workbench.train.program.TrainingProgram` runs the chosen one)."""
+TRAINERS: dict[str, type] = {}
+"""The trainers a config can pick, by key: ``full_graph``, ``minibatch``, ``scheduled``, ``edge_sampled``,
+``model_averaging`` (each module registers its trainer with :func:`register_trainer` when it is imported; the
+modules that register stages import them, :func:`workbench.compose.load_stage_modules`). The one
+:class:`~workbench.train.program.TrainingProgram` runs the chosen one. This module imports no trainer: trainers
+import it, so the imports point one way."""
 
 
-def _load(spec: str) -> type:
-    module, cls = spec.split(":")
-    return getattr(importlib.import_module(module), cls)
+def register_trainer(key: str):
+    """Class decorator: make ``cls`` the trainer of ``key`` (what :func:`trainer_for` and a sample or sync method's
+    ``trains_with`` name)."""
+    def register(cls: type) -> type:
+        TRAINERS[key] = cls
+        return cls
+    return register
+
+
+def _trainer(key: str, owner: str, section: str, value: Any) -> type:
+    if key not in TRAINERS:   # its module did not import (a stage module missing from this installation)
+        raise ParamError([param_error(section, owner, f"a method whose trainer is installed (no {key!r} trainer is "
+                                      f"registered; registered: {sorted(TRAINERS)})", value)])
+    return TRAINERS[key]
 
 
 def trainer_class(cfg: Any) -> type:
@@ -98,16 +125,11 @@ def trainer_for(sample: Any, *, scheduled: bool = False, sync: Any = None, owner
     training), with or without a schedule."""
     own = getattr(registry("sync").get(sync), "trains_with", None) if sync else None
     if own:
-        return _load(own)
+        return _trainer(own, owner, "sync", sync)
     if sample is None:
-        return _load(TRAINERS["full_graph"])
+        return _trainer("full_graph", owner, "sample", "none")
     own = getattr(registry("sample").get(sample), "trains_with", None)
-    if own:
-        return _load(own)
-    try:
-        return _load(TRAINERS["scheduled" if scheduled else "minibatch"])
-    except ModuleNotFoundError as exc:
-        raise ParamError([param_error("sample", owner, "none (no mini-batch trainer is installed)", sample)]) from exc
+    return _trainer(own or ("scheduled" if scheduled else "minibatch"), owner, "sample", sample)
 
 
 def stage_classes(cfg: Any) -> dict[str, type]:
@@ -125,14 +147,10 @@ def _providers(capability: str) -> str:
     """Where a capability comes from, in ``--set`` words (stage methods, then trainers)."""
     found = []
     for section, kind in STAGE_SECTIONS.items():
-        names = sorted(n for n, cls in registry(kind).items() if capability in getattr(cls, "provides", ()))
+        names = sorted(n for n, cls in registry(kind).items() if capability in _provides(cls, None))
         if names:
             found.append(f"{section}.method={'|'.join(names)}")
-    for spec in TRAINERS.values():
-        try:
-            program = _load(spec)
-        except ModuleNotFoundError:
-            continue
+    for program in TRAINERS.values():
         if capability in program.provides:
             found.append(program.trainer)
     return ", ".join(found) or "no registered method"
@@ -144,15 +162,24 @@ def unmet_needs(cfg: Any) -> tuple[type, list[tuple[str, str, list[str]]]]:
     config declares in ``field_requires`` and that is set away from its default."""
     program = trainer_class(cfg)
     stages = stage_classes(cfg)
-    provided = set(program.provides).union(*(getattr(cls, "provides", ()) for cls in stages.values()))
+    provided = set(program.provides).union(*(_provides(cls, getattr(cfg, section)) for section, cls in stages.items()))
     unmet = [(section, cfg.method(section), sorted(set(getattr(cls, "requires", ())) - provided))
              for section, cls in stages.items()]
-    train = getattr(cfg, "train", None)
-    needs = getattr(type(train), "field_requires", {})
-    default = type(train)() if needs else None
-    unmet += [(f"train.{name}", getattr(train, name), sorted(set(caps) - provided))
-              for name, caps in needs.items() if getattr(train, name) != getattr(default, name)]
+    for section in [*stages, "train"]:   # fields set away from their default that need a capability
+        sub = getattr(cfg, section, None)
+        needs = getattr(type(sub), "field_requires", {})
+        default = type(sub)() if needs else None
+        unmet += [(f"{section}.{name}", getattr(sub, name), sorted(set(caps) - provided))
+                  for name, caps in needs.items() if getattr(sub, name) != getattr(default, name)]
     return program, [u for u in unmet if u[2]]
+
+
+def _provides(cls: type, config: Any) -> frozenset:
+    """What ``cls`` provides with ``config`` (None: its defaults)."""
+    provides_for = getattr(cls, "provides_for", None)
+    if provides_for is None:
+        return frozenset(getattr(cls, "provides", ()))
+    return provides_for(config if config is not None else cls.Config())
 
 
 def unavailable_methods(cfg: Any) -> list[tuple[str, str, str]]:

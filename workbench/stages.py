@@ -53,7 +53,7 @@ __all__ = ["Stage", "Registry", "registry", "REGISTRIES", "STAGE_SECTIONS", "res
 
 STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", "cache": "cache",
                                   "exchange": "exchange", "model": "model", "schedule": "schedule",
-                                  "sync": "sync"}
+                                  "sync": "sync", "loss": "loss"}
 """Section of a run config (:class:`workbench.compose.RunConfig`) -> stage kind (its registry)."""
 
 
@@ -73,6 +73,12 @@ class Stage:
     <workbench.compose.RunConfig.check_composition>` refuses a run that lacks one, before any worker starts."""
     provides: ClassVar[frozenset[str]] = frozenset()
     """Capabilities this method gives the rest of the run (an edge sampler's inclusion probabilities)."""
+
+    @classmethod
+    def provides_for(cls, config: Any) -> frozenset[str]:
+        """What this method provides with ``config`` (its options may add or withhold a capability: ``halo``
+        sends fresh point-to-point halo rows only without staleness). Default: :attr:`provides`."""
+        return cls.provides
 
     @classmethod
     def unavailable(cls) -> Optional[str]:

@@ -2,7 +2,7 @@
 
 Both read the code at build time: every registered method of every stage kind with its class, what it
 ``requires`` and ``provides`` and its docstring's first sentence; and ``workbench stages --matrix``
-(:func:`workbench.compose.composition_matrix`): every cache, exchange, schedule and sync method against every
+(:func:`workbench.stage_listing.composition_matrix`): every cache, exchange, schedule and sync method against every
 sample method, composes or refused with the reason; and every event type of the run log with its fields.
 A new method or event appears here without an edit.
 """
@@ -53,7 +53,7 @@ class StageMethods(Directive):
 
 class CompositionMatrix(Directive):
     def run(self):
-        from workbench.compose import composition_matrix
+        from workbench.stage_listing import composition_matrix
 
         rows = composition_matrix()
         samples = list(dict.fromkeys(r["sample"] for r in rows))

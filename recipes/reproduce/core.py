@@ -64,7 +64,7 @@ from typing import Any, Optional, Sequence, Union
 
 __all__ = ["Claim", "Check", "verdict", "explain", "RELATIONS", "VERDICTS", "SYSTEMS", "run_system", "run_systems",
            "not_reproducible", "fmt", "run_config", "geomean", "code_digest", "spread_of", "mean_spread",
-           "over_seeds", "SEEDS"]
+           "over_seeds", "measured_in", "SEEDS"]
 
 SYSTEMS = ("distdgl", "bytegnn", "sancus", "hp_gcn", "catgnn", "psc_gcn", "g3")
 """The seven systems, in the order the tables are printed (each a module of this package)."""
@@ -169,6 +169,17 @@ def over_seeds(per_seed: Sequence[Any], f: Any = None) -> dict:
     """
     m, sp = mean_spread([x if f is None else f(x) for x in per_seed])
     return {"measured": m, "spread": sp}
+
+
+def measured_in(first: str, values: Sequence[float]) -> str:
+    """The note of a claim measured in the same runs as claim ``first``, whose note lists them: where, and this
+    claim's own value per seed.
+
+    Example:
+        >>> measured_in("distdgl.epoch_metis_vs_random", [1.2, 1.25])
+        'measured in the runs of distdgl.epoch_metis_vs_random (its note lists them); per seed 1.200, 1.250'
+    """
+    return f"measured in the runs of {first} (its note lists them); per seed " + ", ".join(f"{x:.3f}" for x in values)
 
 
 def spread_of(values: Sequence[float]) -> float:

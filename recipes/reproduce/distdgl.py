@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from recipes.reproduce import emulated
-from recipes.reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
+from recipes.reproduce.core import SEEDS, Check, Claim, measured_in, not_reproducible, over_seeds, run_config
 
 TITLE = "DistDGL: METIS partitions, owner-routed sampling, synchronous SGD"
 PARTS = 4
@@ -157,14 +157,8 @@ def _measured_epochs(timed, modelled: dict, model_note: str) -> list[Claim]:
             f"network is 100 Gbit/s between machines of 96 vCPUs. For comparison, {model}")
     return [Claim(cid, text, "Fig. 16", paper=paper, null=1.0, relation=">", unit="x",
                   **over_seeds(timed["ratios"][key]),
-                  note=note if i == 0 else _see(texts[0][0], timed["ratios"][key], f"For comparison, {model}"))
+                  note=(note if i == 0 else f"{measured_in(texts[0][0], timed['ratios'][key])}. For comparison, {model}"))
             for i, (cid, text, paper, key) in enumerate(texts)]
-
-
-def _see(first: str, values: list, rest: str) -> str:
-    """The note of a claim measured in the same runs as ``first``, whose note lists them."""
-    return (f"measured in the runs of {first} (its note lists them); per seed "
-            + ", ".join(f"{x:.3f}" for x in values) + f". {rest}")
 
 
 def _papers_claims(timed, modelled: dict, own_modelled: dict, pap_note: str, own_note: str) -> list[Claim]:
@@ -204,7 +198,7 @@ def _papers_claims(timed, modelled: dict, own_modelled: dict, pap_note: str, own
             "to decide. For comparison, the ")
     return [Claim(cid, text, source, paper=None, null=1.0, relation=rel, unit="x",
                   **over_seeds(timed["ratios"][key]),
-                  note=(head if i == 0 else _see(texts[0][0], timed["ratios"][key], "For comparison, the "))
+                  note=(head if i == 0 else f"{measured_in(texts[0][0], timed['ratios'][key])}. For comparison, the ")
                   + f"{NETWORK} model (4 trainers, what-if) gives {model[key]:.3f} ({note})" + (own if "own" in key else ""))
             for i, (cid, text, source, rel, key, note) in enumerate(texts)]
 

@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 from recipes.reproduce import emulated
-from recipes.reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
+from recipes.reproduce.core import SEEDS, Check, Claim, measured_in, not_reproducible, over_seeds, run_config
 
 TITLE = "PSC-GCN: sampled full-graph GCN, τ-stale prefetch, inclusion-aware cache"
 WORKERS = 4
@@ -112,8 +112,7 @@ def _measured_times(out: list, timed) -> list:
             why = timed if isinstance(timed, str) else "PSC never reached sync's target accuracy in the measured runs"
             result.append(dataclasses.replace(c, claim=claim, measured=None, spread=0.0, note=f"{why}; {simulated}"))
             continue
-        runs = where if first is None else (f"measured in the runs of {first} (its note lists them); per seed "
-                                             + ", ".join(f"{x:.3f}" for x in values))
+        runs = where if first is None else measured_in(first, values)
         first = first or c.id
         result.append(dataclasses.replace(c, claim=claim, **over_seeds(values), note=f"{runs}. For comparison, "
                                                                                     f"{simulated}"))

@@ -84,8 +84,14 @@ def test_bin_settings_are_validated():
     with pytest.raises(ParamError, match="'bin_limit' parameter"):
         cfg.with_strings({"train.bin_limit": "0"})            # 0 = from the budget, which is missing
     other = FullGraphConfig(graph="tiny").replace(exchange="block_row").with_strings({"train.bin_limit": "4"})
-    with pytest.raises(ParamError, match=r"'train.bin_limit' parameter of RunConfig must be None unless exchange=halo"):
-        other.build(graph=tiny_graph()).prepare(2, lambda e: None)
+    with pytest.raises(ParamError, match=r"'train.bin_limit' parameter of RunConfig must be None with full-graph "
+                                         r"training .*: train.bin_limit needs an exchange that sends each layer's "
+                                         r"halo rows point to point, every round fresh \(no staleness\), provided by "
+                                         r"exchange.method=halo"):
+        other.build(graph=tiny_graph())                   # refused at build, before the graph loads
+    stale = FullGraphConfig(graph="tiny").with_strings({"train.memory_budget": "auto", "exchange.staleness": "epoch-fixed"})
+    with pytest.raises(ParamError, match=r"'train.memory_budget' parameter .* needs an exchange that sends"):
+        stale.build()
 
 
 def test_pipeline_account_overlap_never_slower_than_sequential():

@@ -78,23 +78,21 @@ def test_prefetch_is_refused_on_several_ranks_before_any_rank_samples():
 
 
 def test_prefetch_is_refused_where_nothing_reads_it():
+    """Declared once (``TrainLoopConfig.field_requires``): batches the trainer samples itself. Full-graph training,
+    a schedule (whose workers sample ahead already) and model averaging are refused at build, before anything
+    loads; more than one rank when the ranks are known."""
     with pytest.raises(ParamError, match=r"'train.prefetch' parameter .* must be 0 with full-graph training"):
         full_graph.recipe(graph=GRAPH).with_strings({"train.prefetch": "1"}).build()
     scheduled = _config(1, **{"schedule.method": "prefetch", "schedule.workers": "1"})
-    with pytest.raises(ParamError, match=r"'train.prefetch' .* must be 0 with schedule.method=prefetch"):
-        scheduled.build().prepare(1, lambda event: None)
+    with pytest.raises(ParamError, match=r"'train.prefetch' .* must be 0 with mini-batch training with a schedule,"
+                                         r".*needs batches that the trainer's own process samples"):
+        scheduled.build()
+    with pytest.raises(ParamError, match=r"'train.prefetch' .* must be 0 with local training per part"):
+        _config(1, **{"sync.method": "model_avg", "sample.split": "own"}).build()
+    with pytest.raises(ParamError, match=r"'train.prefetch' parameter of RunConfig must be 0 on 2 ranks"):
+        _config(1, **{"sample.trainers": "2"}).build().prepare(2, lambda event: None)
     with pytest.raises(ParamError, match=r"'prefetch' parameter of TrainLoopConfig must be an int >= 0"):
         _config(-1)
-
-    # steps that do not read it (CATGNN's, a user's) refuse it when the loop is built
-    from workbench.communicate.inprocess import InProcessGroup
-    from workbench.runtime.program import RankContext
-    from workbench.train.loop import Steps, TrainLoop, TrainLoopConfig
-
-    ctx = RankContext(rank=0, world_size=1, comm=InProcessGroup(1).communicator(0))
-    with pytest.raises(ParamError, match=r"'train.prefetch' parameter of Steps must be 0: this trainer"):
-        TrainLoop(ctx, torch.nn.Linear(2, 2), TrainLoopConfig(prefetch=2), Steps(ctx))
-    TrainLoop(ctx, torch.nn.Linear(2, 2), TrainLoopConfig(), Steps(ctx))
 
 
 def test_prefetch_from_the_cli(capsys):

@@ -112,9 +112,13 @@ def test_catgnn_is_a_run_config_with_a_sync_section():
     assert "exchange.method=halo (from sync.method)" in back.notes()
     averaged = full_graph.recipe().with_strings({"sync.method": "model_avg"})
     assert averaged.exchange is None and type(averaged.build().trainer).__name__ == "ModelAveragingTrainer"
-    with pytest.raises(ParamError, match=r"'sample.split' parameter of RunConfig must be 'own' under "
-                                         r"sync.method=model_avg .*Got 'balanced'"):
+    with pytest.raises(ParamError, match=r"'sample.split' parameter of RunConfig must be 'own' with local training "
+                                         r"per part with model averaging \(CATGNN\), which ignores it: .*Got "
+                                         r"'balanced'"):
         distdgl.recipe().with_strings({"sync.method": "model_avg"}).build()   # DistDGL's split has no effect there
+    with pytest.raises(ParamError, match=r"'sample.method' parameter of RunConfig must be none or a method that local "
+                                         r"training .* 'psc' needs a trainer that moves layer embeddings"):
+        cfg.with_strings({"sample.method": "psc"}).build()   # an edge sampler's kept edges feed an exchange
     local = distdgl.recipe().with_strings({"sync.method": "model_avg", "sample.split": "own"})
     assert type(local.build().trainer).__name__ == "ModelAveragingTrainer" and local.method("sample") == "neighbor"
 
@@ -186,10 +190,11 @@ def test_local_minibatch_settings_without_effect_are_refused():
     cfg = catgnn.recipe().with_strings({"sample.method": "neighbor"})
     assert cfg.model.num_layers == len(cfg.sample.fanouts)
     assert catgnn.recipe().with_strings({"sample.method": "neighbor", "fanouts": "5,5,5"}).model.num_layers == 3
-    with pytest.raises(ParamError, match=r"'sample.split' parameter of RunConfig must be 'own' under "
-                                         r"sync.method=model_avg"):
+    with pytest.raises(ParamError, match=r"'sample.split' parameter of RunConfig must be 'own' with local training "
+                                         r"per part with model averaging \(CATGNN\), which ignores it"):
         cfg.with_strings({"sample.split": "even"}).build()
-    with pytest.raises(ParamError, match=r"'sample.method' parameter of RunConfig must be none or a block sampler"):
+    with pytest.raises(ParamError, match=r"'sample.method' parameter of RunConfig must be none or a method that local "
+                                         r"training per part .* 'uniform_edge' needs a trainer that moves layer"):
         catgnn.recipe().with_strings({"sample.method": "uniform_edge"}).build()
     assert catgnn.recipe().with_strings({"sample.method": "neighbor"}).with_strings(
         {"sample.method": "none"}).sample is None

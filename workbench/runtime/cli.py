@@ -16,7 +16,7 @@ While a run goes, ``workbench run`` shows a ``tqdm`` bar per step (graph, partit
 slowest rank, evaluation), driven by the run's ``Progress`` events (hidden when ``TQDM_DISABLE=1``), and
 prints one line per epoch.
 
-A run is a composition of stages (partition, sample, cache, exchange, model, schedule, sync, train). Options are set
+A run is a composition of stages (partition, sample, cache, exchange, model, schedule, sync, loss, train). Options are set
 with ``--set STAGE.FIELD=VALUE`` (``--set partition.method=random`` switches a stage's method; a flat
 ``--set epochs=5`` sets the one stage with that field; ``--graph``, ``--epochs`` and ``--seed`` are
 shorthands); an unknown name or a bad value stops with exit status 2 and a message listing the valid
@@ -46,7 +46,7 @@ def register(subparsers) -> None:
     from workbench.runtime.launch import DEVICES, RUNNERS
     from workbench.runtime.runners import LIVENESS_S
 
-    from workbench.compose import describe_stages
+    from workbench.stage_listing import describe_stages
 
     p = subparsers.add_parser("run", help="run a recipe (full_graph, sancus, or your own module or file)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -208,7 +208,8 @@ class ProgressBars:
 
 
 def stages_command(args: argparse.Namespace) -> int:
-    from workbench.compose import STAGE_SECTIONS, composition_matrix, describe_stages, format_matrix
+    from workbench.stage_listing import composition_matrix, describe_stages, format_matrix
+    from workbench.stages import STAGE_SECTIONS
 
     if getattr(args, "matrix", False):
         print(format_matrix(composition_matrix()))

@@ -280,6 +280,11 @@ class Sampler(Stage):
         """Trainers whose split is simulated: None = one per rank. A 1-rank run with ``trainers=P`` trains on the
         union of the P trainers' batches every step: the single-process reference of a P-rank run."""
 
+        field_requires: ClassVar[dict[str, frozenset[str]]] = {
+            name: frozenset({"a global seed split"}) for name in ("split", "trainers")}
+        """Fields read only where trainers split the training vertices among them (model averaging trains each
+        part's own vertices, one model per part: ``workbench.composition`` refuses them there)."""
+
     @property
     def num_layers(self) -> int:
         return len(self.config.fanouts)

@@ -6,7 +6,7 @@ keeps each of its in-edges ``j -> i`` with probability ``p_ij``; a kept edge wei
 (Eq. 15, unbiased), a dropped one 0, and the **same** draw serves every layer of an iteration (Eq. 16 relies on it).
 So these methods are :class:`EdgeSampler` s, not :class:`~workbench.sample.base.Sampler` s: they decide
 on a part's :class:`PartEdges` (inner targets, inner-or-boundary sources) and name the trainer that
-trains with them (``trains_with``): :class:`workbench.train.prefetch.EdgeSampledTrainer`, which
+trains with them (``trains_with = "edge_sampled"``): :class:`workbench.train.prefetch.EdgeSampledTrainer`, which
 :meth:`workbench.compose.RunConfig.build` picks from the sample method (no other special case).
 
 Methods (``--set sample.method=NAME``):
@@ -176,9 +176,11 @@ class EdgeSampler(Stage):
     """Base of the full-graph edge samplers: ``probabilities``, ``draw``, ``inclusion`` (module docstring)."""
 
     kind = "sample"
+    requires = frozenset({"embedding exchange"})   # the exchange moves the halo rows its kept edges read
     provides = frozenset({"inclusion probabilities"})
-    trains_with: ClassVar[str] = "workbench.train.prefetch:EdgeSampledTrainer"
-    """The trainer of this sample method (``module:Class``; read by :func:`workbench.composition.trainer_class`)."""
+    trains_with: ClassVar[str] = "edge_sampled"
+    """The key of this sample method's trainer in :data:`workbench.composition.TRAINERS` (read by
+    :func:`workbench.composition.trainer_class`)."""
     needs_estimates: ClassVar[bool] = False
     """Whether :meth:`probabilities` uses per-vertex estimates ``h`` (then the trainer refreshes them)."""
 

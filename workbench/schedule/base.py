@@ -62,10 +62,6 @@ class Scheduler(Stage):
         """C_util of ``run`` (the trainer and its workers, share of all cores) or the whole ``machine``."""
         sample_time: Annotated[str, Options(*SAMPLE_TIMES)] = "latency"
         """T_avg_sample: a DAG's ``latency``, or its ``effective`` time (latency / DAGs in flight at its end)."""
-        unsupervised: bool = False
-        """The unsupervised DAG (seeds, positive and negative branches) and a link-prediction loss."""
-        num_negative: Annotated[int, Interval(1, None)] = 1
-        """Negatives per seed (unsupervised)."""
         graph_store: Annotated[str, Options(*GRAPH_STORES)] = "owners"
         """Where the workers read: ``owners`` (their rank's part; other parts' neighbours and features are
         requested from their owners' graph-store servers and counted, as in ByteGNN) or ``local`` (the whole graph in
@@ -75,15 +71,16 @@ class Scheduler(Stage):
         """A fresh coarse policy with this method's options."""
         raise NotImplementedError
 
-    def pipeline(self, sampler: Any, graph: Any, counter: Any = None) -> Pipeline:
+    def pipeline(self, sampler: Any, graph: Any, counter: Any = None, *, num_negative: int = 0) -> Pipeline:
         """Start the worker processes of a pipeline sampling with ``sampler`` from ``graph`` (a
         :class:`~workbench.graph.Graph`, or a :class:`~workbench.schedule.graphstore.PartStore` whose servers are
-        set up), adding the traffic its workers count to ``counter``."""
+        set up), adding the traffic its workers count to ``counter``. ``num_negative > 0`` samples the unsupervised
+        DAG (seeds, one positive and that many negatives per seed) that a link objective scores."""
         from workbench.schedule.dag import LogicalDAG
 
         cfg = self.config
-        dag = LogicalDAG(sampler, chunk_size=cfg.chunk_size, unsupervised=cfg.unsupervised,
-                         num_negative=cfg.num_negative)
+        dag = LogicalDAG(sampler, chunk_size=cfg.chunk_size, unsupervised=num_negative > 0,
+                         num_negative=max(num_negative, 1))
         return Pipeline(dag, graph, self.policy(), workers=cfg.workers, ready_queue=cfg.ready_queue,
                         poll_ms=cfg.poll_ms, trace_ms=cfg.trace_ms, ema=cfg.ema, cpu_scope=cfg.cpu_scope,
                         sample_time=cfg.sample_time, counter=counter)

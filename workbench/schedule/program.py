@@ -47,6 +47,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
+from workbench.composition import register_trainer
 from workbench.events import Event, ScheduleStats, ScheduleTrace
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
@@ -54,11 +55,12 @@ from workbench.schedule.executor import trace_samples
 from workbench.schedule.graphstore import GraphStoreServer, PartStore, exchange_addresses
 from workbench.stages import registry
 from workbench.train.minibatch import MiniBatchShard, MiniBatchSteps, MiniBatchTrainer
-from workbench.train.objective import link_loss
+from workbench.train.objective import LinkTargets
 
 __all__ = ["ScheduledTrainer", "ScheduledSteps", "schedule_summary"]
 
 
+@register_trainer("scheduled")
 class ScheduledTrainer(MiniBatchTrainer):
     """The mini-batch trainer with a pipelined sampler (module docstring).
 
@@ -67,7 +69,7 @@ class ScheduledTrainer(MiniBatchTrainer):
     (module docstring), so it provides one. Inclusion probabilities are not pre-sampled here (the workers sample
     the batches)."""
 
-    provides = frozenset({"sampling tasks", "feature source"})
+    provides = frozenset({"sampling tasks", "feature source", "node labels", "link pairs", "a global seed split"})
     trainer = "mini-batch training with a schedule"
     rank_processes = True  # each rank starts its sampling worker processes (an embedded Dask cluster allows it)
     needs_in_degrees = True  # the NSC cost model's (N,) in-degrees, summed on the ranks from their parts
@@ -139,7 +141,9 @@ class ScheduledSteps(MiniBatchSteps):
         self._pipelined = False
         try:
             store = self._graph_store(ctx, shard)
-            self.pipeline = self.scheduler.pipeline(self.sampler, store, counter=ctx.comm.counter)
+            links = self.objective.targets is LinkTargets   # the objective scores pairs: sample them
+            self.pipeline = self.scheduler.pipeline(self.sampler, store, counter=ctx.comm.counter,
+                                                    num_negative=self.objective.config.num_negative if links else 0)
             if self.server is not None:
                 ctx.comm.barrier()   # every rank forked its workers before a server answers (no lock held at a fork)
         except BaseException:
@@ -187,14 +191,14 @@ class ScheduledSteps(MiniBatchSteps):
         return torch.from_numpy(worker_rows).to(self.ctx.device)
 
     def forward(self, batch: tuple):
-        if not self.scheduler.config.unsupervised:
+        if self.objective.targets is not LinkTargets:
             return super().forward(batch)
-        return self._forward_unsupervised(batch)
+        return self._forward_links(batch)
 
-    def _forward_unsupervised(self, batch: tuple):
-        """Link-style loss (GraphSAGE's unsupervised objective): ``-log σ(h_s·h_p) - Σ log σ(-h_s·h_n)`` per
-        seed, summed over the seeds and divided by the global batch size. The logits reported for accuracy
-        are the seeds' outputs (an unsupervised run's accuracy is not a target)."""
+    def _forward_links(self, batch: tuple):
+        """A step of a link objective (``loss.method=link``): the seeds', their positives' and negatives' outputs
+        from the pipeline's three-branch batch, scored by the objective and divided by the global batch size. The
+        logits reported for accuracy are the seeds' outputs (an unsupervised run's accuracy is not a target)."""
         from workbench.train.loop import StepOutput
         from workbench.train.minibatch import block_aggregators, block_forward
 
@@ -207,7 +211,7 @@ class ScheduledSteps(MiniBatchSteps):
         out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev, self.ctx.kernel), x)
                for mb, x in zip(got.batches, rows)]
         h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
-        loss = link_loss(h, pos, neg, max(self.global_sizes[step], 1))
+        loss = self.objective.loss(LinkTargets(h, pos, neg, max(self.global_sizes[step], 1)))
         mb = got.minibatch
         acc = self._acc
         acc["steps"] += 1

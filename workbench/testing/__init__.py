@@ -29,7 +29,7 @@ Example:
 """
 
 from workbench.testing.cache_harness import exercise_cache
-from workbench.testing.checks import (check_cache, check_cache_deterministic, check_cache_ratio_one,
+from workbench.testing.checks import (check_loss_shares, check_loss_trains, check_cache, check_cache_deterministic, check_cache_ratio_one,
                                       check_cache_ratio_zero, check_exchange, check_exchange_staleness, check_model,
                                       check_name, check_partitioner, check_sampler, check_sampler_seeded,
                                       check_schedule, check_selectable, check_stage, parametrize_with_checks,
@@ -55,6 +55,7 @@ __all__ = [
     "StageCheckFailed", "check_config", "check_selectable", "check_partitioner", "check_sampler",
     "check_sampler_seeded", "check_cache", "check_cache_ratio_zero", "check_cache_ratio_one",
     "check_cache_deterministic", "check_exchange", "check_exchange_staleness", "check_model", "check_schedule",
+    "check_loss_shares", "check_loss_trains",
     "check_communicator", "check_communicator_results", "exercise_communicator", "expected_bytes",
     "exercise_cache", "build_sampler", "check_minibatch", "same_minibatch", "edge_set",
 ]

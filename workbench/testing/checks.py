@@ -24,6 +24,9 @@ exchange         3 thread ranks reproduce the single-process run to 1e-5, bytes 
 model            seeded, the input widths it declares
 schedule         its coarse policy builds
 sync             2 thread ranks train (finite losses), the summary names it, and both end with equal weights
+loss             its ranks' shares add up: the loss of all rows equals the sum of two halves' losses (same
+                 divisor); finite gradients; a step with no rows gives a finite loss attached to the graph; 2
+                 thread ranks train with it (the composition its ``requires`` asks for) and the summary names it
 ================ ============================================================================================
 
 Checks that do not apply (a staleness policy the exchange refuses, a library that does not import here) raise
@@ -65,7 +68,7 @@ from workbench.testing.graphs import tiny_graph
 from workbench.testing.ranks import run_program, run_ranks
 from workbench.testing.sampling import check_minibatch, edge_set, same_minibatch
 
-__all__ = ["check_stage", "stage_checks", "check_name", "parametrize_with_checks", "registered", "check_selectable",
+__all__ = ["check_loss_shares", "check_loss_trains", "check_stage", "stage_checks", "check_name", "parametrize_with_checks", "registered", "check_selectable",
            "check_partitioner", "check_sampler", "check_sampler_seeded", "check_cache", "check_cache_ratio_zero",
            "check_cache_ratio_one", "check_cache_deterministic", "check_exchange", "check_exchange_staleness",
            "check_model", "check_schedule", "check_sync", "StageCheckFailed"]
@@ -120,7 +123,8 @@ def check_selectable(stage: Any) -> None:
     import re
 
     from workbench._validation import ParamError
-    from workbench.compose import RunConfig, describe_stages
+    from workbench.compose import RunConfig
+    from workbench.stage_listing import describe_stages
     from workbench.stages import REGISTRIES
 
     name, section = _name(stage), _section(stage_kind(stage))
@@ -403,6 +407,57 @@ def check_sync(stage: Any) -> None:
         assert torch.equal(value, results[1]["params"][key]), f"ranks 0 and 1 end with different {key}"
 
 
+# ------------------------------------------------------------------------------------------------ loss
+def _loss_targets(stage: Any, rows: Any) -> Any:
+    """Seeded targets of the kind ``stage`` takes, 8 rows (``rows``: which carry the loss; the divisor is 8)."""
+    from workbench.train.objective import LinkTargets, NodeTargets
+
+    gen = torch.Generator().manual_seed(0)
+    if _class(stage).targets is LinkTargets:
+        h, pos, neg = (torch.randn(*shape, generator=gen, dtype=torch.float64)
+                       for shape in ((8, 4), (8, 4), (8, 3, 4)))
+        h.requires_grad_(True)
+        return LinkTargets(h[rows], pos[rows], neg[rows], 8), h
+    logits = torch.randn(8, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    return NodeTargets(logits, torch.arange(8) % 3, rows, 8), logits
+
+
+@stage_check
+def check_loss_shares(stage: Any) -> None:
+    """The ranks' shares add up: over 8 rows divided by 8, the loss of every row equals the sum of the losses of
+    two halves (what makes the ranks' losses add up to the single-process loss); its gradient is finite; a step
+    with no row gives a finite loss that backward() accepts."""
+    obj = _make(stage)
+    every, x = _loss_targets(stage, torch.arange(8))
+    whole = obj.loss(every)
+    assert whole.dim() == 0 and math.isfinite(float(whole)), f"the loss of 8 rows is {whole!r}, not a finite scalar"
+    whole.backward()
+    assert x.grad is not None and bool(torch.isfinite(x.grad).all()), "its gradient is missing or not finite"
+    halves = sum(float(obj.loss(_loss_targets(stage, idx)[0])) for idx in (torch.arange(4), torch.arange(4, 8)))
+    assert abs(halves - float(whole)) <= 1e-9 * (1 + abs(float(whole))), \
+        f"two halves' losses add up to {halves!r}, all rows give {float(whole)!r}: ranks' shares would not add up"
+    empty, _ = _loss_targets(stage, torch.arange(0))
+    none = obj.loss(empty)
+    assert math.isfinite(float(none)) and none.requires_grad, f"no row gives {none!r}, not a finite attached loss"
+
+
+@stage_check
+def check_loss_trains(stage: Any) -> None:
+    """On 2 thread ranks (karate, 3 epochs; mini-batch training with a schedule for a link loss), the run trains
+    with it: finite losses, and the summary names it."""
+    from workbench.compose import RunConfig
+    from workbench.train.objective import LinkTargets
+
+    with registered(stage, "loss") as name:
+        cfg = RunConfig.compose(graph="karate", num_parts=2, epochs=3, hidden=8).replace(loss=_make(stage).config)
+        if _class(stage).targets is LinkTargets:
+            cfg = cfg.with_strings({"sample.method": "neighbor", "sample.fanouts": "3,3", "schedule.method": "fifo",
+                                    "schedule.workers": "1", "schedule.graph_store": "local"})
+        summary, _, _ = run_program(cfg.build(), 2)
+    assert summary["stages"]["loss"]["method"] == name, f"the summary names loss {summary['stages']['loss']}"
+    assert all(math.isfinite(v) for v in summary["losses"]), f"losses {summary['losses']}"
+
+
 # ------------------------------------------------------------------------------------------------ dispatch
 def stage_checks(stage: Any, *, kind: str | None = None) -> Iterator[Callable[[Any], None]]:
     """The checks of ``stage``'s kind, in order: each a callable ``check(stage)``."""
@@ -429,6 +484,8 @@ def stage_checks(stage: Any, *, kind: str | None = None) -> Iterator[Callable[[A
         yield check_schedule
     elif kind == "sync":
         yield check_sync
+    elif kind == "loss":
+        yield from (check_loss_shares, check_loss_trains)
 
 
 def check_name(check: Callable[..., Any]) -> str:

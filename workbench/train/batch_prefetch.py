@@ -84,16 +84,12 @@ _END = object()
 
 
 def check_prefetch(errs: ErrorCollector, cfg: Any, world_size: int) -> None:
-    """Refuse ``train.prefetch`` where the prefetch thread cannot keep the run exact (see the module docstring)."""
+    """Refuse ``train.prefetch`` on more than one rank, where the prefetch thread cannot keep the run exact (see
+    the module docstring); where it is read at all is declared (``TrainLoopConfig.field_requires``: batches the
+    trainer samples itself, not a schedule's workers) and checked by ``workbench.composition``."""
     prefetch = getattr(cfg.train, "prefetch", 0)
-    if not prefetch:
-        return
-    errs.check(world_size == 1, "train.prefetch",
+    errs.check(not prefetch or world_size == 1, "train.prefetch",
                f"0 on {world_size} ranks: batches are prefetched on one rank only (there, sampling and feature "
                "pulls need no collective; on several they are collectives on the rank's communicator, which a "
                "second thread of every rank would enter in a different order than the gradient all-reduce)",
                prefetch)
-    errs.check(getattr(cfg, "schedule", None) is None, "train.prefetch",
-               f"0 with schedule.method={cfg.method('schedule') if getattr(cfg, 'schedule', None) is not None else ''}"
-               ": the schedule's worker processes already sample ahead (schedule.workers, and schedule.depth of "
-               "schedule.method=prefetch)", prefetch)

@@ -2,9 +2,10 @@
 simulated pipeline epochs in the run summary.
 
 ``FullGraphTrainer`` uses this module in ``prepare`` when ``train.bin_limit`` or ``train.memory_budget`` is set:
-:func:`check_bins_before_partition` (once the graph is loaded, before the partitioner runs) refuses bins on an
-exchange other than plain ``halo`` and a given budget too small for the largest vertex with its neighbours,
-naming the smallest that works; :func:`size_budget` (once the parts are known) sizes ``memory_budget=auto``
+:func:`check_bins_before_partition` (once the graph is loaded, before the partitioner runs) refuses a given budget
+too small for the largest vertex with its neighbours, naming the smallest that works (bins on an exchange other
+than plain ``halo`` are refused before anything loads: ``bin_limit`` and ``memory_budget`` need ``p2p halo
+layers``, :mod:`workbench.composition`); :func:`size_budget` (once the parts are known) sizes ``memory_budget=auto``
 from the graph; :func:`plan_bins` rejects whole-part training that would not fit the budget (before any worker
 starts) and packs every rank's bins (:func:`pack_part_bins` per rank, :func:`part_dependencies` for what each
 bin reads). A run on a partition folder, whose client never reads the edges, plans the same on the ranks
@@ -33,16 +34,15 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from workbench._validation import ParamError, param_error
 from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_memory_budget, bin_byte_cap,
                                   binned_forward, build_schedule, check_bin_budget, check_memory, largest_vertex_bin,
                                   priority_order)
 from workbench.train.bins_pipeline import BinCosts, simulate, simulate_all
 from workbench.train.full_graph_loop import FullGraphSteps
 from workbench.train.loop import StepOutput
-from workbench.train.objective import node_loss
+from workbench.train.objective import NodeTargets
 
-__all__ = ["plan_bins", "check_bins_before_partition", "check_exchange", "size_budget", "sized_budget", "check_budget",
+__all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "sized_budget", "check_budget",
            "pack_part_bins", "output_bins", "part_dependencies", "plan_from_ranks", "BinnedFullGraphSteps", "BinPlan",
            "bins_summary"]
 
@@ -69,31 +69,18 @@ class BinPlan:
     consecutive: Optional[tuple[list[BinSchedule], list]] = None
 
 
-def check_exchange(train: Any, exchange: str, staleness: str) -> None:
-    """Refuse bins on an exchange other than plain ``halo`` (what the config alone decides: before anything is
-    read but a partition folder's manifest)."""
-    if exchange != "halo" or staleness != "none":
-        name, value = ("bin_limit", train.bin_limit) if train.bin_limit is not None else ("memory_budget",
-                                                                                           train.memory_budget)
-        raise ParamError([param_error(f"train.{name}", "RunConfig", "None unless exchange=halo without staleness "
-                                      "(G3 bins run on the exact per-layer P2P halo exchange)", value)])
-
-
 def _largest_bin(graph: Any, widths_in: list[int], widths_out: list[int]) -> VertexBin:
     src, dst = graph.edges()
     return largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
 
 
-def check_bins_before_partition(graph: Any, train: Any, widths_in: list[int], widths_out: list[int],
-                                exchange: str = "halo", staleness: str = "none") -> VertexBin:
+def check_bins_before_partition(graph: Any, train: Any, widths_in: list[int], widths_out: list[int]) -> VertexBin:
     """What can be refused before the partitioner runs; returns the graph's largest one-vertex bin.
 
     Raises:
-        ParamError: bins with an exchange other than plain ``halo``; with bins, a given ``memory_budget``
-            whose half cannot hold the largest vertex with its in-neighbours (the message names the
-            smallest budget that works).
+        ParamError: with bins, a given ``memory_budget`` whose half cannot hold the largest vertex with its
+            in-neighbours (the message names the smallest budget that works).
     """
-    check_exchange(train, exchange, staleness)
     largest = _largest_bin(graph, widths_in, widths_out)
     if train.bin_limit is not None:
         check_bin_budget(train.memory_budget, largest)
@@ -143,8 +130,8 @@ def check_budget(sizes: list[tuple[int, int]], widths_in: list[int], widths_out:
 
 
 def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list[int], widths_out: list[int],
-              train: Any, exchange: str = "halo", staleness: str = "none", *,
-              largest: Optional[VertexBin] = None, budget: Optional[MemoryBudget] = None) -> Optional[BinPlan]:
+              train: Any, *, largest: Optional[VertexBin] = None,
+              budget: Optional[MemoryBudget] = None) -> Optional[BinPlan]:
     """Check the memory budget and pack every rank's bins (``None`` when training whole parts).
 
     ``train.memory_budget`` may be ``auto``: sized by :func:`size_budget`, unless ``budget`` is that size
@@ -153,9 +140,8 @@ def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list
 
     Raises:
         ParamError: whole-part training does not fit ``memory_budget``; a vertex does not fit half of it (the
-            message names the smallest budget that works); bins with an exchange other than plain ``halo``.
+            message names the smallest budget that works).
     """
-    check_exchange(train, exchange, staleness)
     largest = largest or _largest_bin(graph, widths_in, widths_out)
     if budget is None:
         budget = size_budget(graph, shards, widths_in, widths_out, train, largest)
@@ -263,8 +249,8 @@ def plan_from_ranks(planned: list, widths_in: list[int], widths_out: list[int]) 
 class BinnedFullGraphSteps(FullGraphSteps):
     """:class:`~workbench.train.full_graph_loop.FullGraphSteps` computing each layer bin by bin (exact)."""
 
-    def __init__(self, ctx, *, exchange, shard: Any, schedule: BinSchedule):
-        super().__init__(ctx, exchange=exchange, shard=shard)
+    def __init__(self, ctx, *, exchange, shard: Any, schedule: BinSchedule, objective: Any = None):
+        super().__init__(ctx, exchange=exchange, shard=shard, objective=objective)
         self.schedule = schedule
         self.build_s = schedule.build(ctx.kernel)                    # the bins' CSR blocks, built on the rank
         self.bin_times: list[list[list[float]]] = []     # per epoch, per layer, per bin: forward compute seconds
@@ -281,7 +267,7 @@ class BinnedFullGraphSteps(FullGraphSteps):
         packs: list[list[float]] = []
         t0 = time.perf_counter()
         logits = binned_forward(self.model, self.x, self._exchange_rows, self.schedule, timings, packs)
-        loss = node_loss(logits, self.labels, self.masks[0], self.num_train_global)
+        loss = self.objective.loss(NodeTargets(logits, self.labels, self.masks[0], self.num_train_global))
         self._t_forward_end = time.perf_counter()
         self.forward_s.append(self._t_forward_end - t0)
         self.bin_times.append(timings)

@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.composition import register_trainer
 from workbench.events import Event, PartitionComputed, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
@@ -45,6 +46,7 @@ from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_f
 from workbench.train.full_graph_loop import FullGraphSteps
 from workbench.train.loop import LabelData, Steps, load_training_graph, partition_nodes, split_sizes
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
+from workbench.train.objective import loss_of
 from workbench.train.part_source import check_folder, part_refs, start_folder_run
 from workbench.train.program import Trainer
 from workbench.train.staleness import predicted_bytes_by_epoch
@@ -281,6 +283,11 @@ class OwnerComputeHalo(Exchange):
     class Config(Exchange.Config):
         pass
 
+    @classmethod
+    def provides_for(cls, config: Any) -> frozenset[str]:
+        """Without staleness every layer's halo rows go point to point, fresh (what G3's bins exchange through)."""
+        return cls.provides | ({"p2p halo layers"} if getattr(config, "staleness", "none") == "none" else set())
+
     def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
                input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
         shards, plans = build_shards(graph, node_part, num_parts, model, input_widths, backward_widths)
@@ -320,6 +327,7 @@ class _HaloRank(RankExchange):
         return SpMM.apply(self.a, self.a_t, self.plan.exchange(h, self.comm, layer))   # (num_inner, F_layer)
 
 
+@register_trainer("full_graph")
 class FullGraphTrainer(Trainer):
     """Full-graph training with any registered exchange, SPMD over the ranks (see the module docstring).
 
@@ -327,7 +335,7 @@ class FullGraphTrainer(Trainer):
     """
 
     name = "full_graph"
-    provides = frozenset({"embedding exchange", "whole-part layers"})
+    provides = frozenset({"embedding exchange", "whole-part layers", "node labels"})
     trainer = "full-graph training (sample.method=none)"
     default_exchange = "halo"
     instead = {"cache": "full-graph training moves the first layer's remote input rows through the exchange, "
@@ -384,18 +392,13 @@ class FullGraphTrainer(Trainer):
     def _prepare_on_ranks(self, world_size: int, emit: Callable[[Event], None]) -> list:
         """A folder run: the manifest's figures here, one :class:`~workbench.train.part_source.PartRef` per rank.
 
-        G3's bins: what the config alone decides is refused here (bins on an exchange other than plain ``halo``),
-        the rest on the ranks (:func:`~workbench.train.bins_ranks.plan_bins_on_rank`): the client never reads the
+        G3's bins: what the config alone decides was refused before (bins on an exchange other than plain ``halo``:
+        :mod:`workbench.composition`), the rest is on the ranks (:func:`~workbench.train.bins_ranks.plan_bins_on_rank`): the client never reads the
         edges, so a given ``memory_budget`` below twice the largest vertex with its in-neighbours, or whole parts
         that do not fit it, fail the run as the ranks read their parts (the same ``ParamError`` messages as in
         memory, raised by the ranks), and the budget ``auto`` sizes reaches ``notes`` with the ranks' results."""
         import numpy as np
 
-        if self._binned():
-            from workbench.train.bins_program import check_exchange
-
-            check_exchange(self.config.train, self.config.method("exchange"),
-                           getattr(self.config.exchange, "staleness", "none"))
         pf, event = start_folder_run(self, world_size, emit)
         m = pf.manifest
         widths, backward = self._layer_widths((int(m["feature_dim"]), int(m["num_classes"])))
@@ -433,9 +436,7 @@ class FullGraphTrainer(Trainer):
         from workbench.train.bins_program import check_bins_before_partition
 
         cfg, widths = self.config, self._layer_widths(graph)[0]
-        self._largest_bin = check_bins_before_partition(graph, cfg.train, widths, widths[1:] + [graph.num_classes],
-                                                        cfg.method("exchange"), getattr(cfg.exchange, "staleness",
-                                                                                        "none"))
+        self._largest_bin = check_bins_before_partition(graph, cfg.train, widths, widths[1:] + [graph.num_classes])
 
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
@@ -466,8 +467,8 @@ class FullGraphTrainer(Trainer):
         largest = self._largest_bin
         budget = size_budget(graph, shards, widths, widths_out, cfg.train, largest)
         self._take_budget(budget)
-        self.bin_plan = plan_bins(graph, node_part, shards, widths, widths_out, cfg.train, cfg.method("exchange"),
-                                  getattr(cfg.exchange, "staleness", "none"), largest=largest, budget=budget)
+        self.bin_plan = plan_bins(graph, node_part, shards, widths, widths_out, cfg.train, largest=largest,
+                                  budget=budget)
         for shard, schedule in zip(shards, self.bin_plan.schedules if self.bin_plan else []):
             shard.bins = schedule
 
@@ -499,8 +500,9 @@ class FullGraphTrainer(Trainer):
         if getattr(shard, "bins", None) is not None:
             from workbench.train.bins_program import BinnedFullGraphSteps
 
-            return BinnedFullGraphSteps(ctx, exchange=exchange, shard=shard, schedule=shard.bins)
-        return FullGraphSteps(ctx, exchange=exchange, shard=shard)
+            return BinnedFullGraphSteps(ctx, exchange=exchange, shard=shard, schedule=shard.bins,
+                                        objective=loss_of(self.config))
+        return FullGraphSteps(ctx, exchange=exchange, shard=shard, objective=loss_of(self.config))
 
     def rank_result(self, shard: Any, models: list) -> dict:
         out = {"predicted": shard.predicted}

@@ -14,7 +14,7 @@ import torch
 
 from workbench.train.exchange import RankExchange
 from workbench.train.loop import StepOutput, Steps
-from workbench.train.objective import node_loss
+from workbench.train.objective import NodeTargets
 
 __all__ = ["FullGraphSteps"]
 
@@ -22,8 +22,8 @@ __all__ = ["FullGraphSteps"]
 class FullGraphSteps(Steps):
     """The steps of a full-graph rank: one step per epoch through the exchange's aggregation."""
 
-    def __init__(self, ctx, *, exchange: RankExchange, shard: Any):
-        super().__init__(ctx, comm=exchange.comm, exchange_kinds=exchange.kinds)
+    def __init__(self, ctx, *, exchange: RankExchange, shard: Any, objective: Any = None):
+        super().__init__(ctx, comm=exchange.comm, exchange_kinds=exchange.kinds, objective=objective)
         self.exchange = exchange
         self.num_train_global = shard.num_train_global
         dev = ctx.device
@@ -42,7 +42,7 @@ class FullGraphSteps(Steps):
 
     def forward(self, batch: Any) -> StepOutput:
         logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
-        loss = node_loss(logits, self.labels, self.train_rows, self.num_train_global)
+        loss = self.objective.loss(NodeTargets(logits, self.labels, self.train_rows, self.num_train_global))
         return StepOutput(loss, logits, self.labels, self.masks)
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:

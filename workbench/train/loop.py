@@ -15,10 +15,11 @@ from typing import Annotated, Any, ClassVar, Iterable, Optional, Union
 import torch
 from torch import nn
 
-from workbench._validation import Config, ErrorCollector, ParamError, param_error
+from workbench._validation import Config, ErrorCollector
 from workbench.constraints import Interval, OneOf, Options
 from workbench.graph import Graph
 from workbench.train.kernels import KERNEL_CHOICES, available_kernels
+from workbench.train.objective import CrossEntropy
 from workbench.train.recorder import (TRAFFIC_DETAIL_EPOCHS, TRAFFIC_DETAILS, TRAFFIC_WINDOW_EPOCHS, EpochRecorder,
                                       summarize_ranks, time_breakdown)
 from workbench.train.sync import GradientAllReduce
@@ -133,11 +134,14 @@ class TrainLoopConfig(Config):
     """Settings of the training loop (the ``train`` section of a run config)."""
 
     field_requires: ClassVar[dict[str, frozenset[str]]] = {
-        **{name: frozenset({"whole-part layers"}) for name in ("bin_limit", "pipeline", "memory_budget")},
-        **{name: frozenset({"sampling tasks"}) for name in ("prefetch", "max_steps", "eval_batches")}}
+        **{name: frozenset({"whole-part layers", "p2p halo layers"}) for name in ("bin_limit", "memory_budget")},
+        "pipeline": frozenset({"whole-part layers"}),
+        "prefetch": frozenset({"trainer-sampled batches"}),
+        **{name: frozenset({"sampling tasks"}) for name in ("max_steps", "eval_batches")}}
     """Fields that only a trainer with these capabilities reads (``workbench.composition``): set away from
-    their default under another trainer, they are refused rather than ignored (G3's bins under sampling,
-    ``prefetch`` under full-graph training)."""
+    their default under another trainer, they are refused rather than ignored (G3's bins under sampling or on an
+    exchange with staleness, ``prefetch`` under full-graph training or with a schedule, whose workers sample
+    ahead already)."""
 
     epochs: Annotated[int, Interval(1, None)] = 20
     """Training epochs (full-graph: one forward, backward and update each; mini-batch: one pass over the seeds)."""
@@ -203,7 +207,7 @@ class StepOutput:
 
     Attributes:
         loss: this rank's share of the global loss (``backward()`` is called on it; the ranks' shares add
-            up to the global loss, see :func:`~workbench.train.objective.node_loss`).
+            up to the global loss, see :mod:`~workbench.train.objective`).
         logits: ``(num_rows, num_classes)`` logits of the rows the step computed (owned rows, or a batch's seeds).
         labels: ``(num_rows,)`` their labels.
         masks: train/val/test masks of those rows (accuracy is counted where a mask is set).
@@ -246,19 +250,18 @@ class Steps:
         comm: the communicator the steps use (default ``ctx.comm``; a staleness wrapper for instance): the loop
             sets its epoch and evaluates through it.
         exchange_kinds: traffic kinds reported per epoch as the exchange's bytes.
+        objective: the run's ``loss`` stage (:mod:`workbench.train.objective`; default ``cross_entropy``): a step's
+            loss is ``objective.loss(targets)``.
     """
-
-    prefetches: ClassVar[bool] = False
-    """Whether the steps read ``train.prefetch``, ``train.max_steps`` and ``train.eval_batches`` (sampled blocks);
-    the loop refuses a value other than the default under any other steps, so the setting is never silently
-    ignored (the composition check refuses it earlier under the trainers it knows)."""
 
     child_processes: ClassVar[bool] = False
     """Whether the steps start worker processes whose CPU time belongs to the epoch's (a scheduled trainer's
     sampling workers): the loop then reads the live children's CPU seconds too (``StepTimes.train_cpu_s``)."""
 
-    def __init__(self, ctx, *, comm=None, exchange_kinds: tuple[str, ...] = ()):
+    def __init__(self, ctx, *, comm=None, exchange_kinds: tuple[str, ...] = (), objective: Any = None):
         self.ctx = ctx
+        self.objective = objective if objective is not None else CrossEntropy()
+        """The run's ``loss`` stage."""
         self.comm = comm if comm is not None else ctx.comm
         self.exchange_kinds = tuple(exchange_kinds)
         self.loop: Optional["TrainLoop"] = None
@@ -384,15 +387,6 @@ class TrainLoop:
     """
 
     def __init__(self, ctx, model: nn.Module, config: TrainLoopConfig, steps: Steps, *, sync: Any = None):
-        if not steps.prefetches:
-            why = {"prefetch": ("0", "samples no batches ahead"), "max_steps": ("None", "bounds no epoch's steps"),
-                   "eval_batches": ("None", "evaluates no sampled batches")}
-            errors = [param_error(f"train.{name}", type(steps).__name__,
-                                  f"{default}: this trainer {does} (only mini-batch training on sampled blocks "
-                                  "reads it)", getattr(config, name)) for name, (default, does) in why.items()
-                      if getattr(config, name, None) not in (None, 0)]
-            if errors:
-                raise ParamError(errors)
         self.ctx = ctx
         self.model = model
         self.config = config

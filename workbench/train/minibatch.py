@@ -85,6 +85,7 @@ from typing import Any, Callable, ClassVar, Optional
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.composition import register_trainer
 from workbench.events import Event, SampleStats
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
@@ -94,7 +95,7 @@ from workbench.train.loop import StepOutput, Steps, global_metrics, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
 from workbench.train.models import MODELS, GNNModel, SpMM
-from workbench.train.objective import node_loss
+from workbench.train.objective import NodeTargets, loss_of
 from workbench.train.program import Trainer
 
 __all__ = ["MiniBatchTrainer", "MiniBatchShard", "MiniBatchSteps", "BlockAggregator", "BatchPrefetcher",
@@ -229,11 +230,13 @@ def block_forward(model: GNNModel, aggregators: list[BlockAggregator], x: torch.
 # --------------------------------------------------------------------------------------------------------
 
 
+@register_trainer("minibatch")
 class MiniBatchTrainer(Trainer):
     """Mini-batch training with a sampler, a feature cache and a model (see the module docstring)."""
 
     name = "minibatch"
-    provides = frozenset({"feature source", "sampling tasks", "inclusion probabilities"})
+    provides = frozenset({"feature source", "sampling tasks", "inclusion probabilities", "node labels",
+                          "trainer-sampled batches", "a global seed split"})
     trainer = "mini-batch training on sampled blocks"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
@@ -351,13 +354,8 @@ class MiniBatchSteps(Steps):
     batches after the last epoch), so evaluation batches and the next epoch's first batches are prepared
     while the model computes (module docstring, "Overlap")."""
 
-    prefetches = True
-
     def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard):
-        super().__init__(ctx)
-        errs = ErrorCollector(type(self).__name__)
-        check_prefetch(errs, cfg, ctx.world_size)   # prepare() refused it already; a loop built by hand too
-        errs.raise_if_any()
+        super().__init__(ctx, objective=loss_of(cfg))
         self.prefetch = int(getattr(cfg.train, "prefetch", 0))
         self._prefetcher: Optional[BatchPrefetcher] = None
         from workbench.cache import FeatureStore
@@ -473,7 +471,7 @@ class MiniBatchSteps(Steps):
         logits = block_forward(self.model, aggregators, x)
         labels = self._labels(seeds)
         total = max(self.global_sizes[step], 1)
-        loss = node_loss(logits, labels, total=total)
+        loss = self.objective.loss(NodeTargets(logits, labels, total=total))
         acc = self._acc
         acc["steps"] += 1
         acc["sampled_edges"] += mb.num_sampled_edges

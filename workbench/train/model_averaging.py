@@ -54,16 +54,16 @@ import numpy as np
 import torch
 
 from workbench._validation import ErrorCollector
+from workbench.composition import register_trainer
 from workbench.events import Event, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
-from workbench.sample.base import Sampler, block_samplers
 from workbench.train.loop import StepOutput, Steps, make_optimizer
 from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.kernels import leading_rows
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
-from workbench.train.objective import node_loss
+from workbench.train.objective import NodeTargets, loss_of
 from workbench.train.program import Trainer
 from workbench.train.sampled_parts import evaluate_sampled, folder_sampled_part, shard_sampled_part
 
@@ -72,8 +72,8 @@ __all__ = ["check_model_averaging", "ModelAveragingTrainer", "PartShard", "part_
 
 
 def check_model_averaging(cfg: Any, errs: ErrorCollector) -> None:
-    """What model averaging refuses in a run config: a sampler that is not a block sampler (each part samples
-    its own blocks), sampler settings it would ignore (``split``, ``trainers``) and ``sync.eval_sample`` other
+    """What model averaging refuses in a run config beyond the declared capabilities (an edge sampler needs an
+    embedding exchange; ``sample.split`` and ``sample.trainers`` a global seed split): ``sync.eval_sample`` other
     than 'full' where nothing is evaluated in batches (full batch, or a graph that is not a partition folder)."""
     from workbench.data.partfolder import parts_config_of
 
@@ -81,20 +81,6 @@ def check_model_averaging(cfg: Any, errs: ErrorCollector) -> None:
     errs.check(eval_sample == "full" or (cfg.sample is not None and parts_config_of(cfg.graph) is not None),
                "sync.eval_sample", "'full' unless a partition folder's parts train in mini-batches (sample set, "
                "graph='parts:...'; the setting would have no effect)", eval_sample)
-    if cfg.sample is None:
-        return
-    name = cfg.method("sample")
-    if name not in block_samplers():
-        errs.check(False, "sample.method", f"none or a block sampler ({'|'.join(block_samplers())}) under "
-                   "sync.method=model_avg: each part samples its own blocks", name)
-        return
-    default = Sampler.Config()
-    for field, why in (("split", "each part trains its own training vertices"),
-                       ("trainers", "each part is its own trainer")):
-        value = getattr(cfg.sample, field)
-        errs.check(value == getattr(default, field), f"sample.{field}",
-                   f"{getattr(default, field)!r} under sync.method=model_avg ({why}; the setting would have no "
-                   "effect)", value)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -305,11 +291,13 @@ class _Payload:
 # --------------------------------------------------------------------------------------------------------
 
 
+@register_trainer("model_averaging")
 class ModelAveragingTrainer(Trainer):
     """Prepare the parts' subgraphs on the client; train locally and average on the ranks."""
 
     name = "catgnn"
     trainer = "local training per part with model averaging (CATGNN)"
+    provides = frozenset({"node labels"})
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Any = None):
         super().__init__(config, graph=graph, node_part=node_part)
@@ -435,7 +423,7 @@ class AveragingSteps(Steps):
     a folder's parts in batches (:func:`~workbench.train.sampled_parts.evaluate_sampled`, ``sync.eval_sample``)."""
 
     def __init__(self, ctx, models: list, config: Any, payload: _Payload):
-        super().__init__(ctx, exchange_kinds=("model_avg",))
+        super().__init__(ctx, exchange_kinds=("model_avg",), objective=loss_of(config))
         self.cfg = config
         self.models = models
         dev = ctx.device
@@ -522,7 +510,7 @@ class AveragingSteps(Steps):
             return self._forward_sampled(*batch)
         s, _, _, _, labels, train = self.parts[batch]
         logits = self._owned_logits(self.model, batch)
-        loss = node_loss(logits, labels, train, int(train.sum()))
+        loss = self.objective.loss(NodeTargets(logits, labels, train, int(train.sum())))
         none = torch.zeros_like(train)
         return StepOutput(loss, logits, labels, (train, none, none), extra={"alpha": s.alpha})
 
@@ -545,7 +533,7 @@ class AveragingSteps(Steps):
             h = p.feature_rows(mb.input_gid).to(self.ctx.device)
         logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), h)
         y = p.labels[seeds].to(logits.device)
-        loss = node_loss(logits, y)
+        loss = self.objective.loss(NodeTargets(logits, y))
         yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)
         return StepOutput(loss, logits.detach(), y, (yes, ~yes, ~yes), extra={"alpha": p.alpha, "part": k})
 

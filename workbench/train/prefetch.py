@@ -62,10 +62,12 @@ from typing import Annotated, Any, Optional
 import torch
 
 from workbench._validation import ErrorCollector, ParamError, param_error
+from workbench.composition import register_trainer
 from workbench.constraints import Interval
 from workbench.events import PipelineCost, SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, OwnerComputeHalo, halo_shard
+from workbench.train.objective import loss_of
 from workbench.train.part_source import agree_halo
 from workbench.train.models import SpMM, sparse_aggregator
 from workbench.train.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
@@ -404,8 +406,8 @@ class PrefetchSteps(FullGraphSteps):
     a sampled, stale forward says little about the model at small epsilon. The loss stays the training
     step's (sampled) loss."""
 
-    def __init__(self, ctx, *, exchange: Any, shard: Any, timing: Optional["RankTiming"] = None):
-        super().__init__(ctx, exchange=exchange, shard=shard)
+    def __init__(self, ctx, *, exchange: Any, shard: Any, timing: Optional["RankTiming"] = None, objective=None):
+        super().__init__(ctx, exchange=exchange, shard=shard, objective=objective)
         self.timing = timing
         """What this rank's :class:`~workbench.events.PipelineCost` events are made of (None: no such events)."""
 
@@ -431,21 +433,18 @@ class PrefetchSteps(FullGraphSteps):
                 self.ctx.log(self.timing.event(ex, rec, epoch))
 
 
+@register_trainer("edge_sampled")
 class EdgeSampledTrainer(FullGraphTrainer):
-    """Full-graph training on sampled edges with prefetched boundary rows: the PSC-GCN composition.
-
-    Chosen by :meth:`RunConfig.build` when the sample method names it (every
-    :class:`~workbench.sample.psc.EdgeSampler`); the exchange must be ``prefetch``.
-    """
+    """Full-graph training on sampled edges with prefetched boundary rows: the PSC-GCN composition, chosen when the
+    sample method names it (every :class:`~workbench.sample.psc.EdgeSampler`); the exchange must be ``prefetch``."""
 
     name = "psc_gcn"
-    provides = frozenset({"embedding exchange", "feature source"})
+    provides = frozenset({"embedding exchange", "feature source", "node labels"})
     trainer = "full-graph training on sampled edges"
     default_exchange = "prefetch"
 
     def __init__(self, config, *, graph=None, node_part=None):
         super().__init__(config, graph=graph, node_part=node_part)
-        self.name = "psc_gcn"
         self._world_size = 1
 
     def prepare(self, world_size, emit):
@@ -480,7 +479,7 @@ class EdgeSampledTrainer(FullGraphTrainer):
         exchange.setup_model(model)
         timing = RankTiming(widths=list(self._widths), cached=cache is not None, sampled=cfg.sample is not None,
                             allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()), ctx.world_size))
-        return PrefetchSteps(ctx, exchange=exchange, shard=shard, timing=timing)
+        return PrefetchSteps(ctx, exchange=exchange, shard=shard, timing=timing, objective=loss_of(self.config))
 
     def rank_result(self, shard, models):
         return {"predicted": shard.predicted, "num_params": sum(p.numel() for p in models[0].parameters())}

@@ -21,8 +21,9 @@ epoch's last step, before the evaluation (:meth:`Sync.after_epoch`: ``model_avg`
 the epoch is due). The loop offers its replicas through ``loop.replicas()``: ``[(model, weight), ...]``, one
 model and weight ``1 / world_size`` by default, every part's model with its ``alpha_k`` under model averaging.
 
-A sync that trains its own way names its trainer (``trains_with``: ``module:Class``); the composition check
-(:mod:`workbench.composition`) then refuses what that trainer cannot use, before any worker starts.
+A sync that trains its own way names its trainer (``trains_with``: its key in ``workbench.composition.TRAINERS``);
+the composition check (:mod:`workbench.composition`) then refuses what that trainer cannot use, before any worker
+starts.
 
 Example:
     >>> from workbench.compose import RunConfig
@@ -77,7 +78,8 @@ class Sync(Stage):
 
     kind = "sync"
     trains_with: ClassVar[Optional[str]] = None
-    """``module:Class`` of the trainer a sync trains with when it is not the other sections' (None: theirs)."""
+    """The key (:data:`workbench.composition.TRAINERS`) of the trainer a sync trains with when it is not the other
+    sections' (None: theirs)."""
 
     def after_step(self, loop: Any) -> None:
         """After a step's backward pass, before the optimiser step (timed as ``grad_sync``)."""
@@ -109,7 +111,7 @@ class ModelAveraging(Sync):
     """CATGNN (§3.3): parts train alone; every ``interval`` epochs ``W = sum_k alpha_k W_k``."""
 
     name = "model_avg"
-    trains_with = "workbench.train.model_averaging:ModelAveragingTrainer"
+    trains_with = "model_averaging"
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Sync.Config):
