@@ -270,23 +270,11 @@ class Steps:
         """Called once by the loop it runs in (after the loop built its optimiser and recorder)."""
         self.loop = loop
 
-    # -- the loop's state ----------------------------------------------------------------------------------
+    # -- the loop's state (read only) ------------------------------------------------------------------------
     @property
     def model(self) -> nn.Module:
-        """The model the current step trains (a trainer with several replicas switches it)."""
+        """The replica the current step trains (the loop picks it: :meth:`replica_of`)."""
         return self.loop.model
-
-    @model.setter
-    def model(self, model: nn.Module) -> None:
-        self.loop.model = model
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        return self.loop.optimizer
-
-    @optimizer.setter
-    def optimizer(self, optimizer: torch.optim.Optimizer) -> None:
-        self.loop.optimizer = optimizer
 
     @property
     def timer(self):
@@ -309,6 +297,11 @@ class Steps:
         """The epoch's steps. Default: one full-graph step (``None``). Same count on every rank."""
         return (None,)
 
+    def replica_of(self, batch: Any) -> int:
+        """Which of the rank's replicas trains ``batch`` (the loop steps that one with its own optimiser).
+        Default: the one model."""
+        return 0
+
     def forward(self, batch: Any) -> StepOutput:
         """Forward pass of one step (through the exchange or the sampled blocks)."""
         raise NotImplementedError
@@ -316,10 +309,10 @@ class Steps:
     def after_backward(self, batch: Any, out: StepOutput) -> None:
         """After ``loss.backward()``, before the sync (SANCUS's CAGNET weight gradient)."""
 
-    def replicas(self) -> list[tuple[nn.Module, float]]:
-        """The model replicas this rank trains and their averaging weights (a sync that averages models reads
-        them): the model, weighted ``1 / world_size``."""
-        return [(self.model, 1.0 / self.ctx.world_size)]
+    def replica_weights(self, count: int) -> list[float]:
+        """The averaging weight of each of the rank's ``count`` replicas (a sync that averages models reads them):
+        ``1 / world_size`` each by default."""
+        return [1.0 / self.ctx.world_size] * count
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict[str, Optional[float]]:
         """Global loss and train/val/test accuracy of the epoch (default: from the steps' outputs)."""
@@ -344,11 +337,13 @@ class TrainLoop:
         recorder.start(epoch); comm.set_epoch(epoch); ctx.check_stop()
         steps.on_epoch_start(epoch)
         for batch in steps.batches(epoch):    # full graph: one step (None); mini-batch: sampled batches
-            zero_grad; out = steps.forward(batch)   # features in, the exchange / sampled blocks, the model
+            k = steps.replica_of(batch)       # the replica this batch trains (CATGNN: its part's model)
+            model = models[k]; optimizers[k].zero_grad()
+            out = steps.forward(batch)        # features in, the exchange / sampled blocks, the model
             out.loss.backward()
             steps.after_backward(batch, out)  # e.g. SANCUS's CAGNET weight gradient
             sync.after_step(self)             # allreduce: one all-reduce of the weight gradients (kind "allreduce")
-            optimizer.step()
+            optimizers[k].step()
         sync.after_epoch(self, epoch)         # model_avg: the replicas averaged when due (kind "model_avg")
         recorder.training_done()              # the CPU seconds of the training steps (StepTimes.train_cpu_s)
         metrics = steps.evaluate(epoch, outputs)   # global loss and accuracies (one tiny all-reduce)
@@ -364,7 +359,8 @@ class TrainLoop:
 
     Args:
         ctx: the rank's :class:`~workbench.runtime.program.RankContext`.
-        model: the rank's model replica.
+        models: the rank's model replicas (one, or one per part under model averaging; a module is one
+            replica), each stepped by its own optimiser; the first is the model the summary reports.
         config: the :class:`TrainLoopConfig`.
         steps: the trainer's :class:`Steps`.
         sync: the run's sync stage (:mod:`workbench.train.sync`; default ``allreduce``: synchronous SGD).
@@ -386,29 +382,37 @@ class TrainLoop:
         (3, True)
     """
 
-    def __init__(self, ctx, model: nn.Module, config: TrainLoopConfig, steps: Steps, *, sync: Any = None):
+    def __init__(self, ctx, models: Union[nn.Module, list[nn.Module]], config: TrainLoopConfig, steps: Steps, *,
+                 sync: Any = None):
         self.ctx = ctx
-        self.model = model
+        self.models: list[nn.Module] = list(models) if isinstance(models, (list, tuple)) else [models]
+        self.model = self.models[0]
+        """The replica the current step trains (set by the loop before each step; the first between steps)."""
         self.config = config
         self.steps = steps
         self.sync = sync if sync is not None else GradientAllReduce()
         """The rank's sync stage: called after every step and after the epoch's last step."""
         self.comm = steps.comm
-        params: Any = model.parameters()
-        if config.weight_decay_layers == "first" and hasattr(model, "first_layer_parameters"):
-            first = {id(p) for p in model.first_layer_parameters()}
-            params = [{"params": [p for p in model.parameters() if id(p) in first]},
-                      {"params": [p for p in model.parameters() if id(p) not in first], "weight_decay": 0.0}]
-        self.optimizer = make_optimizer(config.optimizer, params, config.lr, config.weight_decay)
+        self.optimizers = [self._optimizer(m) for m in self.models]
+        """One optimiser per replica."""
         self.recorder = EpochRecorder(ctx, steps.exchange_kinds, config, child_processes=steps.child_processes)
         self.timer = self.recorder.timer
         """The rank's :class:`~workbench.train.timing.PhaseTimer`: the steps open finer phases on it."""
         self.epoch = 0
         steps.bind(self)
 
+    def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        config = self.config
+        params: Any = model.parameters()
+        if config.weight_decay_layers == "first" and hasattr(model, "first_layer_parameters"):
+            first = {id(p) for p in model.first_layer_parameters()}
+            params = [{"params": [p for p in model.parameters() if id(p) in first]},
+                      {"params": [p for p in model.parameters() if id(p) not in first], "weight_decay": 0.0}]
+        return make_optimizer(config.optimizer, params, config.lr, config.weight_decay)
+
     def replicas(self) -> list[tuple[nn.Module, float]]:
-        """The model replicas this rank trains and their averaging weights (the steps')."""
-        return self.steps.replicas()
+        """The model replicas this rank trains and their averaging weights (:meth:`Steps.replica_weights`)."""
+        return list(zip(self.models, self.steps.replica_weights(len(self.models))))
 
     def run_epoch(self, epoch: int) -> dict:
         steps, timer = self.steps, self.timer
@@ -417,12 +421,15 @@ class TrainLoop:
         if self.comm is not self.ctx.comm:
             self.comm.set_epoch(epoch)
         self.ctx.check_stop()
-        if hasattr(self.model, "epoch"):
-            self.model.epoch = epoch   # a dropout key
+        for model in self.models:
+            if hasattr(model, "epoch"):
+                model.epoch = epoch   # a dropout key
         steps.on_epoch_start(epoch)
         outputs = []
         for batch in steps.batches(epoch):
-            self.optimizer.zero_grad(set_to_none=False)
+            replica = steps.replica_of(batch)
+            self.model, optimizer = self.models[replica], self.optimizers[replica]
+            optimizer.zero_grad(set_to_none=False)
             with timer.phase("forward"):
                 out = steps.forward(batch)
             with timer.phase("backward"):
@@ -431,9 +438,10 @@ class TrainLoop:
             with timer.phase("grad_sync"):
                 self.sync.after_step(self)
             with timer.phase("optimizer"):
-                self.optimizer.step()
+                optimizer.step()
             timer.steps += 1
             outputs.append(out)
+        self.model = self.models[0]
         with timer.phase("grad_sync"):
             self.sync.after_epoch(self, epoch)
         self.recorder.training_done()

@@ -59,7 +59,7 @@ from workbench.events import Event, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
-from workbench.train.loop import StepOutput, Steps, make_optimizer
+from workbench.train.loop import StepOutput, Steps
 from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.kernels import leading_rows
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
@@ -479,16 +479,10 @@ class AveragingSteps(Steps):
         """Optimiser steps per epoch, over this rank's parts (one per part in full-batch training)."""
         self.best = (-1, -1.0, None)
 
-    def bind(self, loop) -> None:
-        super().bind(loop)
-        tc = self.cfg.train
-        self.optimizers = [loop.optimizer] + [make_optimizer(tc.optimizer, m.parameters(), tc.lr, tc.weight_decay)
-                                              for m in self.models[1:]]
-
     def batches(self, epoch: int):
+        """Part after part: its one full-batch step (``k``), or its mini-batches (``(k, step, seeds)``)."""
         self.step_counts.append(0)
         for k in range(len(self.models)):
-            self.model, self.optimizer = self.models[k], self.optimizers[k]
             if self.sampler is None:
                 self.step_counts[-1] += 1
                 yield k
@@ -537,9 +531,13 @@ class AveragingSteps(Steps):
         yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)
         return StepOutput(loss, logits.detach(), y, (yes, ~yes, ~yes), extra={"alpha": p.alpha, "part": k})
 
-    def replicas(self) -> list:
-        """Every part's model with its averaging weight ``alpha_k`` (what ``sync.method=model_avg`` averages)."""
-        return [(m, (p if self.sampler is not None else p[0]).alpha) for p, m in zip(self.parts, self.models)]
+    def replica_of(self, batch) -> int:
+        """Part ``k``'s batches train part ``k``'s model."""
+        return batch if self.sampler is None else batch[0]
+
+    def replica_weights(self, count: int) -> list[float]:
+        """Every part's averaging weight ``alpha_k`` (what ``sync.method=model_avg`` averages)."""
+        return [(p if self.sampler is not None else p[0]).alpha for p in self.parts]
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
         per_part: dict = {}   # the epoch's loss: sum over parts of alpha_k x the part's mean step loss

@@ -215,7 +215,7 @@ class TrainingProgram(Program):
         try:
             sync = registry("sync").build(cfg.method("sync"), cfg.sync) if getattr(cfg, "sync", None) is not None \
                 else None
-            loop = TrainLoop(ctx, models[0], cfg.train, steps, sync=sync)
+            loop = TrainLoop(ctx, models, cfg.train, steps, sync=sync)
         except BaseException:
             steps.close()   # the loop closes them once it runs
             raise
