@@ -46,6 +46,8 @@ class RankContext:
             :class:`~workbench.events.StepTimes`).
         kernel: the sparse kernel choice of the run (``train.kernel``; the program sets it before it builds
             its matrices, which record it).
+        timer: the rank's :class:`~workbench.train.timing.PhaseTimer` (the training program makes it before it builds
+            anything, so every stage opens its phases on the one timer the loop's account reads; None elsewhere).
         host: the address this rank's process is reached at (the Dask worker's host, the interface its process
             group uses; loopback on the in-process runners): where a rank's own servers listen (ByteGNN's graph
             store, :mod:`workbench.schedule.graphstore`).
@@ -61,6 +63,7 @@ class RankContext:
     program: str = ""
     kernel: str = "auto"
     host: str = "127.0.0.1"
+    timer: Any = None
 
     def check_stop(self) -> None:
         """All ranks agree (one tiny all-reduce) whether to stop; raises :class:`StopRequested` on all."""

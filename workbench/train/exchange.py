@@ -150,7 +150,7 @@ class RankExchange:
         comm: the communicator the exchange (and the loop) uses: the rank's, or the staleness wrapper.
         policy: the :class:`StalenessPolicy` consulted before every layer.
         kinds: the traffic kinds reported as the exchange's bytes.
-        timer: the loop's :class:`~workbench.train.timing.PhaseTimer` (set by the loop), on which an exchange may
+        timer: the rank's :class:`~workbench.train.timing.PhaseTimer` (``ctx.timer``, the loop's), on which an exchange may
             open finer phases (the prefetch exchange's edge sampling); its communication inside the forward and
             backward passes is counted as ``exchange`` without it.
     """
@@ -161,7 +161,7 @@ class RankExchange:
         self.comm = policy.wrap(ctx.comm)
         self.kinds = kinds
         self.epoch = 0
-        self.timer = PhaseTimer()
+        self.timer = ctx.timer if getattr(ctx, "timer", None) is not None else PhaseTimer()
         self.evaluating = False
 
     def aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:

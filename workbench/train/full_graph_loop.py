@@ -33,10 +33,6 @@ class FullGraphSteps(Steps):
         gid = shard.data.global_nid
         self.node_ids = gid.to(dev) if gid is not None else None          # dropout masks are keyed by them
 
-    def bind(self, loop) -> None:
-        super().bind(loop)
-        self.exchange.timer = loop.timer
-
     def on_epoch_start(self, epoch: int) -> None:
         self.exchange.epoch = epoch
 

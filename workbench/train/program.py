@@ -49,6 +49,7 @@ from workbench.stages import registry
 from workbench.train.loop import Steps, TrainLoop
 from workbench.train.models import MODELS
 from workbench.train.recorder import peak_rss_mb, summarize_ranks
+from workbench.train.timing import PhaseTimer
 
 __all__ = ["Trainer", "TrainingProgram"]
 
@@ -209,6 +210,7 @@ class TrainingProgram(Program):
     def run_rank(self, ctx: RankContext, payload: Any) -> dict:
         cfg, trainer = self.config, self.trainer
         ctx.kernel = cfg.train.kernel
+        ctx.timer = PhaseTimer(ctx.comm.counter)   # before the steps and their exchange, which open phases on it
         payload = trainer.rank_payload(ctx, payload)
         models = trainer.models(ctx, payload)
         steps = trainer.steps(ctx, payload, models)

@@ -85,7 +85,7 @@ class EpochRecorder:
         self._window_end = 0
         self._last_metrics: dict = {}
         self._progress_at = 0.0
-        self.timer = PhaseTimer(ctx.comm.counter)
+        self.timer = ctx.timer if getattr(ctx, "timer", None) is not None else PhaseTimer(ctx.comm.counter)
         self.child_processes = child_processes
         """Whether the epoch's CPU seconds also read the live child processes' (:func:`process_cpu_s`)."""
         self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
