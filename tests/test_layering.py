@@ -202,3 +202,5 @@ def test_one_training_program_and_one_loop():
     assert bases.get("Program") == {"TrainingProgram", "NetProbe", "TinyProgram"}
     assert "TrainLoop" not in bases
     assert {"FullGraphTrainer", "MiniBatchTrainer", "ModelAveragingTrainer"} <= bases["Trainer"]
+    # what varies in full-graph training is given to its steps (a step, an objective, the exchange's hooks)
+    assert "FullGraphSteps" not in bases and bases["Steps"] >= {"FullGraphSteps", "MiniBatchSteps", "AveragingSteps"}

@@ -150,7 +150,9 @@ def _providers(capability: str) -> str:
         names = sorted(n for n, cls in registry(kind).items() if capability in _provides(cls, None))
         if names:
             found.append(f"{section}.method={'|'.join(names)}")
-    for program in TRAINERS.values():
+    order = ("full_graph", "minibatch", "scheduled", "edge_sampled", "model_averaging")   # the messages' order
+    for key in sorted(TRAINERS, key=lambda k: (order.index(k) if k in order else len(order), k)):
+        program = TRAINERS[key]
         if capability in program.provides:
             found.append(program.trainer)
     return ", ".join(found) or "no registered method"

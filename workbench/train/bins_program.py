@@ -9,9 +9,8 @@ layers``, :mod:`workbench.composition`); :func:`size_budget` (once the parts are
 from the graph; :func:`plan_bins` rejects whole-part training that would not fit the budget (before any worker
 starts) and packs every rank's bins (:func:`pack_part_bins` per rank, :func:`part_dependencies` for what each
 bin reads). A run on a partition folder, whose client never reads the edges, plans the same on the ranks
-(:mod:`workbench.train.bins_ranks`, :func:`plan_from_ranks` for the summary). A rank with bins trains with
-:class:`BinnedFullGraphSteps`
-(per-layer P2P halo exchange of the ``halo`` exchange, then the layer bin by bin). The summary gains
+(:mod:`workbench.train.bins_ranks`, :func:`plan_from_ranks` for the summary). A rank with bins trains the full-graph steps
+with a :class:`BinnedStep` (per-layer P2P halo exchange of the ``halo`` exchange, then the layer bin by bin). The summary gains
 ``g3``: bins per layer, the measured per-bin costs' totals and, per pipeline variant, the simulated epoch
 time and idle fraction (:mod:`workbench.train.bins_pipeline`). The simulated epoch charges what every epoch does,
 measured after the first epoch: the packer gathering each bin's input block, the bin's computation, the backward.
@@ -38,12 +37,9 @@ from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_mem
                                   binned_forward, build_schedule, check_bin_budget, check_memory, largest_vertex_bin,
                                   priority_order)
 from workbench.train.bins_pipeline import BinCosts, simulate, simulate_all
-from workbench.train.full_graph_loop import FullGraphSteps
-from workbench.train.loop import StepOutput
-from workbench.train.objective import NodeTargets
 
 __all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "sized_budget", "check_budget",
-           "pack_part_bins", "output_bins", "part_dependencies", "plan_from_ranks", "BinnedFullGraphSteps", "BinPlan",
+           "pack_part_bins", "output_bins", "part_dependencies", "plan_from_ranks", "BinnedStep", "BinPlan",
            "bins_summary"]
 
 
@@ -246,41 +242,36 @@ def plan_from_ranks(planned: list, widths_in: list[int], widths_out: list[int]) 
                    consecutive=([p.consecutive[0] for p in planned], by_layer([p.consecutive[1] for p in planned])))
 
 
-class BinnedFullGraphSteps(FullGraphSteps):
-    """:class:`~workbench.train.full_graph_loop.FullGraphSteps` computing each layer bin by bin (exact)."""
+class BinnedStep:
+    """How one full-graph forward runs under G3's bins: each layer's halo rows through the ``halo`` exchange's
+    per-layer plan, then the layer bin by bin (exact), with each bin's compute and packing timed for the
+    simulated pipelines (the step of :class:`~workbench.train.full_graph_loop.FullGraphSteps`)."""
 
-    def __init__(self, ctx, *, exchange, shard: Any, schedule: BinSchedule, objective: Any = None):
-        super().__init__(ctx, exchange=exchange, shard=shard, objective=objective)
+    def __init__(self, schedule: BinSchedule, kernel: str):
         self.schedule = schedule
-        self.build_s = schedule.build(ctx.kernel)                    # the bins' CSR blocks, built on the rank
+        self.build_s = schedule.build(kernel)                        # the bins' CSR blocks, built on the rank
         self.bin_times: list[list[list[float]]] = []     # per epoch, per layer, per bin: forward compute seconds
         self.bin_pack_times: list[list[list[float]]] = []  # ... and seconds gathering the bin's input block
         self.forward_s: list[float] = []
         self.backward_s: list[float] = []
         self._t_forward_end = 0.0
 
-    def _exchange_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        return self.exchange.plan.exchange(h, self.exchange.comm, layer)
-
-    def forward(self, batch: Any) -> StepOutput:
+    def logits(self, model: Any, x: torch.Tensor, exchange: Any, node_ids: Any) -> torch.Tensor:
         timings: list[list[float]] = []
         packs: list[list[float]] = []
         t0 = time.perf_counter()
-        logits = binned_forward(self.model, self.x, self._exchange_rows, self.schedule, timings, packs)
-        loss = self.objective.loss(NodeTargets(logits, self.labels, self.masks[0], self.num_train_global))
+        logits = binned_forward(model, x, lambda h, layer: exchange.plan.exchange(h, exchange.comm, layer),
+                                self.schedule, timings, packs)
         self._t_forward_end = time.perf_counter()
         self.forward_s.append(self._t_forward_end - t0)
         self.bin_times.append(timings)
         self.bin_pack_times.append(packs)
-        return StepOutput(loss, logits, self.labels, self.masks)
+        return logits
 
-    def after_backward(self, batch: Any, out: StepOutput) -> None:
+    def after_backward(self) -> None:
         self.backward_s.append(time.perf_counter() - self._t_forward_end)
-        super().after_backward(batch, out)
 
-    def extra_result(self) -> dict:
-        out = super().extra_result()
-
+    def result(self) -> dict:
         def per_epoch(epochs: list) -> list:                        # mean per layer and bin; the first epoch warms up
             times = epochs[1:] or epochs
             return [np.mean([e[k] for e in times], axis=0).tolist() for k in range(len(times[0]))] if times else []
@@ -289,11 +280,10 @@ class BinnedFullGraphSteps(FullGraphSteps):
         fwd, pack = sum(sum(layer) for layer in mean), sum(sum(layer) for layer in packs)
         bwd = float(np.mean(self.backward_s[1:] or self.backward_s)) if self.backward_s else 0.0
         # the simulated backward replays each bin's pack, then its compute x ratio: together the measured backward
-        out["g3_bins"] = {"bin_compute_s": mean, "bin_pack_s": packs,
-                          "backward_ratio": max(bwd - pack, 0.0) / fwd if fwd > 0 else 1.0,
-                          "one_off_s": {"pack_s": self.schedule.pack_s, "build_s": self.build_s},
-                          "bins_per_layer": [lb.num_bins for lb in self.schedule.layers]}
-        return out
+        return {"g3_bins": {"bin_compute_s": mean, "bin_pack_s": packs,
+                            "backward_ratio": max(bwd - pack, 0.0) / fwd if fwd > 0 else 1.0,
+                            "one_off_s": {"pack_s": self.schedule.pack_s, "build_s": self.build_s},
+                            "bins_per_layer": [lb.num_bins for lb in self.schedule.layers]}}
 
 
 def bin_costs(plan: BinPlan, rank_results: list[dict], *, consecutive: bool = False

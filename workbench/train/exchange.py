@@ -164,6 +164,17 @@ class RankExchange:
         self.timer = ctx.timer if getattr(ctx, "timer", None) is not None else PhaseTimer()
         self.evaluating = False
 
+    def evaluation_logits(self, model: Any, x: torch.Tensor) -> Optional[torch.Tensor]:
+        """Logits of the owned rows for the epoch's accuracies when this exchange evaluates its own way (the
+        ``prefetch`` exchange: the whole graph with current boundary rows, ``exchange.full_eval``); None: the
+        steps' own evaluation."""
+        return None
+
+    def epoch_events(self, epoch: int) -> list:
+        """This exchange's events of the epoch just evaluated (the ``prefetch`` exchange's cache, sample and
+        pipeline-cost events), logged by the steps after the epoch's ``EpochEnd``. Default: none."""
+        return []
+
     def aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         """``(num_owned, F)`` = ``Â H`` of the owned rows; the policy agrees this layer's flags first (not in
         an :meth:`evaluation` pass)."""

@@ -497,12 +497,12 @@ class FullGraphTrainer(Trainer):
     def steps(self, ctx: RankContext, shard: Any, models: list) -> Steps:
         exchange = self.exchange().attach(ctx, shard)
         exchange.setup_model(models[0])
+        step = None   # every layer on the whole part
         if getattr(shard, "bins", None) is not None:
-            from workbench.train.bins_program import BinnedFullGraphSteps
+            from workbench.train.bins_program import BinnedStep   # compiles numba kernels: binned runs only
 
-            return BinnedFullGraphSteps(ctx, exchange=exchange, shard=shard, schedule=shard.bins,
-                                        objective=loss_of(self.config))
-        return FullGraphSteps(ctx, exchange=exchange, shard=shard, objective=loss_of(self.config))
+            step = BinnedStep(shard.bins, ctx.kernel)
+        return FullGraphSteps(ctx, exchange=exchange, shard=shard, objective=loss_of(self.config), step=step)
 
     def rank_result(self, shard: Any, models: list) -> dict:
         out = {"predicted": shard.predicted}

@@ -1,30 +1,61 @@
-"""The steps of a full-graph rank: one step per epoch, every layer through the exchange's aggregation.
+"""The steps of a full-graph rank: one step per epoch, every layer on the whole part, through the exchange.
 
-The full-graph trainer (:class:`~workbench.train.full_graph.FullGraphTrainer`) runs them in the one loop on every
-rank (G3's :class:`~workbench.train.bins_program.BinnedFullGraphSteps` compute each layer bin by bin; PSC-GCN's
-:class:`~workbench.train.prefetch.PrefetchSteps` add the prefetch exchange's events); this module sits below
-them all, so they import it and not each other.
+Every full-graph trainer runs these steps in the one loop (:class:`~workbench.train.full_graph.FullGraphTrainer`,
+and PSC-GCN's :class:`~workbench.train.prefetch.EdgeSampledTrainer`). What varies is given to them, not
+subclassed:
+
+* the ``step``, how one forward runs: :class:`WholePartStep` (each layer's aggregation through the exchange), or
+  G3's bins (:class:`~workbench.train.bins_program.BinnedStep`: each layer bin by bin after its halo exchange);
+* the objective (the run's ``loss`` stage);
+* the exchange's own evaluation and events (:meth:`~workbench.train.exchange.RankExchange.evaluation_logits`,
+  :meth:`~workbench.train.exchange.RankExchange.epoch_events`: the ``prefetch`` exchange's whole-graph accuracy
+  and its cache, sample and pipeline-cost events).
+
+This module sits below the trainers and the steps' components, so they import it and not each other.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
 from workbench.train.exchange import RankExchange
-from workbench.train.loop import StepOutput, Steps
+from workbench.train.loop import StepOutput, Steps, global_metrics
 from workbench.train.objective import NodeTargets
 
-__all__ = ["FullGraphSteps"]
+__all__ = ["FullGraphSteps", "WholePartStep"]
+
+
+class WholePartStep:
+    """How one full-graph forward runs: every layer's aggregation on the whole part through the exchange."""
+
+    def logits(self, model: Any, x: torch.Tensor, exchange: RankExchange, node_ids: Optional[torch.Tensor]):
+        return model(x, exchange.aggregate, node_ids)
+
+    def after_backward(self) -> None:
+        """After the step's backward pass (before the exchange's own hook)."""
+
+    def result(self) -> dict:
+        """Entries of the rank's result (G3's bin timings)."""
+        return {}
 
 
 class FullGraphSteps(Steps):
-    """The steps of a full-graph rank: one step per epoch through the exchange's aggregation."""
+    """The steps of a full-graph rank: one step per epoch through the exchange's aggregation.
 
-    def __init__(self, ctx, *, exchange: RankExchange, shard: Any, objective: Any = None):
+    Args:
+        ctx: the rank's context.
+        exchange: the rank's exchange.
+        shard: the rank's shard (its owned rows' features, labels and masks; the global training count).
+        objective: the run's ``loss`` stage.
+        step: how the forward runs (default :class:`WholePartStep`).
+    """
+
+    def __init__(self, ctx, *, exchange: RankExchange, shard: Any, objective: Any = None, step: Any = None):
         super().__init__(ctx, comm=exchange.comm, exchange_kinds=exchange.kinds, objective=objective)
         self.exchange = exchange
+        self.step = step if step is not None else WholePartStep()
         self.num_train_global = shard.num_train_global
         dev = ctx.device
         self.x, self.labels = shard.data.features.to(dev), shard.data.labels.to(dev)
@@ -37,11 +68,14 @@ class FullGraphSteps(Steps):
         self.exchange.epoch = epoch
 
     def forward(self, batch: Any) -> StepOutput:
-        logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
+        logits = self.step.logits(self.model, self.x, self.exchange, self.node_ids)
         loss = self.objective.loss(NodeTargets(logits, self.labels, self.train_rows, self.num_train_global))
         return StepOutput(loss, logits, self.labels, self.masks)
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
+        own = self.exchange.evaluation_logits(self.model, self.x)   # an exchange that evaluates its own way
+        if own is not None:
+            return global_metrics(self.comm, self.ctx.world_size, outputs[0].loss, own, self.labels, self.masks)
         # accuracy without dropout and, under a staleness policy, with every block fresh (SANCUS's accuracy is
         # the model's, not the stale training forward's): one more forward pass, eval mode, whose exchange is
         # evaluation traffic (kinds eval_*), not the training epoch's
@@ -57,7 +91,12 @@ class FullGraphSteps(Steps):
         return super().evaluate(epoch, outputs)
 
     def after_backward(self, batch: Any, out: StepOutput) -> None:
+        self.step.after_backward()
         self.exchange.after_backward(self.model)
 
+    def on_epoch_end(self, epoch: int, metrics: dict, outputs: list[StepOutput]) -> None:
+        for event in self.exchange.epoch_events(epoch):
+            self.ctx.log(event)
+
     def extra_result(self) -> dict:
-        return self.exchange.result()
+        return {**self.exchange.result(), **self.step.result()}

@@ -72,7 +72,7 @@ from workbench.train.part_source import agree_halo
 from workbench.train.models import SpMM, sparse_aggregator
 from workbench.train.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
 
-__all__ = ["PrefetchExchange", "EdgeSampledTrainer", "PrefetchSteps", "FLOPS_PER_S"]
+__all__ = ["PrefetchExchange", "EdgeSampledTrainer", "FLOPS_PER_S"]
 
 FLOPS_PER_S = 1e9
 """Nominal compute rate of the timing account (only ratios matter: the bandwidth is scaled to it)."""
@@ -132,8 +132,8 @@ class PrefetchExchange(Exchange):
         out_degrees[torch.cat([h.inner_gid, h.halo_gid])] = h.out_deg
         return dataclasses.replace(halo_shard(ref, h), node_part=node_part, out_degrees=out_degrees)
 
-    def attach(self, ctx, shard, *, sampler=None, cache=None) -> "PrefetchRank":
-        return PrefetchRank(self, ctx, shard, sampler=sampler, cache=cache)
+    def attach(self, ctx, shard, *, sampler=None, cache=None, timing=None) -> "PrefetchRank":
+        return PrefetchRank(self, ctx, shard, sampler=sampler, cache=cache, timing=timing)
 
 
 class _PrefetchHalo(torch.autograd.Function):
@@ -153,7 +153,8 @@ class _PrefetchHalo(torch.autograd.Function):
 class PrefetchRank(RankExchange):
     """One rank of the ``prefetch`` exchange (see the module docstring)."""
 
-    def __init__(self, stage: PrefetchExchange, ctx, shard, *, sampler=None, cache=None):
+    def __init__(self, stage: PrefetchExchange, ctx, shard, *, sampler=None, cache=None,
+                 timing: Optional["RankTiming"] = None):
         kinds = ["prefetch_fwd", "prefetch_bwd"]
         if sampler is not None:
             kinds += ["prefetch_req", "prefetch_stats"]
@@ -164,6 +165,8 @@ class PrefetchRank(RankExchange):
 
         self.tau = int(stage.config.tau)
         self.full_eval = bool(stage.config.full_eval)
+        self.timing = timing
+        """What this rank's :class:`~workbench.events.PipelineCost` events are made of (None: no such events)."""
         self.plan = plan = shard.plan
         self.shard = shard
         self.n, self.nh = plan.num_inner, plan.num_halo
@@ -390,6 +393,24 @@ class PrefetchRank(RankExchange):
         with torch.no_grad():
             return model(x, agg)
 
+    def evaluation_logits(self, model, x: torch.Tensor) -> Optional[torch.Tensor]:
+        """Accuracies on the whole graph after the update (``exchange.full_eval``, the default): a sampled,
+        stale forward says little about the model at small epsilon. The epoch's loss stays the training step's."""
+        return self.full_forward(model, x) if self.full_eval else None
+
+    def epoch_events(self, epoch: int) -> list:
+        """The iteration's cache hits, sampled edges and boundary rows, and its pipeline cost (PSC-GCN)."""
+        events, rec, ctx = [], self.rec, self.ctx
+        if self.cached is not None:
+            events.append(self.cached.epoch_stats(epoch, ctx.run_id))
+        if self.sampler is not None:
+            events.append(SampleStats(rank=ctx.rank, epoch=epoch, steps=1, seeds=self.n,
+                                      sampled_edges=rec.get("kept_edges", 0), input_nodes=self.n + rec.get("tg_rows", 0),
+                                      remote_input_nodes=rec.get("tg_rows", 0)))
+        if self.timing is not None:
+            events.append(self.timing.event(self, rec, epoch))
+        return events
+
     def result(self) -> dict:
         epochs = sorted({r["iteration"] for r in self.records})
         layers = max((len(r["fwd_age"]) for r in self.records), default=0)
@@ -397,40 +418,6 @@ class PrefetchRank(RankExchange):
                 "max_age": max([a for r in self.records for a in r["fwd_age"] if a is not None], default=0),
                 "cache_bytes": 0, "prefetch_records": self.records, "prefetch_refreshes": self.refreshes,
                 "num_inner": self.n, "num_halo": self.nh, "full_edges": self.edges.num_edges}
-
-
-class PrefetchSteps(FullGraphSteps):
-    """The full-graph steps with the prefetch exchange's per-iteration events (cache and sample stats).
-
-    Accuracies are measured on the whole graph after the update when ``exchange.full_eval`` (the default):
-    a sampled, stale forward says little about the model at small epsilon. The loss stays the training
-    step's (sampled) loss."""
-
-    def __init__(self, ctx, *, exchange: Any, shard: Any, timing: Optional["RankTiming"] = None, objective=None):
-        super().__init__(ctx, exchange=exchange, shard=shard, objective=objective)
-        self.timing = timing
-        """What this rank's :class:`~workbench.events.PipelineCost` events are made of (None: no such events)."""
-
-    def evaluate(self, epoch, outputs):
-        ex = self.exchange
-        if not (isinstance(ex, PrefetchRank) and ex.full_eval):
-            return super().evaluate(epoch, outputs)
-        from workbench.train.loop import global_metrics
-
-        logits = ex.full_forward(self.model, self.x)
-        return global_metrics(self.comm, self.ctx.world_size, outputs[0].loss, logits, self.labels, self.masks)
-
-    def on_epoch_end(self, epoch, metrics, outputs) -> None:
-        ex = self.exchange
-        if isinstance(ex, PrefetchRank):
-            rec = ex.rec
-            if ex.cached is not None:
-                self.ctx.log(ex.cached.epoch_stats(epoch, self.ctx.run_id))
-            self.ctx.log(SampleStats(rank=self.ctx.rank, epoch=epoch, steps=1, seeds=ex.n,
-                                     sampled_edges=rec.get("kept_edges", 0), input_nodes=ex.n + rec.get("tg_rows", 0),
-                                     remote_input_nodes=rec.get("tg_rows", 0)))
-            if self.timing is not None:
-                self.ctx.log(self.timing.event(ex, rec, epoch))
 
 
 @register_trainer("edge_sampled")
@@ -475,11 +462,11 @@ class EdgeSampledTrainer(FullGraphTrainer):
         cfg, model = self.config, models[0]
         sampler = SAMPLERS.build(cfg.method("sample"), cfg.sample)
         cache = CACHES.build(cfg.method("cache"), cfg.cache) if cfg.cache is not None else None
-        exchange = self.exchange().attach(ctx, shard, sampler=sampler, cache=cache)
-        exchange.setup_model(model)
         timing = RankTiming(widths=list(self._widths), cached=cache is not None, sampled=cfg.sample is not None,
                             allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()), ctx.world_size))
-        return PrefetchSteps(ctx, exchange=exchange, shard=shard, timing=timing, objective=loss_of(self.config))
+        exchange = self.exchange().attach(ctx, shard, sampler=sampler, cache=cache, timing=timing)
+        exchange.setup_model(model)
+        return FullGraphSteps(ctx, exchange=exchange, shard=shard, objective=loss_of(self.config))
 
     def rank_result(self, shard, models):
         return {"predicted": shard.predicted, "num_params": sum(p.numel() for p in models[0].parameters())}
