@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from workbench._validation import Config, ErrorCollector
-from workbench.constraints import Options
+from workbench.constraints import Interval, Options
 from workbench.data.safe_io import check_inferred_num_nodes, check_num_nodes, read_json, read_npy, read_npz
 from workbench.graph import Graph
 
@@ -421,16 +421,20 @@ class FilesConfig(Config):
     """``.npy`` test mask or id list."""
     structural: Annotated[str, Options(*STRUCTURAL_FEATURES)] = "none"
     """Features when none are given: none, degree, random or constant (never added silently)."""
-    structural_dim: int = 16
+    structural_dim: Annotated[int, Interval(1, None)] = 16
     """Width of random structural features."""
-    train_ratio: float = 0.6
+    train_ratio: Annotated[float, Interval(0, 1)] = 0.6
     """Random split: fraction of labelled vertices for training."""
-    val_ratio: float = 0.2
+    val_ratio: Annotated[float, Interval(0, 1)] = 0.2
     """Random split: fraction for validation."""
-    test_ratio: float = 0.2
+    test_ratio: Annotated[float, Interval(0, 1)] = 0.2
     """Random split: fraction for testing."""
-    seed: int = 0
+    seed: Annotated[int, Interval(0, None)] = 0
     """Seed of the random split and random features."""
+
+    def _validate(self, errs: ErrorCollector) -> None:
+        ratios = (self.train_ratio, self.val_ratio, self.test_ratio)
+        errs.check(sum(ratios) <= 1 + 1e-9, "test_ratio", "at most 1 - train_ratio - val_ratio", self.test_ratio)
 
     def generate(self, *, progress: Optional[bool] = None) -> Graph:
         errs = ErrorCollector("files")
