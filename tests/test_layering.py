@@ -191,7 +191,8 @@ def test_modules_are_at_most_600_lines(package):
 
 def test_one_training_program_and_one_loop():
     """Every run is the one ``TrainingProgram`` (the other ``Program``s probe the network or test the runners),
-    and ``TrainLoop`` has no subclasses: a trainer plugs in as a ``Trainer`` with its ``Steps``."""
+    ``TrainLoop`` has no subclasses, and no ``Steps`` class derives from another: a trainer plugs in as a
+    ``Trainer`` with its ``Steps``."""
     bases: dict[str, set[str]] = {}
     for path in CORE_FILES:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -202,5 +203,7 @@ def test_one_training_program_and_one_loop():
     assert bases.get("Program") == {"TrainingProgram", "NetProbe", "TinyProgram"}
     assert "TrainLoop" not in bases
     assert {"FullGraphTrainer", "MiniBatchTrainer", "ModelAveragingTrainer"} <= bases["Trainer"]
-    # what varies in full-graph training is given to its steps (a step, an objective, the exchange's hooks)
-    assert "FullGraphSteps" not in bases and bases["Steps"] >= {"FullGraphSteps", "MiniBatchSteps", "AveragingSteps"}
+    # no steps class derives from another: what varies is given to them (a full-graph step, the objective, an
+    # exchange's hooks, a schedule's pipeline of batches)
+    assert bases["Steps"] >= {"FullGraphSteps", "MiniBatchSteps", "AveragingSteps"}
+    assert not {"FullGraphSteps", "MiniBatchSteps", "AveragingSteps"} & set(bases)

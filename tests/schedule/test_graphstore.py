@@ -156,16 +156,16 @@ def test_a_two_rank_run_counts_distdgls_bytes_and_closes_its_servers(servers):
 def test_servers_close_when_the_run_raises(servers, monkeypatch):
     from recipes.bytegnn import recipe
     from workbench.runtime import launch
-    from workbench.schedule.program import ScheduledSteps
+    from workbench.train.minibatch import MiniBatchSteps
 
-    forward = ScheduledSteps.forward
+    forward = MiniBatchSteps.forward
 
     def fail(self, batch):
         if self.epoch == 1 and self.ctx.rank == 1:
             raise RuntimeError("boom")
         return forward(self, batch)
 
-    monkeypatch.setattr(ScheduledSteps, "forward", fail)
+    monkeypatch.setattr(MiniBatchSteps, "forward", fail)
     handle = launch(recipe(**SMALL).with_strings({"schedule.workers": "1"}), runner="local", workers=2, out=None)
     with pytest.raises(Exception, match="boom"):
         handle.wait(timeout=300)

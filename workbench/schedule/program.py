@@ -55,9 +55,9 @@ from workbench.schedule.executor import trace_samples
 from workbench.schedule.graphstore import GraphStoreServer, PartStore, exchange_addresses
 from workbench.stages import registry
 from workbench.train.minibatch import MiniBatchShard, MiniBatchSteps, MiniBatchTrainer
-from workbench.train.objective import LinkTargets
+from workbench.train.objective import LinkTargets, loss_of
 
-__all__ = ["ScheduledTrainer", "ScheduledSteps", "schedule_summary"]
+__all__ = ["ScheduledTrainer", "ScheduledBatches", "schedule_summary"]
 
 
 @register_trainer("scheduled")
@@ -99,8 +99,15 @@ class ScheduledTrainer(MiniBatchTrainer):
         return [dataclasses.replace(s, graph=self._graph if local else None, in_degrees=in_degrees)
                 for s in shards]
 
-    def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> "ScheduledSteps":
-        return ScheduledSteps(ctx, self.config, shard)
+    def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> MiniBatchSteps:
+        cfg = self.config
+        objective = loss_of(cfg)
+        links = objective.config.num_negative if objective.targets is LinkTargets else 0   # the loss scores pairs
+
+        def pipeline(sampler: Any, cached: bool) -> ScheduledBatches:
+            return ScheduledBatches(ctx, cfg, shard, sampler, fetch_features=not cached, num_negative=links)
+
+        return MiniBatchSteps(ctx, cfg, shard, pipeline=pipeline)
 
     def summarize(self, rank_results: list[dict], summary: dict) -> None:
         super().summarize(rank_results, summary)
@@ -128,37 +135,46 @@ def schedule_summary(per_rank: list[dict]) -> dict:
             "dag_latency_ms": sum(lat) / len(lat) if lat else 0.0, "train_seconds": secs}
 
 
-class ScheduledSteps(MiniBatchSteps):
-    """The mini-batch steps whose training batches come from the pipeline (in step order)."""
+class ScheduledBatches:
+    """Where a scheduled trainer's training batches come from: a :class:`~workbench.schedule.executor.Pipeline`
+    of sampling worker processes under the run's ``schedule`` method, reading the rank's Graph Store (module
+    docstring). The mini-batch steps take them in step order (:class:`~workbench.train.minibatch.MiniBatchSteps`
+    with ``pipeline=``), and this component reports the schedule's events and figures.
 
-    child_processes = True
+    Args:
+        ctx: the rank's context.
+        cfg: the run config (its ``schedule`` section).
+        shard: the rank's :class:`~workbench.train.minibatch.MiniBatchShard`.
+        sampler: the steps' sampler (the workers run its kernel).
+        fetch_features: whether the workers gather the input rows (False when a cache serves them).
+        num_negative: negatives per seed of a link objective's three-branch DAG (0: supervised batches).
+    """
 
-    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard):
-        super().__init__(ctx, cfg, shard)
+    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, sampler: Any, *, fetch_features: bool,
+                 num_negative: int = 0):
+        self.ctx, self.epochs = ctx, int(cfg.train.epochs)
         self.scheduler = registry("schedule").build(cfg.method("schedule"), cfg.schedule)
         self.server: Optional[GraphStoreServer] = None
         self.schedule: dict[str, list] = defaultdict(list)
-        self._pipelined = False
+        self._epoch_schedule: Any = None
         try:
-            store = self._graph_store(ctx, shard)
-            links = self.objective.targets is LinkTargets   # the objective scores pairs: sample them
-            self.pipeline = self.scheduler.pipeline(self.sampler, store, counter=ctx.comm.counter,
-                                                    num_negative=self.objective.config.num_negative if links else 0)
+            store = self._graph_store(ctx, shard, sampler, fetch_features)
+            self.pipeline = self.scheduler.pipeline(sampler, store, counter=ctx.comm.counter, num_negative=num_negative)
             if self.server is not None:
                 ctx.comm.barrier()   # every rank forked its workers before a server answers (no lock held at a fork)
         except BaseException:
             self._close_server()
             raise
 
-    def _graph_store(self, ctx: RankContext, shard: MiniBatchShard) -> Any:
+    def _graph_store(self, ctx: RankContext, shard: MiniBatchShard, sampler: Any, fetch_features: bool) -> Any:
         """The workers' Graph Store: the whole graph (``local``), or the shard's part with this rank's server
         started and every rank's address exchanged (``owners``; a collective)."""
         if self.scheduler.config.graph_store == "local":
             return shard.graph
         part = PartStore(ctx.rank, shard.rows, np.ascontiguousarray(shard.features.numpy()),
-                         shard.node_part.numpy(), shard.in_degrees, fetch_features=self.cache is None)
+                         shard.node_part.numpy(), shard.in_degrees, fetch_features=fetch_features)
         if ctx.world_size > 1:
-            self.server = GraphStoreServer(part, self.sampler._kernel, host=ctx.host)
+            self.server = GraphStoreServer(part, sampler._kernel, host=ctx.host)
             part.addresses = exchange_addresses(ctx.comm, self.server.address)
         return part
 
@@ -167,96 +183,40 @@ class ScheduledSteps(MiniBatchSteps):
             self.server.close()
             self.server = None
 
-    def batches(self, epoch: int):
-        out = super().batches(epoch)
-        with self.timer.phase("sample"):   # launching the epoch's sampling DAGs
-            self.pipeline.start_epoch(epoch, out)
-        self._pipelined = True
-        return out
+    def start_epoch(self, epoch: int, batches: list) -> None:
+        self.pipeline.start_epoch(epoch, batches)
 
-    def _sample_and_pull(self, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
-        if not self._pipelined or features is not self.features:
-            return super()._sample_and_pull(seeds, epoch, step, features)
-        with self.timer.phase("sample"):   # waiting for the pipeline's batch
-            got = self.pipeline.get(step)
-        with self.timer.phase("fetch"):
-            x = self._rows(got.minibatch, got.features[0])
-        return got.minibatch, x
+    def get(self, step: int) -> Any:
+        """The batch of training step ``step`` (waits for the workers)."""
+        return self.pipeline.get(step)
 
-    def _rows(self, minibatch, worker_rows):
-        """The input rows of a batch: through the feature source when the run has a cache (counted as in
-        distdgl), else the rows the workers' FF task gathered."""
-        if self.cache is not None:
-            return self.features.pull(minibatch.input_gid).to(self.ctx.device)
-        return torch.from_numpy(worker_rows).to(self.ctx.device)
+    def end_epoch(self) -> None:
+        self._epoch_schedule = self.pipeline.end_epoch()
 
-    def forward(self, batch: tuple):
-        if self.objective.targets is not LinkTargets:
-            return super().forward(batch)
-        return self._forward_links(batch)
-
-    def _forward_links(self, batch: tuple):
-        """A step of a link objective (``loss.method=link``): the seeds', their positives' and negatives' outputs
-        from the pipeline's three-branch batch, scored by the objective and divided by the global batch size. The
-        logits reported for accuracy are the seeds' outputs (an unsupervised run's accuracy is not a target)."""
-        from workbench.train.loop import StepOutput
-        from workbench.train.minibatch import block_aggregators, block_forward
-
-        step, seeds = batch
-        with self.timer.phase("sample"):   # waiting for the pipeline's batch
-            got = self.pipeline.get(step)
-        dev = self.ctx.device
-        with self.timer.phase("fetch"):
-            rows = [self._rows(mb, x) for mb, x in zip(got.batches, got.features)]
-        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, dev, self.ctx.kernel), x)
-               for mb, x in zip(got.batches, rows)]
-        h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
-        loss = self.objective.loss(LinkTargets(h, pos, neg, max(self.global_sizes[step], 1)))
-        mb = got.minibatch
-        acc = self._acc
-        acc["steps"] += 1
-        acc["sampled_edges"] += sum(b.num_sampled_edges for b in got.batches)
-        acc["input_nodes"] += sum(b.num_input_nodes for b in got.batches)
-        acc["remote_input_nodes"] += int((self.shard.node_part[mb.input_gid] != self.ctx.rank).sum())
-        acc["seeds"] += int(seeds.numel())
-        labels = self.labels[seeds.to(dev)]
-        yes = torch.ones(seeds.numel(), dtype=torch.bool, device=dev)
-        return StepOutput(loss, h.detach(), labels, (yes, ~yes, ~yes))
-
-    def evaluate(self, epoch: int, outputs: list) -> dict:
-        st = self.pipeline.end_epoch()
-        self._pipelined = False
-        self._epoch_schedule = st
-        return super().evaluate(epoch, outputs)
-
-    def on_epoch_end(self, epoch: int, metrics: dict, outputs: list) -> None:
-        super().on_epoch_end(epoch, metrics, outputs)
+    def epoch_events(self, epoch: int, epochs: int) -> list[Event]:
+        """The epoch's :class:`~workbench.events.ScheduleStats` and :class:`~workbench.events.ScheduleTrace`."""
         st, cfg = self._epoch_schedule, self.scheduler.config
         name = self.scheduler.name
         lat = [1000.0 * x for x in st.dag_latency_s]
-        self.ctx.log(ScheduleStats(rank=self.ctx.rank, epoch=epoch, policy=name, ready_queue=cfg.ready_queue,
-                                   workers=cfg.workers, num_dags=st.num_dags, num_tasks=st.num_tasks, seeds=st.seeds,
-                                   seconds=st.seconds, seeds_per_s=st.seeds_per_s, trainer_idle_s=st.trainer_idle_s,
-                                   trainer_idle_fraction=st.trainer_idle_fraction, cpu_util_mean=st.cpu_util_mean,
-                                   dag_latency_ms=lat, dag_latency_ms_mean=st.dag_latency_ms_mean,
-                                   launch_s=list(st.launch_t)))
-        trace = st.trace(trace_samples(epoch, self.config.epochs, st.seconds, cfg.trace_ms))
-        self.ctx.log(ScheduleTrace(rank=self.ctx.rank, epoch=epoch, policy=name, **trace))
+        stats = ScheduleStats(rank=self.ctx.rank, epoch=epoch, policy=name, ready_queue=cfg.ready_queue,
+                              workers=cfg.workers, num_dags=st.num_dags, num_tasks=st.num_tasks, seeds=st.seeds,
+                              seconds=st.seconds, seeds_per_s=st.seeds_per_s, trainer_idle_s=st.trainer_idle_s,
+                              trainer_idle_fraction=st.trainer_idle_fraction, cpu_util_mean=st.cpu_util_mean,
+                              dag_latency_ms=lat, dag_latency_ms_mean=st.dag_latency_ms_mean, launch_s=list(st.launch_t))
+        trace = st.trace(trace_samples(epoch, epochs, st.seconds, cfg.trace_ms))
         s = self.schedule
         s["seconds"].append(st.seconds)
         s["seeds"].append(st.seeds)
         s["cpu_util_mean"].append(st.cpu_util_mean)
         s["trainer_idle_fraction"].append(st.trainer_idle_fraction)
         s["dag_latency_ms_all"].extend(lat)
+        return [stats, ScheduleTrace(rank=self.ctx.rank, epoch=epoch, policy=name, **trace)]
+
+    def result(self) -> dict:
+        return dict(self.schedule)
 
     def close(self) -> None:
         try:
-            super().close()
+            self.pipeline.close()
         finally:
-            try:
-                self.pipeline.close()
-            finally:
-                self._close_server()
-
-    def extra_result(self) -> dict:
-        return {**super().extra_result(), "schedule": dict(self.schedule)}
+            self._close_server()

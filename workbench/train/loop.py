@@ -254,7 +254,7 @@ class Steps:
             loss is ``objective.loss(targets)``.
     """
 
-    child_processes: ClassVar[bool] = False
+    child_processes: bool = False
     """Whether the steps start worker processes whose CPU time belongs to the epoch's (a scheduled trainer's
     sampling workers): the loop then reads the live children's CPU seconds too (``StepTimes.train_cpu_s``)."""
 

@@ -95,7 +95,7 @@ from workbench.train.loop import StepOutput, Steps, global_metrics, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
 from workbench.train.models import MODELS, GNNModel, SpMM
-from workbench.train.objective import NodeTargets, loss_of
+from workbench.train.objective import LinkTargets, NodeTargets, loss_of
 from workbench.train.program import Trainer
 
 __all__ = ["MiniBatchTrainer", "MiniBatchShard", "MiniBatchSteps", "BlockAggregator", "BatchPrefetcher",
@@ -352,9 +352,14 @@ class MiniBatchSteps(Steps):
     aggregators of the run's batches on a background thread, N ahead of the step being computed, in the
     order the loop takes them: every epoch's training steps, then its validation batches (and the test
     batches after the last epoch), so evaluation batches and the next epoch's first batches are prepared
-    while the model computes (module docstring, "Overlap")."""
+    while the model computes (module docstring, "Overlap").
 
-    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard):
+    ``pipeline`` (a scheduled trainer's) makes, from the sampler and whether a cache serves the input rows, where
+    the training batches come from instead (:class:`~workbench.schedule.program.ScheduledBatches`: a schedule's
+    sampling worker processes). Evaluation batches are sampled here either way."""
+
+    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, *,
+                 pipeline: Optional[Callable[[Any, bool], Any]] = None):
         super().__init__(ctx, objective=loss_of(cfg))
         self.prefetch = int(getattr(cfg.train, "prefetch", 0))
         self._prefetcher: Optional[BatchPrefetcher] = None
@@ -380,6 +385,10 @@ class MiniBatchSteps(Steps):
         self.global_sizes: list[int] = []
         self.stats: dict[str, list] = defaultdict(list)
         self.fill_bytes = self.cache.fill_bytes if self.cache is not None else 0
+        self.pipeline = pipeline(self.sampler, self.cache is not None) if pipeline is not None else None
+        """Where the training batches come from when not from this thread (a schedule's workers)."""
+        self.child_processes = self.pipeline is not None   # its workers' CPU seconds belong to the epoch's
+        self._pipelined = False
 
     def _presample(self, epochs: int) -> torch.Tensor:
         """GNNLab's PreSC: ``(num_nodes,)`` the fraction of this rank's steps of ``epochs`` pre-sampled epochs
@@ -419,9 +428,13 @@ class MiniBatchSteps(Steps):
                                                name=f"rank{self.ctx.rank}-prefetch")
 
     def close(self) -> None:
-        if self._prefetcher is not None:
-            self._prefetcher.close()
-            self._prefetcher = None
+        try:
+            if self._prefetcher is not None:
+                self._prefetcher.close()
+                self._prefetcher = None
+        finally:
+            if self.pipeline is not None:
+                self.pipeline.close()
 
     # -- overlap -------------------------------------------------------------------------------------------
     def _prefetch_plan(self):
@@ -455,10 +468,27 @@ class MiniBatchSteps(Steps):
 
     def batches(self, epoch: int):
         mine, self.global_sizes = self._split_batches(self.shard.train_split, epoch)
-        return list(enumerate(mine))
+        out = list(enumerate(mine))
+        if self.pipeline is not None:
+            with self.timer.phase("sample"):   # launching the epoch's sampling DAGs
+                self.pipeline.start_epoch(epoch, out)
+            self._pipelined = True
+        return out
+
+    def _pipeline_rows(self, minibatch, worker_rows) -> torch.Tensor:
+        """A pipeline batch's input rows: through the cache (counted as in distdgl), else the workers' rows."""
+        if self.cache is not None:
+            return self.features.pull(minibatch.input_gid).to(self.ctx.device)
+        return torch.from_numpy(worker_rows).to(self.ctx.device)
 
     def _sample_and_pull(self, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
-        """The batch's blocks (timed as ``sample``, owner-routed traffic included) and its input rows (``fetch``)."""
+        """The batch's blocks (timed as ``sample``, owner-routed traffic included) and its input rows (``fetch``);
+        a training batch of a pipeline: waiting for it (``sample``) and its rows (``fetch``)."""
+        if self._pipelined and features is self.features:
+            with self.timer.phase("sample"):
+                got = self.pipeline.get(step)
+            with self.timer.phase("fetch"):
+                return got.minibatch, self._pipeline_rows(got.minibatch, got.features[0])
         with self.timer.phase("sample"):
             mb = self.sampler.sample(seeds, self.source, epoch=epoch, step=step)
         with self.timer.phase("fetch"):
@@ -466,21 +496,44 @@ class MiniBatchSteps(Steps):
         return mb, x
 
     def forward(self, batch: tuple[int, torch.Tensor]) -> StepOutput:
+        if self.objective.targets is LinkTargets:
+            return self._forward_links(batch)
         step, seeds = batch
         mb, x, aggregators = self._batch((self.epoch, "train", step), seeds, self.epoch, step, self.features)
         logits = block_forward(self.model, aggregators, x)
         labels = self._labels(seeds)
         total = max(self.global_sizes[step], 1)
         loss = self.objective.loss(NodeTargets(logits, labels, total=total))
-        acc = self._acc
-        acc["steps"] += 1
-        acc["sampled_edges"] += mb.num_sampled_edges
-        acc["input_nodes"] += mb.num_input_nodes
-        acc["remote_input_nodes"] += int((self.shard.node_part[mb.input_gid] != self.ctx.rank).sum())
-        acc["seeds"] += int(seeds.numel())
+        self._count([mb], mb.input_gid, seeds)
         self._sample_s += mb.elapsed_s
         yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)
         return StepOutput(loss, logits.detach(), labels, (yes, ~yes, ~yes))
+
+    def _count(self, batches: list, input_gid: torch.Tensor, seeds: torch.Tensor) -> None:
+        """Add a training step's sampled edges, input and remote input vertices and seeds to the epoch's counts."""
+        acc = self._acc
+        acc["steps"] += 1
+        acc["sampled_edges"] += sum(b.num_sampled_edges for b in batches)
+        acc["input_nodes"] += sum(b.num_input_nodes for b in batches)
+        acc["remote_input_nodes"] += int((self.shard.node_part[input_gid] != self.ctx.rank).sum())
+        acc["seeds"] += int(seeds.numel())
+
+    def _forward_links(self, batch: tuple[int, torch.Tensor]) -> StepOutput:
+        """A step of a link objective (``loss.method=link``): the seeds', their positives' and negatives' outputs
+        from the pipeline's three-branch batch, scored by the objective and divided by the global batch size. The
+        logits reported for accuracy are the seeds' outputs (an unsupervised run's accuracy is not a target)."""
+        step, seeds = batch
+        with self.timer.phase("sample"):   # waiting for the pipeline's batch
+            got = self.pipeline.get(step)
+        with self.timer.phase("fetch"):
+            rows = [self._pipeline_rows(mb, x) for mb, x in zip(got.batches, got.features)]
+        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), x)
+               for mb, x in zip(got.batches, rows)]
+        h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
+        loss = self.objective.loss(LinkTargets(h, pos, neg, max(self.global_sizes[step], 1)))
+        self._count(got.batches, got.minibatch.input_gid, seeds)
+        yes = torch.ones(seeds.numel(), dtype=torch.bool, device=h.device)
+        return StepOutput(loss, h.detach(), self._labels(seeds), (yes, ~yes, ~yes))
 
     # -- evaluation ----------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -500,6 +553,9 @@ class MiniBatchSteps(Steps):
         return torch.cat(logits), torch.cat(labels)
 
     def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
+        if self.pipeline is not None:   # the epoch's training batches are done: evaluation samples here
+            self.pipeline.end_epoch()
+            self._pipelined = False
         by_kind = self.ctx.comm.counter.bytes_by_kind(epoch)   # the training steps' traffic (before eval_)
         self._sample_bytes = by_kind.get("sample_req", 0) + by_kind.get("sample_resp", 0)
         self._feature_bytes = by_kind.get("feature_req", 0) + by_kind.get("feature", 0)
@@ -536,6 +592,9 @@ class MiniBatchSteps(Steps):
         s["cache_hits"].append(hits)
         s["feature_bytes"].append(feature_bytes)
         s["sample_bytes"].append(sample_bytes)
+        for event in self.pipeline.epoch_events(epoch, self.config.epochs) if self.pipeline is not None else ():
+            ctx.log(event)
 
     def extra_result(self) -> dict:
-        return {"minibatch": {**self.stats, "fill_bytes": self.fill_bytes}}
+        out = {"minibatch": {**self.stats, "fill_bytes": self.fill_bytes}}
+        return out if self.pipeline is None else {**out, "schedule": self.pipeline.result()}
