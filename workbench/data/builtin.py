@@ -19,7 +19,7 @@ import torch
 from workbench._validation import Config, ErrorCollector
 from workbench.constraints import Interval
 from workbench.data.cleaning import clean_graph
-from workbench.data.synthetic import random_split
+from workbench.data.synthetic import check_split_ratios, random_split
 from workbench.graph import Graph
 
 __all__ = ["KarateConfig", "LesMisConfig"]
@@ -39,8 +39,7 @@ class _BuiltinConfig(Config):
     """Seed of the random split."""
 
     def _validate(self, errs: ErrorCollector) -> None:
-        ratios = (self.train_ratio, self.val_ratio, self.test_ratio)
-        errs.check(sum(ratios) <= 1 + 1e-9, "test_ratio", "at most 1 - train_ratio - val_ratio", self.test_ratio)
+        check_split_ratios(errs, self)
 
     name = "builtin"
 

@@ -47,6 +47,7 @@ import torch
 from workbench._validation import Config, ErrorCollector
 from workbench.constraints import Interval, Options
 from workbench.data.safe_io import check_inferred_num_nodes, check_num_nodes, read_json, read_npy, read_npz
+from workbench.data.synthetic import check_split_ratios
 from workbench.graph import Graph
 
 __all__ = ["read_saint_folder", "read_array_folder", "attach_node_data", "is_saint_folder", "is_array_folder",
@@ -433,8 +434,7 @@ class FilesConfig(Config):
     """Seed of the random split and random features."""
 
     def _validate(self, errs: ErrorCollector) -> None:
-        ratios = (self.train_ratio, self.val_ratio, self.test_ratio)
-        errs.check(sum(ratios) <= 1 + 1e-9, "test_ratio", "at most 1 - train_ratio - val_ratio", self.test_ratio)
+        check_split_ratios(errs, self)
 
     def generate(self, *, progress: Optional[bool] = None) -> Graph:
         errs = ErrorCollector("files")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -68,10 +68,7 @@ class NodeDataConfig(Config):
     """Random seed: the same config and seed give the identical graph."""
 
     def _validate(self, errs: ErrorCollector) -> None:
-        ratios = (self.train_ratio, self.val_ratio, self.test_ratio)
-        errs.check(sum(ratios) <= 1 + 1e-3, "test_ratio",
-                   f"at most 1 - train_ratio - val_ratio = {1 - self.train_ratio - self.val_ratio:.4g}",
-                   self.test_ratio)
+        check_split_ratios(errs, self, slack=1e-3)
 
     def _node_data(self, rng: np.random.Generator, community: np.ndarray, labels: np.ndarray,
                    num_communities: int, pool: Optional[np.ndarray] = None) -> dict:
@@ -93,6 +90,15 @@ class NodeDataConfig(Config):
         out["labels"] = torch.from_numpy(labels)
         out["train_mask"], out["val_mask"], out["test_mask"] = (torch.from_numpy(m) for m in masks)
         return out
+
+
+def check_split_ratios(errs: ErrorCollector, config: Any, slack: float = 1e-9) -> None:
+    """Refuse ``config``'s ``train_ratio``, ``val_ratio`` and ``test_ratio`` when they add up to more than 1
+    (``slack``: the rounding a config written with three decimals may carry)."""
+    ratios = (config.train_ratio, config.val_ratio, config.test_ratio)
+    errs.check(sum(ratios) <= 1 + slack, "test_ratio",
+               f"at most 1 - train_ratio - val_ratio = {1 - config.train_ratio - config.val_ratio:.4g}",
+               config.test_ratio)
 
 
 def random_split(num_nodes: int, train_ratio: float, val_ratio: float, test_ratio: float, *,
