@@ -14,16 +14,17 @@ Both are then **completed** in one more pass: a line also goes to its endpoints'
 keeps its full 1-hop neighbourhood (CATGNN §3.2). Vertices with no line get an owner too: each goes to the
 part owning the fewest vertices at that point (lowest index on ties).
 
-Memory (``N`` vertices, ``P`` parts, ``W = ceil(P / 64)``, chunks of ``C`` lines; ids, degrees and counts are
-int32 below 2^31 vertices, widened to int64 where a count would overflow or the vertices pass 2^31)::
+Memory (``N`` vertices, ``P`` parts, ``B`` bytes a replica bitset row: ``P`` bits rounded up to 8, 16, 32 or a
+multiple of 64, chunks of ``C`` lines; ids, degrees and counts are int32 below 2^31 vertices, widened to int64
+where a count would overflow or the vertices pass 2^31)::
 
-    the passes:  the method's per-vertex arrays, e.g. HDRF N * (8 W replica bitsets + 2 last part + 4 pdeg),
+    the passes:  the method's per-vertex arrays, e.g. HDRF N * (B replica bitsets + 2 last part + 4 pdeg),
                  SPRING N * (4 deg + 4 cid + 8 vol + 4 rich nbr + 4 first)
                  + one chunk: a text block of 16 C bytes, 8 C bytes per id column, 2 C bytes of parts
     SPRING's merge: the volumes freed; per cluster 4 size + 4 representative + 4 parent + 1 visited and an
                  8-byte heap key; then degrees and richest neighbours freed before the schedule
-    completion:  N * (8 owner + 8 W bitsets, twice for owner results) + one chunk (the passes' arrays are
-                 freed before it; a vertex-cut's bitsets are completed in place)
+    completion:  N * (8 owner + 2 narrow owner copy + B bitsets, twice for owner results) + one chunk (the
+                 passes' arrays are freed before it; a vertex-cut's bitsets are completed in place)
 
 measured on papers-like graphs (16 parts) about 30 bytes a vertex at SPRING's merge, 24 in its passes and
 completion (74 at its schedule before the narrow types), and nothing proportional to the number of edges:
@@ -172,9 +173,10 @@ class StreamingPartitioner(Partitioner):
             rep_c = rep  # completed in place: nothing reads the assignment's replicas after this
         else:   # the owner-side lines (edge_assignment.npy) as a vertex-cut: its RF compares across methods
             rf, part_lines = None, np.zeros(P, np.int64)
-            rep_c = np.zeros((n, run.words), np.uint64)
-            rep_l = np.zeros((n, run.words), np.uint64)
-        K.set_owner_bits(rep_c, owner)
+            rep_c = np.zeros((n, run.words), run.rep_dtype)
+            rep_l = np.zeros((n, run.words), run.rep_dtype)
+        owner_p = owner.astype(part_dtype(P))   # narrow: completion's random reads stay in cache
+        K.set_owner_bits(rep_c, owner_p)
         load_c = np.zeros(P, np.int64)
         rule = 0 if (vertex_cut or k_hops == 1) else (1 if getattr(self.config, "variant", "") == "reference" else 2)
         both = not run.edges.directed
@@ -182,15 +184,12 @@ class StreamingPartitioner(Partitioner):
         offset = 0
         start = time.perf_counter()
         for src, dst in run.edges:
-            if vertex_cut:
-                parts = assignment.read(offset, src.size)
-            else:
-                parts = run.scratch("parts", src.size, part_dtype(P))
-                parts.fill(-1)
             side = run.scratch("side", src.size, part_dtype(P))
-            K.complete_chunk(src, dst, parts, owner, both, rule, run.seed, rep_c, load_c, side)
-            if not vertex_cut:
-                K.line_replicas_chunk(src, dst, side, rep_l, part_lines)
+            if vertex_cut:
+                K.complete_chunk(src, dst, assignment.read(offset, src.size), owner_p, both, rep_c, load_c, side)
+            else:
+                K.complete_owner_chunk(src, dst, owner_p, both, rule, run.seed, rep_c, load_c, rep_l, part_lines,
+                                       side)
             if out_assign is not None:
                 out_assign.append(side)
             offset += src.size

@@ -5,9 +5,10 @@ whose size is bounded by the number of vertices ``N`` and parts ``P``; none ever
 
 State names used throughout:
 
-* ``rep``: ``(N, ceil(P / 64))`` uint64 replica bitsets, bit ``p`` of row ``v`` set when part ``p`` holds ``v``
-  (``A(v)`` in the papers).
-* ``load``: ``(P,)`` int64 lines per part; ``last``: ``(N,)`` int64 part of the last line touching ``v``.
+* ``rep``: ``(N, W)`` replica bitsets, bit ``p`` of row ``v`` set when part ``p`` holds ``v`` (``A(v)`` in the
+  papers); words of :func:`rep_dtype` (uint8 up to 8 parts, ..., uint64 words beyond 64), ``W = rep_words(P)``.
+* ``load``: ``(P,)`` int64 lines per part; ``last``: ``(N,)`` part of the last line touching ``v`` (int16 below
+  2^15 parts).
 * ``deg``: ``(N,)`` degree (both endpoints of every line counted; a self-loop counts twice): int32, widened to
   int64 by the degree pass if a degree would overflow it.
 * ``cid``/``vol``: ``(N,)`` cluster id of each vertex (0 = unseen; int32 below 2^31 vertices, as every array of
@@ -46,14 +47,38 @@ def mix64(x):
     return x ^ (x >> np.uint64(31))
 
 
+def rep_dtype(num_parts: int):
+    """The word type of replica bitsets over ``num_parts`` parts: the narrowest of uint8/16/32/64 holding all
+    ``P`` bits in one word, uint64 words beyond 64 parts (narrow rows keep the random accesses of a pass in
+    cache: at P = 8 one byte a vertex instead of eight)."""
+    for bits, dtype in ((8, np.uint8), (16, np.uint16), (32, np.uint32)):
+        if num_parts <= bits:
+            return dtype
+    return np.uint64
+
+
+def rep_words(num_parts: int) -> int:
+    """Words of :func:`rep_dtype` per bitset row: ``ceil(P / bits)``."""
+    return -(-num_parts // (8 * np.dtype(rep_dtype(num_parts)).itemsize))
+
+
+@numba.njit(cache=True, inline="always")
+def _shift(rep):
+    """log2 of the bits per word of ``rep`` (a compile-time constant of each word type)."""
+    s = rep.itemsize
+    return 3 if s == 1 else 4 if s == 2 else 5 if s == 4 else 6
+
+
 @numba.njit(cache=True, inline="always")
 def _has(rep, v, p):
-    return ((rep[v, p >> 6] >> np.uint64(p & 63)) & _ONE) != np.uint64(0)
+    sh = _shift(rep)
+    return ((np.uint64(rep[v, p >> sh]) >> np.uint64(p & ((1 << sh) - 1))) & _ONE) != np.uint64(0)
 
 
 @numba.njit(cache=True, inline="always")
 def _set(rep, v, p):
-    rep[v, p >> 6] |= _ONE << np.uint64(p & 63)
+    sh = _shift(rep)
+    rep[v, p >> sh] |= _ONE << np.uint64(p & ((1 << sh) - 1))
 
 
 @numba.njit(cache=True, inline="always")
@@ -96,19 +121,44 @@ def list_schedule(order, weight, num_parts, part_load):
 
 # ----------------------------------------------------------------------------------------------- completion
 
+@numba.njit(cache=True, inline="always")
+def _place_line(u, v, p, rep, load):
+    _set(rep, u, p)
+    _set(rep, v, p)
+    load[p] += 1
+
+
 @numba.njit(cache=True)
-def complete_chunk(src, dst, parts, owner, both_sides, one_side_rule, seed, rep, load, out):
-    """Neighbour completion of one chunk. A line goes to its assigned part (``parts[i] >= 0``; vertex-cut
-    results) and to ``owner[v]`` and, when ``both_sides`` (undirected lines), ``owner[u]``: every owned
-    vertex keeps its full 1-hop neighbourhood. ``one_side_rule`` >= 0 is the K = 0 ablation for owner
-    results: a cross line goes to one side only (1: the smaller id's owner, as the reference code;
-    2: a seeded random side, as the paper). ``rep`` gains the replicas, ``load`` the lines per part, and
-    ``out[i]`` the owner-side part (``owner[v]``)."""
+def complete_chunk(src, dst, parts, owner, both_sides, rep, load, out):
+    """Neighbour completion of one chunk of a vertex-cut result: a line goes to its assigned part ``parts[i]``,
+    to ``owner[v]`` and, when ``both_sides`` (undirected lines), to ``owner[u]``: every owned vertex keeps its
+    full 1-hop neighbourhood. ``rep`` gains the replicas, ``load`` the lines per part (each part once per
+    line), and ``out[i]`` the owner-side part ``owner[v]``."""
+    for i in range(src.shape[0]):
+        u, v = src[i], dst[i]
+        ov = owner[v]
+        ou = owner[u] if both_sides else ov
+        a = parts[i]
+        _place_line(u, v, a, rep, load)
+        if ov != a:
+            _place_line(u, v, ov, rep, load)
+        if ou != a and ou != ov:
+            _place_line(u, v, ou, rep, load)
+        out[i] = ov
+
+
+@numba.njit(cache=True)
+def complete_owner_chunk(src, dst, owner, both_sides, one_side_rule, seed, rep, load, rep_l, load_l, out):
+    """Neighbour completion of one chunk of an owner result: a line goes to ``owner[v]`` and, when
+    ``both_sides``, ``owner[u]`` (``rep``, ``load``), and its owner-side part ``out[i] = owner[v]`` is kept as a
+    vertex-cut line (``rep_l``, ``load_l``: what ``edge_assignment.npy`` holds, so the RF compares with the
+    vertex-cut methods'). ``one_side_rule`` > 0 is the K = 0 ablation: a cross line goes to one side only (1:
+    the smaller id's owner, as the reference code; 2: a seeded random side, as the paper)."""
     s = mix64(np.uint64(seed) + np.uint64(0x5851F42D4C957F2D))
     for i in range(src.shape[0]):
         u, v = src[i], dst[i]
         ou, ov = owner[u], owner[v]
-        a = parts[i]
+        o = ov
         if one_side_rule == 1 and ou != ov:
             ov = owner[min(u, v)]
             ou = ov
@@ -119,38 +169,18 @@ def complete_chunk(src, dst, parts, owner, both_sides, one_side_rule, seed, rep,
                 ou = ov
         elif not both_sides:
             ou = ov
-        if a >= 0:
-            _set(rep, u, a)
-            _set(rep, v, a)
-            load[a] += 1
-        if ov != a:
-            _set(rep, u, ov)
-            _set(rep, v, ov)
-            load[ov] += 1
-        if ou != a and ou != ov:
-            _set(rep, u, ou)
-            _set(rep, v, ou)
-            load[ou] += 1
-        out[i] = owner[v]
-
-
-@numba.njit(cache=True)
-def line_replicas_chunk(src, dst, parts, rep, load):
-    """Replicas of a given line assignment: both endpoints of line ``i`` are held by part ``parts[i]``, which
-    gains a line in ``load``. The vertex-cut view of an owner result's owner-side lines (``owner[v]``, what
-    ``edge_assignment.npy`` holds), so its RF compares with the vertex-cut methods'."""
-    for i in range(src.shape[0]):
-        p = parts[i]
-        _set(rep, src[i], p)
-        _set(rep, dst[i], p)
-        load[p] += 1
+        _place_line(u, v, ov, rep, load)
+        if ou != ov:
+            _place_line(u, v, ou, rep, load)
+        _place_line(u, v, o, rep_l, load_l)
+        out[i] = o
 
 
 @numba.njit(cache=True, inline="always")
 def _popcount_row(rep, v):
     c = 0
     for w in range(rep.shape[1]):
-        x = rep[v, w]
+        x = np.uint64(rep[v, w])
         while x != np.uint64(0):
             x &= x - _ONE
             c += 1

@@ -41,7 +41,7 @@ class _VertexCut(StreamingPartitioner):
         its last line, the reference code)."""
 
     def _state(self, run: StreamRun) -> None:
-        run.array("rep", np.uint64, 0, width=run.words)
+        run.array("rep", run.rep_dtype, 0, width=run.words)
         run.array("last", part_dtype(run.num_parts), -1)
         run.load = np.zeros(run.num_parts, np.int64)
 

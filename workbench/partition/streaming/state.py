@@ -197,7 +197,7 @@ class StreamRun:
 
     def __init__(self, edges, num_parts: int, seed: int, assignment_dir: Optional[Path]):
         self.edges, self.num_parts, self.seed = edges, num_parts, seed
-        self.words = (num_parts + 63) // 64
+        self.rep_dtype, self.words = K.rep_dtype(num_parts), K.rep_words(num_parts)   # replica bitset rows
         self.num_nodes = int(getattr(edges, "num_nodes", None) or 0)
         self.capacity = max(self.num_nodes + 1, 1024)  # > num_nodes: cluster ids run to num_nodes
         self._arrays: dict[str, tuple[Any, Any]] = {}
