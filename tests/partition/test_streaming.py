@@ -408,4 +408,4 @@ def test_state_arrays_are_narrow(edge_file, monkeypatch):
     run.ensure(np.array([5000]), np.array([1]))   # past the (forced) limit: ids widened, values kept
     assert run.cid.dtype == np.int64 and run.cid[7] == 3 and (run.cid[8:] == -1).all() and run.cid.size > 5000
     s = stream_partition(path, 4, method="spring").metrics.state_bytes
-    assert s <= (n + 1024) * 24 + 4096   # int32 degrees, cluster ids, richest neighbours, ranks; int64 volumes
+    assert s <= (n + 1024) * 20 + 4096   # int32 degrees, cluster ids, richest neighbours, ranks and volumes

@@ -19,7 +19,7 @@ multiple of 64, chunks of ``C`` lines; ids, degrees and counts are int32 below 2
 where a count would overflow or the vertices pass 2^31)::
 
     the passes:  the method's per-vertex arrays, e.g. HDRF N * (B replica bitsets + 2 last part + 4 pdeg),
-                 SPRING N * (4 deg + 4 cid + 8 vol + 4 rich nbr + 4 first)
+                 SPRING N * (4 deg + 4 cid + 4 vol + 4 rich nbr + 4 first)
                  + one chunk: a text block of 16 C bytes, 8 C bytes per id column, 2 C bytes of parts
     SPRING's merge: the volumes freed; per cluster 4 size + 4 representative + 4 parent + 1 visited and an
                  8-byte heap key; then degrees and richest neighbours freed before the schedule
@@ -198,13 +198,14 @@ class StreamingPartitioner(Partitioner):
         if not vertex_cut:
             rf = float(K.count_replicas(rep_l, 1) / n) if n else 0.0
             del rep_l
+        counts_c, comm = K.completed_counts(rep_c, owner_p, P)
         metrics = dict(
             replication_factor=rf,
-            replication_factor_completed=float(K.count_replicas(rep_c, 0) / n) if n else 0.0,
+            replication_factor_completed=float(int(counts_c.sum()) / n) if n else 0.0,
             edge_balance=None if part_lines is None else _balance(part_lines),
             edge_balance_completed=_balance(load_c), owner_balance=_balance(np.bincount(owner, minlength=P)),
             part_lines=part_lines, part_lines_completed=load_c, part_owned=np.bincount(owner, minlength=P),
-            part_vertices_completed=K.part_counts(rep_c, P), comm_rows=K.owner_comm_rows(rep_c, owner, P))
+            part_vertices_completed=counts_c, comm_rows=comm)
         return metrics, out_assign
 
 

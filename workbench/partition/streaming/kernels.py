@@ -12,7 +12,8 @@ State names used throughout:
 * ``deg``: ``(N,)`` degree (both endpoints of every line counted; a self-loop counts twice): int32, widened to
   int64 by the degree pass if a degree would overflow it.
 * ``cid``/``vol``: ``(N,)`` cluster id of each vertex (0 = unseen; int32 below 2^31 vertices, as every array of
-  ids, ranks and richest neighbours) and ``(N + 1,)`` int64 cluster volumes (sums of degrees).
+  ids, ranks and richest neighbours) and ``(N + 1,)`` cluster volumes (sums of degrees: int32 while twice the
+  lines fit, else int64).
 * ``out``: the chunk's part per line (the caller stores it, on disk for a file).
 
 This module holds the bit-set helpers every family shares, the degree pass, list scheduling, neighbour
@@ -255,6 +256,57 @@ def owner_comm_rows(rep, owner, num_parts):
             if q != o and _has(rep, v, q):
                 out[o, q] += 1
     return out
+
+
+@numba.njit(cache=True)
+def completed_counts(rep, owner, num_parts):
+    """:func:`part_counts` and :func:`owner_comm_rows` in one branch-free pass over the rows: ``(P,)`` vertices
+    per part and ``(P, P)`` halo rows owner -> holder (every vertex must hold its owner's bit, as after
+    completion). Their sum of part counts is the completed replicas."""
+    counts = np.zeros(num_parts, np.int64)
+    comm = np.zeros((num_parts, num_parts), np.int64)
+    sh = _shift(rep)
+    mask = (1 << sh) - 1
+    for v in range(rep.shape[0]):
+        o = owner[v]
+        for p in range(num_parts):
+            b = np.int64((np.uint64(rep[v, p >> sh]) >> np.uint64(p & mask)) & _ONE)
+            counts[p] += b
+            comm[o, p] += b
+    for p in range(num_parts):
+        comm[p, p] = 0
+    return counts, comm
+
+
+# ----------------------------------------------------------------------------------------------- reading
+
+@numba.njit(cache=True, nogil=True)
+def split_pairs(pairs, src, dst):
+    """Copy the ``(n, 2)`` id pairs ``pairs`` into ``src[:n]``/``dst[:n]`` (int64) in one read; returns the
+    smallest and largest id, ``(0, -1)`` for no pair (the chunk's range, without reducing it again)."""
+    lo, hi = np.int64(0), np.int64(-1)
+    if pairs.shape[0]:
+        lo = np.int64(pairs[0, 0])
+    for i in range(pairs.shape[0]):
+        a, b = np.int64(pairs[i, 0]), np.int64(pairs[i, 1])
+        src[i] = a
+        dst[i] = b
+        lo = min(lo, min(a, b))
+        hi = max(hi, max(a, b))
+    return lo, hi
+
+
+@numba.njit(cache=True, nogil=True)
+def id_range(src, dst):
+    """The smallest and largest id of a chunk in one read, ``(0, -1)`` for an empty one."""
+    lo, hi = np.int64(0), np.int64(-1)
+    if src.shape[0]:
+        lo = np.int64(src[0])
+    for i in range(src.shape[0]):
+        a, b = np.int64(src[i]), np.int64(dst[i])
+        lo = min(lo, min(a, b))
+        hi = max(hi, max(a, b))
+    return lo, hi
 
 
 # ----------------------------------------------------------------------------------------------- edge-list text

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from workbench.partition.streaming.kernels import _has, _place, mix64
+from workbench.partition.streaming.kernels import _ONE, _has, _place, _shift, mix64
 
 __all__ = ["hash_chunk", "dbh_chunk", "hdrf_chunk", "greedy_cases_chunk"]
 
@@ -43,12 +43,10 @@ def dbh_chunk(src, dst, num_parts, seed, deg, partial, rep, load, last, out):
 
 
 @numba.njit(cache=True, inline="always")
-def _min_max(load):
-    lo, hi = load[0], load[0]
-    for p in range(1, load.shape[0]):
-        lo = min(lo, load[p])
-        hi = max(hi, load[p])
-    return lo, hi
+def _bit(rep, v, p):
+    """1.0 when part ``p`` holds ``v``, else 0.0 (for branch-free scores)."""
+    sh = _shift(rep)
+    return float((np.uint64(rep[v, p >> sh]) >> np.uint64(p & ((1 << sh) - 1))) & _ONE)
 
 
 @numba.njit(cache=True)
@@ -60,9 +58,20 @@ def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, limit, rep, load, la
     ``theta(u) = pdeg[u] / (pdeg[u] + pdeg[v])`` over partial degrees incremented before scoring.
     Greedy's ``C_REP = [p holds u] + [p holds v]``.
 
+    The scores are summed branch-free (``g * [p holds x]``: adding 0.0 leaves a sum unchanged, so the floats are
+    those of conditional sums) and ``minsize``/``maxsize`` follow the one load that grows per line (the
+    minimum is recounted only when its last part leaves it) instead of an O(P) scan per line.
+
     Stops before a line that would take a partial degree past ``limit`` (the largest value of ``pdeg``'s
     type); returns the lines assigned (the caller widens ``pdeg`` and assigns the rest).
     """
+    lo, hi = load[0], load[0]
+    for p in range(1, num_parts):
+        lo = min(lo, load[p])
+        hi = max(hi, load[p])
+    at_lo = 0   # parts whose load is lo
+    for p in range(num_parts):
+        at_lo += load[p] == lo
     for i in range(src.shape[0]):
         u, v = src[i], dst[i]
         if pdeg[u] >= limit - 1 or pdeg[v] >= limit - 1:
@@ -75,19 +84,23 @@ def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, limit, rep, load, la
         else:
             gu = 1.0 + (1.0 - du / (du + dv))
             gv = 1.0 + (1.0 - dv / (du + dv))
-        lo, hi = _min_max(load)
         denom = eps + float(hi - lo)
         best, best_s = 0, -1.0
         for p in range(num_parts):
-            s = lam * float(hi - load[p]) / denom
-            if _has(rep, u, p):
-                s += gu
-            if _has(rep, v, p):
-                s += gv
-            if s > best_s:
-                best, best_s = p, s
+            s = lam * float(hi - load[p]) / denom + gu * _bit(rep, u, p) + gv * _bit(rep, v, p)
+            better = s > best_s
+            best = p if better else best
+            best_s = s if better else best_s
         _place(u, v, best, rep, load, last)
         out[i] = best
+        x = load[best]
+        hi = max(hi, x)
+        if x - 1 == lo:
+            at_lo -= 1
+            if at_lo == 0:   # every part is above lo now: lo + 1 is the new minimum
+                lo += 1
+                for p in range(num_parts):
+                    at_lo += load[p] == lo
     return src.shape[0]
 
 

@@ -201,8 +201,10 @@ class GreedyPartitioner(_VertexCut):
 
 
 def _cluster_state(run: StreamRun) -> None:
+    """Cluster state, after a pass that counted the lines: volumes are sums of degrees, at most twice the lines,
+    so int32 while that fits (narrow state keeps the pass's random accesses in cache)."""
     run.array("cid", INDEX, 0)      # cluster ids run to the vertices seen + 1 <= capacity
-    run.array("vol", np.int64, 0)   # sums of degrees: up to twice the lines
+    run.array("vol", np.int32 if 2 * run.num_lines < np.iinfo(np.int32).max else np.int64, 0)
     run.array("first", INDEX, -1)
     run.counters = np.array([1, 0], np.int64)
 

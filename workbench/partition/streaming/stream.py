@@ -75,6 +75,8 @@ class EdgeFileStream:
         self.chunk_edges, self.directed, self.num_nodes = chunk_edges, directed, num_nodes
         self.name = self.path.name
         self.train_mask: Optional[np.ndarray] = None
+        self.chunk_range: Optional[tuple[int, int]] = None
+        """The smallest and largest id of the chunk last yielded, when reading it found them (else ``None``)."""
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if self.binary is not None:
@@ -87,15 +89,16 @@ class EdgeFileStream:
         ``num_nodes`` (when known) are refused naming the line."""
         from workbench.data.edgefiles import binary_chunks
 
+        from workbench.partition.streaming.kernels import split_pairs
+
         rows = max(min(self.chunk_edges, self.binary.num_lines), 1)
         src, dst = np.empty(rows, np.int64), np.empty(rows, np.int64)
         lo = 0
         for window in binary_chunks(self.binary, self.chunk_edges):
             n = window.shape[0]
-            np.copyto(src[:n], window[:, 0], casting="unsafe")
-            np.copyto(dst[:n], window[:, 1], casting="unsafe")
+            self.chunk_range = split_pairs(window, src, dst)
             del window
-            if self.num_nodes is not None and n and max(int(src[:n].max()), int(dst[:n].max())) >= self.num_nodes:
+            if self.num_nodes is not None and n and self.chunk_range[1] >= self.num_nodes:
                 i = int(np.flatnonzero((src[:n] >= self.num_nodes) | (dst[:n] >= self.num_nodes))[0])
                 raise ParamError([param_error("path", "EdgeFileStream", f"vertex ids below num_nodes="
                                               f"{self.num_nodes} ({self.path.name})",
@@ -131,6 +134,7 @@ class EdgeFileStream:
                 if end:
                     chunk = state.parse(buf, end)
                     if chunk is not None:
+                        self.chunk_range = None
                         yield chunk
                 if not got:
                     return
