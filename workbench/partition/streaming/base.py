@@ -29,7 +29,8 @@ where a count would overflow or the vertices pass 2^31)::
 measured on papers-like graphs (16 parts) about 30 bytes a vertex at SPRING's merge, 24 in its passes and
 completion (74 at its schedule before the narrow types), and nothing proportional to the number of edges:
 chunk buffers are reused from chunk to chunk, and an assignment that must be kept goes to a binary file chunk
-by chunk. :attr:`StreamMetrics.state_bytes` is the most the passes' arrays held at once;
+by chunk. A text file is parsed once: its first pass also writes the pairs to a temporary int32 file on disk
+(8 bytes a line, :class:`~workbench.partition.streaming.stream.SpilledTextStream`) that the later passes read. :attr:`StreamMetrics.state_bytes` is the most the passes' arrays held at once;
 ``benchmarks/streaming.py --memory-only`` measures the peak of the whole command against it.
 """
 
@@ -53,7 +54,7 @@ from workbench.partition.base import Partitioner, get_partitioner
 from workbench.partition.streaming.result import StreamMetrics, StreamPartition, _balance
 from workbench.partition.streaming.state import (StreamRun, _Assignment, _reset_peak_rss, current_rss_mb,
                                                  fill_unowned, part_dtype, peak_rss_mb)
-from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream, as_numpy_mask
+from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream, SpilledTextStream, as_numpy_mask
 
 __all__ = ["StreamingPartitioner", "StreamPartition", "StreamMetrics", "stream_partition"]
 
@@ -80,7 +81,8 @@ class StreamingPartitioner(Partitioner):
 
     # -------------------------------------------------------------------------------- public verbs
     def stream(self, edges, num_parts: int, *, keep_assignment: bool = False, k_hops: int = 1,
-               train_mask=None, assignment_dir: Optional[str | os.PathLike] = None) -> StreamPartition:
+               train_mask=None, assignment_dir: Optional[str | os.PathLike] = None,
+               spill_text: bool = True) -> StreamPartition:
         """Partition an edge stream into ``num_parts`` parts in bounded memory, then complete it.
 
         Args:
@@ -96,6 +98,9 @@ class StreamingPartitioner(Partitioner):
                 stream's).
             assignment_dir: folder of the temporary assignment file (default the system temp folder; unused
                 for in-memory graphs).
+            spill_text: parse a text file once: the first pass also writes its pairs to a temporary int32 file
+                in ``assignment_dir`` (8 bytes a line) that the later passes read instead of the text
+                (:class:`~workbench.partition.streaming.stream.SpilledTextStream`); False parses every pass.
 
         Raises:
             ParamError: bad part count or ``k_hops``.
@@ -110,7 +115,18 @@ class StreamingPartitioner(Partitioner):
         _reset_peak_rss()
         rss_start = current_rss_mb()
         start = time.perf_counter()
-        run = StreamRun(edges, num_parts, self.config.seed, tmp_dir)
+        spill = None
+        if spill_text and isinstance(edges, EdgeFileStream) and edges.binary is None:
+            spill = SpilledTextStream(edges, tmp_dir)   # every method passes at least twice: parse once
+        try:
+            return self._run(spill or edges, edges, num_parts, keep_assignment, k_hops, train_mask, tmp_dir,
+                             rss_start, start)
+        finally:
+            if spill is not None:
+                spill.close()
+
+    def _run(self, stream, edges, num_parts, keep_assignment, k_hops, train_mask, tmp_dir, rss_start, start):
+        run = StreamRun(stream, num_parts, self.config.seed, tmp_dir)
         produced = self._stream(run)
         state_bytes = run.state_bytes()
         # The passes are over: only the replicas (and the last parts, for the owners) are read from here on.

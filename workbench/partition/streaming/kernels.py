@@ -309,6 +309,22 @@ def id_range(src, dst):
     return lo, hi
 
 
+@numba.njit(cache=True, nogil=True)
+def pack_pairs(src, dst, pairs):
+    """Interleave a chunk into ``pairs[:n]`` (``(n, 2)``, e.g. int32 for a spill file) in one read; returns the
+    smallest and largest id, ``(0, -1)`` for an empty chunk (the caller checks they fit ``pairs``' type)."""
+    lo, hi = np.int64(0), np.int64(-1)
+    if src.shape[0]:
+        lo = np.int64(src[0])
+    for i in range(src.shape[0]):
+        a, b = np.int64(src[i]), np.int64(dst[i])
+        pairs[i, 0] = a
+        pairs[i, 1] = b
+        lo = min(lo, min(a, b))
+        hi = max(hi, max(a, b))
+    return lo, hi
+
+
 # ----------------------------------------------------------------------------------------------- edge-list text
 
 _INT64_MAX = np.int64(2 ** 63 - 1)
