@@ -18,8 +18,8 @@ Memory (``N`` vertices, ``P`` parts, ``B`` bytes a replica bitset row: ``P`` bit
 multiple of 64, chunks of ``C`` lines; ids, degrees and counts are int32 below 2^31 vertices, widened to int64
 where a count would overflow or the vertices pass 2^31)::
 
-    the passes:  the method's per-vertex arrays, e.g. HDRF N * (B replica bitsets + 2 last part + 4 pdeg),
-                 SPRING N * (4 deg + 4 cid + 4 vol + 4 rich nbr + 4 first)
+    the passes:  the method's per-vertex arrays, e.g. HDRF N * (B replica bitsets + 4 pdeg; + 2 last part for
+                 owner_rule='last'), SPRING N * (4 deg + 4 cid + 4 vol + 4 rich nbr + 4 first)
                  + one chunk: a text block of 16 C bytes, 8 C bytes per id column, 2 C bytes of parts
     SPRING's merge: the volumes freed; per cluster 4 size + 4 representative + 4 parent + 1 visited and an
                  8-byte heap key; then degrees and richest neighbours freed before the schedule

@@ -8,7 +8,7 @@ State names used throughout:
 * ``rep``: ``(N, W)`` replica bitsets, bit ``p`` of row ``v`` set when part ``p`` holds ``v`` (``A(v)`` in the
   papers); words of :func:`rep_dtype` (uint8 up to 8 parts, ..., uint64 words beyond 64), ``W = rep_words(P)``.
 * ``load``: ``(P,)`` int64 lines per part; ``last``: ``(N,)`` part of the last line touching ``v`` (int16 below
-  2^15 parts).
+  2^15 parts), or an empty array when nothing reads it (the owner rule 'random').
 * ``deg``: ``(N,)`` degree (both endpoints of every line counted; a self-loop counts twice): int32, widened to
   int64 by the degree pass if a degree would overflow it.
 * ``cid``/``vol``: ``(N,)`` cluster id of each vertex (0 = unseen; int32 below 2^31 vertices, as every array of
@@ -27,7 +27,10 @@ chunk allocates nothing; the per-vertex reductions (:func:`count_replicas`, :fun
 
 Ties always go to the lowest part index unless a docstring says otherwise. Small helpers are
 ``inline="always"``: a call of a compiled function with array arguments otherwise pays reference counting per
-call, which made the clustering pass ten times slower.
+call, which made the clustering pass ten times slower. numba's cache of a module is keyed on that file alone, so
+a module that inlines these helpers keeps their old code in its cache until it changes too: a change to a helper
+here goes with a change to every module importing it (the stale inlined ``_place`` of an earlier version wrote
+past an empty ``last`` array).
 """
 
 from __future__ import annotations
@@ -87,8 +90,9 @@ def _place(u, v, p, rep, load, last):
     _set(rep, u, p)
     _set(rep, v, p)
     load[p] += 1
-    last[u] = p
-    last[v] = p
+    if last.shape[0]:   # an empty ``last``: not tracked (the owner rule does not read it)
+        last[u] = p
+        last[v] = p
 
 
 @numba.njit(cache=True)
@@ -135,6 +139,20 @@ def complete_chunk(src, dst, parts, owner, both_sides, rep, load, out):
     to ``owner[v]`` and, when ``both_sides`` (undirected lines), to ``owner[u]``: every owned vertex keeps its
     full 1-hop neighbourhood. ``rep`` gains the replicas, ``load`` the lines per part (each part once per
     line), and ``out[i]`` the owner-side part ``owner[v]``."""
+    if rep.shape[1] == 1:   # one word a row: the (up to) three parts as one mask, no branch
+        for i in range(src.shape[0]):
+            u, v = src[i], dst[i]
+            ov = owner[v]
+            ou = owner[u] if both_sides else ov
+            a = parts[i]
+            m = (_ONE << np.uint64(a)) | (_ONE << np.uint64(ov)) | (_ONE << np.uint64(ou))
+            rep[u, 0] |= m
+            rep[v, 0] |= m
+            load[a] += 1
+            load[ov] += ov != a
+            load[ou] += (ou != a) & (ou != ov)
+            out[i] = ov
+        return
     for i in range(src.shape[0]):
         u, v = src[i], dst[i]
         ov = owner[v]
@@ -156,6 +174,7 @@ def complete_owner_chunk(src, dst, owner, both_sides, one_side_rule, seed, rep, 
     vertex-cut methods'). ``one_side_rule`` > 0 is the K = 0 ablation: a cross line goes to one side only (1:
     the smaller id's owner, as the reference code; 2: a seeded random side, as the paper)."""
     s = mix64(np.uint64(seed) + np.uint64(0x5851F42D4C957F2D))
+    one_word = rep.shape[1] == 1
     for i in range(src.shape[0]):
         u, v = src[i], dst[i]
         ou, ov = owner[u], owner[v]
@@ -170,9 +189,16 @@ def complete_owner_chunk(src, dst, owner, both_sides, one_side_rule, seed, rep, 
                 ou = ov
         elif not both_sides:
             ou = ov
-        _place_line(u, v, ov, rep, load)
-        if ou != ov:
-            _place_line(u, v, ou, rep, load)
+        if one_word:   # both parts as one mask, no branch
+            m = (_ONE << np.uint64(ov)) | (_ONE << np.uint64(ou))
+            rep[u, 0] |= m
+            rep[v, 0] |= m
+            load[ov] += 1
+            load[ou] += ou != ov
+        else:
+            _place_line(u, v, ov, rep, load)
+            if ou != ov:
+                _place_line(u, v, ou, rep, load)
         _place_line(u, v, o, rep_l, load_l)
         out[i] = o
 

@@ -11,6 +11,7 @@ import heapq
 import numba
 import numpy as np
 
+# inlined helpers: this file changes with them (numba's cache note in kernels.py)
 from workbench.partition.streaming.kernels import _has, _place
 
 __all__ = ["hollocou_chunk", "twops_cluster_chunk", "twops_pre_chunk", "twops_rest_chunk", "spring_merge",

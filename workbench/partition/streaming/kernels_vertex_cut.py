@@ -9,6 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+# inlined helpers: this file changes with them (numba's cache note in kernels.py)
 from workbench.partition.streaming.kernels import _ONE, _has, _place, _shift, mix64
 
 __all__ = ["hash_chunk", "dbh_chunk", "hdrf_chunk", "greedy_cases_chunk"]

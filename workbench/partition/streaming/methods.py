@@ -42,7 +42,10 @@ class _VertexCut(StreamingPartitioner):
 
     def _state(self, run: StreamRun) -> None:
         run.array("rep", run.rep_dtype, 0, width=run.words)
-        run.array("last", part_dtype(run.num_parts), -1)
+        if self.config.owner_rule == "last":
+            run.array("last", part_dtype(run.num_parts), -1)
+        else:   # not tracked: only the owner rule 'last' reads it
+            run.last = np.empty(0, part_dtype(run.num_parts))
         run.load = np.zeros(run.num_parts, np.int64)
 
     def _one_pass(self, run: StreamRun, phase: str, kernel, args, counts: str = ""):
