@@ -30,7 +30,8 @@ measured on papers-like graphs (16 parts) about 30 bytes a vertex at SPRING's me
 completion (74 at its schedule before the narrow types), and nothing proportional to the number of edges:
 chunk buffers are reused from chunk to chunk, and an assignment that must be kept goes to a binary file chunk
 by chunk. A text file is parsed once: its first pass also writes the pairs to a temporary int32 file on disk
-(8 bytes a line, :class:`~workbench.partition.streaming.stream.SpilledTextStream`) that the later passes read. :attr:`StreamMetrics.state_bytes` is the most the passes' arrays held at once;
+(8 bytes a line, :class:`~workbench.partition.streaming.stream.SpilledTextStream`) that the later passes read.
+:attr:`StreamMetrics.state_bytes` is the most the passes' arrays held at once;
 ``benchmarks/streaming.py --memory-only`` measures the peak of the whole command against it.
 """
 
