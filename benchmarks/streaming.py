@@ -301,8 +301,8 @@ def main(argv=None) -> dict:
         r["over_hash"] = r["elapsed_s"] / hash_s if hash_s else None
         vs = f", {r['over_hash']:.2f}x hash's" if hash_s else ""
         print(f"{m:<11} {r['lines_per_s'] / 1e6:6.2f} M lines/s ({r['elapsed_s']:6.2f} s{vs}; phases "
-              f"{r['phase_s']}) peak RSS {r['peak_rss_mb']:7.1f} MiB (+{r['rss_added_mb']:6.1f}), state {r['state_mb']:6.1f} MiB, CSR would "
-              f"be {csr_mb:7.1f} MiB; RF+nbrs {r['rf_completed']:.3f}", flush=True)
+              f"{r['phase_s']}) peak RSS {r['peak_rss_mb']:7.1f} MiB (+{r['rss_added_mb']:6.1f}), state "
+              f"{r['state_mb']:6.1f} MiB, CSR would be {csr_mb:7.1f} MiB; RF+nbrs {r['rf_completed']:.3f}", flush=True)
     out["partitioners"] = rows
     out["csr_mb"] = csr_mb
 

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 # inlined helpers: this file changes with them (numba's cache note in kernels.py)
-from workbench.partition.streaming.kernels import _has, _place
+from workbench.partition.streaming.kernels import AHEAD, _has, _place, _prefetch_rows, prefetch
 
 __all__ = ["hollocou_chunk", "twops_cluster_chunk", "twops_pre_chunk", "twops_rest_chunk", "spring_merge",
            "first_seen_of_roots", "owners_of_roots"]
@@ -28,7 +28,19 @@ def hollocou_chunk(src, dst, deg, cid, vol, rn, first, counters, tau, partial):
     (The counters live in locals inside the loop: kept in the array, they made the pass several times slower.)
     """
     k, f = counters[0], counters[1]
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:   # the rows of the vertices AHEAD lines on, then their clusters' and neighbours'
+            a, b = src[i + AHEAD], dst[i + AHEAD]
+            _prefetch_rows(a, b, cid, deg)
+            prefetch(rn, a)
+            prefetch(rn, b)
+        if i + AHEAD // 2 < n:
+            a, b = src[i + AHEAD // 2], dst[i + AHEAD // 2]
+            prefetch(vol, cid[a])
+            prefetch(vol, cid[b])
+            prefetch(deg, rn[a])
+            prefetch(deg, rn[b])
         u, v = src[i], dst[i]
         if cid[u] == 0:
             cid[u] = k
@@ -74,7 +86,13 @@ def twops_cluster_chunk(src, dst, deg, cid, vol, first, counters, cap):
     ``real(x) = vol(c_x) - d(x)``, ``u`` joins ``c_v`` if ``real(u) <= real(v)`` and ``vol(c_v) + d(u) <= cap``,
     else ``v`` joins ``c_u`` if ``real(v) < real(u)`` and ``vol(c_u) + d(v) <= cap``."""
     k, f = counters[0], counters[1]
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], cid, deg)
+        if i + AHEAD // 2 < n:
+            prefetch(vol, cid[src[i + AHEAD // 2]])
+            prefetch(vol, cid[dst[i + AHEAD // 2]])
         u, v = src[i], dst[i]
         if cid[u] == 0:
             cid[u] = k

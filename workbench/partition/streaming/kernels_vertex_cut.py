@@ -10,7 +10,7 @@ import numba
 import numpy as np
 
 # inlined helpers: this file changes with them (numba's cache note in kernels.py)
-from workbench.partition.streaming.kernels import _ONE, _has, _place, _shift, mix64
+from workbench.partition.streaming.kernels import AHEAD, _ONE, _has, _place, _prefetch_rows, _shift, mix64
 
 __all__ = ["hash_chunk", "dbh_chunk", "hdrf_chunk", "greedy_cases_chunk"]
 
@@ -19,7 +19,10 @@ __all__ = ["hash_chunk", "dbh_chunk", "hdrf_chunk", "greedy_cases_chunk"]
 def hash_chunk(src, dst, num_parts, seed, rep, load, last, out):
     """Random hashing: part = mix64(seed, min(u, v), max(u, v)) mod P (orientation-free)."""
     s = mix64(np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15))
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], rep, rep)
         u, v = src[i], dst[i]
         lo, hi = min(u, v), max(u, v)
         p = np.int64(mix64(mix64(np.uint64(lo) ^ s) + np.uint64(hi)) % np.uint64(num_parts))
@@ -32,7 +35,10 @@ def dbh_chunk(src, dst, num_parts, seed, deg, partial, rep, load, last, out):
     """DBH: hash the lower-degree endpoint (ties: ``dst``, as the reference code). ``partial``: degrees seen
     so far, counted before the decision; otherwise ``deg`` holds full degrees from a degree pass."""
     s = mix64(np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15))
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], deg, rep)
         u, v = src[i], dst[i]
         if partial:
             deg[u] += 1
@@ -73,7 +79,10 @@ def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, limit, rep, load, la
     at_lo = 0   # parts whose load is lo
     for p in range(num_parts):
         at_lo += load[p] == lo
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], pdeg, rep)
         u, v = src[i], dst[i]
         if pdeg[u] >= limit - 1 or pdeg[v] >= limit - 1:
             return i
