@@ -125,7 +125,10 @@ def twops_cluster_chunk(src, dst, deg, cid, vol, first, counters, cap):
 def twops_pre_chunk(src, dst, vpart, cap_load, rep, load, last, out):
     """2PS-L phase 2a: a line whose endpoints' clusters map to one part goes there unless it is full
     (``load >= cap_load``); the others get -1 for phase 2b."""
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], vpart, rep)
         u, v = src[i], dst[i]
         p = vpart[u]
         if p == vpart[v] and load[p] < cap_load:
@@ -141,7 +144,15 @@ def twops_rest_chunk(src, dst, num_parts, deg, cid, vol, vpart, cap_load, port, 
     (``g_u + g_v + gc_u + gc_v``, ties to the later candidate); a full candidate: (higher-degree endpoint) mod
     P, then the least-loaded part. ``port=True``: CATGNN's port, which skips the scoring for lines whose
     clusters map to different parts, takes (higher-degree endpoint) mod P and falls back to part 0."""
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n and out[i + AHEAD] < 0:
+            a, b = src[i + AHEAD], dst[i + AHEAD]
+            _prefetch_rows(a, b, vpart, rep)
+            _prefetch_rows(a, b, deg, cid)
+        if i + AHEAD // 2 < n and out[i + AHEAD // 2] < 0:
+            prefetch(vol, cid[src[i + AHEAD // 2]])
+            prefetch(vol, cid[dst[i + AHEAD // 2]])
         if out[i] >= 0:
             continue
         u, v = src[i], dst[i]

@@ -256,7 +256,7 @@ class TwoPSLPartitioner(_VertexCut):
         order = order[vol[order] > 0]
         cpart = np.zeros(num_clusters, np.int64)
         cpart[order] = list_schedule(order, vol.astype(np.int64), P, np.zeros(P, np.int64))
-        run.array("vpart", np.int64, 0)
+        run.array("vpart", part_dtype(P), 0)
         run.vpart[:] = cpart[np.minimum(run.cid, num_clusters - 1)]
         run.phase_s["schedule"] = time.perf_counter() - start
         self._state(run)
