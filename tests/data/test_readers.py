@@ -42,6 +42,41 @@ def test_a_comment_after_leading_blanks_is_a_comment_line_for_both_parsers(tmp_p
     assert sum((s for s, _ in chunks), []) == [0, 1, 2] and sum((d for _, d in chunks), []) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_indented_comment_lines_never_end_the_read_early(tmp_path, seed):
+    """Comment lines after leading blanks (spaces, tabs, a comma), in every position, with blocks cut anywhere
+    (tiny chunks put block boundaries inside and around them): both parsers read every edge line after them,
+    in file order, the streaming reader whether it parses each pass or once (its spill)."""
+    from workbench.partition.streaming import stream_partition
+    from workbench.partition.streaming.stream import EdgeFileStream, SpilledTextStream
+
+    rng = np.random.default_rng(seed)
+    lines, want = [], []
+    for _ in range(400):
+        r = rng.random()
+        if r < 0.25:
+            lines.append(str(rng.choice([" ", "   ", "\t", " \t ", ",", ""])) + str(rng.choice(["#", "%"]))
+                         + str(rng.choice(["", " note", " 1 2 3"])))
+        elif r < 0.3:
+            lines.append(str(rng.choice(["", "  ", "\t"])))
+        else:
+            u, v = (int(x) for x in rng.integers(0, 50, 2))
+            want.append((u, v))
+            lead, sep, tail = (str(rng.choice(c)) for c in (["", " ", "  "], [" ", "\t", ","], ["", " # tail", "\r"]))
+            lines.append(f"{lead}{u}{sep}{v}{tail}")
+    p = tmp_path / "g.txt"
+    p.write_text("   # indented first line\n" + "\n".join(lines) + "\n   # indented last line")
+    assert _edges(read_edge_list(p)) == sorted(want)
+    for chunk_edges in (1, 2, 3, 64):
+        got = [pair for s, d in EdgeFileStream(p, chunk_edges=chunk_edges) for pair in zip(s.tolist(), d.tolist())]
+        assert got == want, chunk_edges
+    spill = SpilledTextStream(EdgeFileStream(p, chunk_edges=2), tmp_path / "spill")
+    for _ in range(2):
+        assert [pair for s, d in spill for pair in zip(s.tolist(), d.tolist())] == want
+    spill.close()
+    assert stream_partition(p, 2, method="hash").metrics.num_lines == len(want)
+
+
 def test_num_nodes_and_undirected(tmp_path):
     p = tmp_path / "g.txt"
     p.write_text("0 1\n1 2\n")

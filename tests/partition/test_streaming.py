@@ -408,4 +408,53 @@ def test_state_arrays_are_narrow(edge_file, monkeypatch):
     run.ensure(np.array([5000]), np.array([1]))   # past the (forced) limit: ids widened, values kept
     assert run.cid.dtype == np.int64 and run.cid[7] == 3 and (run.cid[8:] == -1).all() and run.cid.size > 5000
     s = stream_partition(path, 4, method="spring").metrics.state_bytes
-    assert s <= (n + 1024) * 24 + 4096   # int32 degrees, cluster ids, richest neighbours, ranks; int64 volumes
+    assert s <= (n + 1024) * 20 + 4096   # int32 degrees, cluster ids, richest neighbours, ranks and volumes
+
+
+# ------------------------------------------------------------------------------------------- text parsed once
+
+def test_spilled_text_stream_replays_the_text_chunks_and_cleans_up(tmp_path):
+    """The spill gives the text pass's lines in its chunks (a line's place in its chunk is part of the K = 0
+    random side), drops itself for an id past int32, and its file goes with close()."""
+    from workbench.partition.streaming import EdgeFileStream
+    from workbench.partition.streaming.stream import SpilledTextStream
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "g.txt"
+    path.write_text("# header\n" + "".join(f"{u} {v}\n" for u, v in rng.integers(0, 500, (3000, 2))))
+    want = [(s.copy(), d.copy()) for s, d in EdgeFileStream(path, chunk_edges=100)]
+    spill = SpilledTextStream(EdgeFileStream(path, chunk_edges=100), tmp_path / "spill")
+    for k in range(3):
+        got = [(s.copy(), d.copy()) for s, d in spill]
+        assert spill.spilled and len(got) == len(want) > 10
+        assert all((a == c).all() and (b == d).all() for (a, b), (c, d) in zip(got, want)), k
+    assert len(list((tmp_path / "spill").iterdir())) == 1
+    spill.close()
+    assert list((tmp_path / "spill").iterdir()) == [] and not spill.spilled
+    big = tmp_path / "big.txt"
+    big.write_text(f"0 1\n1 {2 ** 31}\n")
+    spill = SpilledTextStream(EdgeFileStream(big), tmp_path / "spill")
+    for _ in range(2):
+        assert [d.tolist() for _, d in spill] == [[1, 2 ** 31]] and not spill.spilled
+    assert list((tmp_path / "spill").iterdir()) == []
+
+
+@pytest.mark.parametrize("method", STREAMING_METHODS)
+def test_text_parsed_once_gives_the_same_partition(tmp_path, method):
+    """spill_text (the default) changes nothing in the result, K = 0 included, and leaves no file behind."""
+    from workbench.partition.base import get_partitioner
+    from workbench.partition.streaming import EdgeFileStream
+    from workbench.partition.streaming.generate import write_edge_file
+
+    path = write_edge_file(tmp_path / "g.txt", 2000, 20_000, seed=1)
+    for k_hops in (1, 0):
+        runs = [get_partitioner(method)(seed=3).stream(EdgeFileStream(path, chunk_edges=1000), 4, k_hops=k_hops,
+                                                       keep_assignment=True, spill_text=spill,
+                                                       assignment_dir=tmp_path / "tmp")
+                for spill in (False, True)]
+        assert (runs[0].owner == runs[1].owner).all()
+        assert (runs[0].line_parts() == runs[1].line_parts()).all()
+        assert (runs[0].metrics.comm_rows == runs[1].metrics.comm_rows).all()
+        for r in runs:
+            r.close()
+    assert list((tmp_path / "tmp").iterdir()) == []

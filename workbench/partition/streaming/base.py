@@ -14,21 +14,24 @@ Both are then **completed** in one more pass: a line also goes to its endpoints'
 keeps its full 1-hop neighbourhood (CATGNN §3.2). Vertices with no line get an owner too: each goes to the
 part owning the fewest vertices at that point (lowest index on ties).
 
-Memory (``N`` vertices, ``P`` parts, ``W = ceil(P / 64)``, chunks of ``C`` lines; ids, degrees and counts are
-int32 below 2^31 vertices, widened to int64 where a count would overflow or the vertices pass 2^31)::
+Memory (``N`` vertices, ``P`` parts, ``B`` bytes a replica bitset row: ``P`` bits rounded up to 8, 16, 32 or a
+multiple of 64, chunks of ``C`` lines; ids, degrees and counts are int32 below 2^31 vertices, widened to int64
+where a count would overflow or the vertices pass 2^31)::
 
-    the passes:  the method's per-vertex arrays, e.g. HDRF N * (8 W replica bitsets + 2 last part + 4 pdeg),
-                 SPRING N * (4 deg + 4 cid + 8 vol + 4 rich nbr + 4 first)
+    the passes:  the method's per-vertex arrays, e.g. HDRF N * (B replica bitsets + 4 pdeg; + 2 last part for
+                 owner_rule='last'), SPRING N * (4 deg + 4 cid + 4 vol + 4 rich nbr + 4 first)
                  + one chunk: a text block of 16 C bytes, 8 C bytes per id column, 2 C bytes of parts
     SPRING's merge: the volumes freed; per cluster 4 size + 4 representative + 4 parent + 1 visited and an
                  8-byte heap key; then degrees and richest neighbours freed before the schedule
-    completion:  N * (8 owner + 8 W bitsets, twice for owner results) + one chunk (the passes' arrays are
-                 freed before it; a vertex-cut's bitsets are completed in place)
+    completion:  N * (8 owner + 2 narrow owner copy + B bitsets, twice for owner results) + one chunk (the
+                 passes' arrays are freed before it; a vertex-cut's bitsets are completed in place)
 
 measured on papers-like graphs (16 parts) about 30 bytes a vertex at SPRING's merge, 24 in its passes and
 completion (74 at its schedule before the narrow types), and nothing proportional to the number of edges:
 chunk buffers are reused from chunk to chunk, and an assignment that must be kept goes to a binary file chunk
-by chunk. :attr:`StreamMetrics.state_bytes` is the most the passes' arrays held at once;
+by chunk. A text file is parsed once: its first pass also writes the pairs to a temporary int32 file on disk
+(8 bytes a line, :class:`~workbench.partition.streaming.stream.SpilledTextStream`) that the later passes read.
+:attr:`StreamMetrics.state_bytes` is the most the passes' arrays held at once;
 ``benchmarks/streaming.py --memory-only`` measures the peak of the whole command against it.
 """
 
@@ -52,7 +55,7 @@ from workbench.partition.base import Partitioner, get_partitioner
 from workbench.partition.streaming.result import StreamMetrics, StreamPartition, _balance
 from workbench.partition.streaming.state import (StreamRun, _Assignment, _reset_peak_rss, current_rss_mb,
                                                  fill_unowned, part_dtype, peak_rss_mb)
-from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream, as_numpy_mask
+from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream, SpilledTextStream, as_numpy_mask
 
 __all__ = ["StreamingPartitioner", "StreamPartition", "StreamMetrics", "stream_partition"]
 
@@ -79,7 +82,8 @@ class StreamingPartitioner(Partitioner):
 
     # -------------------------------------------------------------------------------- public verbs
     def stream(self, edges, num_parts: int, *, keep_assignment: bool = False, k_hops: int = 1,
-               train_mask=None, assignment_dir: Optional[str | os.PathLike] = None) -> StreamPartition:
+               train_mask=None, assignment_dir: Optional[str | os.PathLike] = None,
+               spill_text: bool = True) -> StreamPartition:
         """Partition an edge stream into ``num_parts`` parts in bounded memory, then complete it.
 
         Args:
@@ -95,6 +99,9 @@ class StreamingPartitioner(Partitioner):
                 stream's).
             assignment_dir: folder of the temporary assignment file (default the system temp folder; unused
                 for in-memory graphs).
+            spill_text: parse a text file once: the first pass also writes its pairs to a temporary int32 file
+                in ``assignment_dir`` (8 bytes a line) that the later passes read instead of the text
+                (:class:`~workbench.partition.streaming.stream.SpilledTextStream`); False parses every pass.
 
         Raises:
             ParamError: bad part count or ``k_hops``.
@@ -109,7 +116,18 @@ class StreamingPartitioner(Partitioner):
         _reset_peak_rss()
         rss_start = current_rss_mb()
         start = time.perf_counter()
-        run = StreamRun(edges, num_parts, self.config.seed, tmp_dir)
+        spill = None
+        if spill_text and isinstance(edges, EdgeFileStream) and edges.binary is None:
+            spill = SpilledTextStream(edges, tmp_dir)   # every method passes at least twice: parse once
+        try:
+            return self._run(spill or edges, edges, num_parts, keep_assignment, k_hops, train_mask, tmp_dir,
+                             rss_start, start)
+        finally:
+            if spill is not None:
+                spill.close()
+
+    def _run(self, stream, edges, num_parts, keep_assignment, k_hops, train_mask, tmp_dir, rss_start, start):
+        run = StreamRun(stream, num_parts, self.config.seed, tmp_dir)
         produced = self._stream(run)
         state_bytes = run.state_bytes()
         # The passes are over: only the replicas (and the last parts, for the owners) are read from here on.
@@ -172,9 +190,10 @@ class StreamingPartitioner(Partitioner):
             rep_c = rep  # completed in place: nothing reads the assignment's replicas after this
         else:   # the owner-side lines (edge_assignment.npy) as a vertex-cut: its RF compares across methods
             rf, part_lines = None, np.zeros(P, np.int64)
-            rep_c = np.zeros((n, run.words), np.uint64)
-            rep_l = np.zeros((n, run.words), np.uint64)
-        K.set_owner_bits(rep_c, owner)
+            rep_c = np.zeros((n, run.words), run.rep_dtype)
+            rep_l = np.zeros((n, run.words), run.rep_dtype)
+        owner_p = owner.astype(part_dtype(P))   # narrow: completion's random reads stay in cache
+        K.set_owner_bits(rep_c, owner_p)
         load_c = np.zeros(P, np.int64)
         rule = 0 if (vertex_cut or k_hops == 1) else (1 if getattr(self.config, "variant", "") == "reference" else 2)
         both = not run.edges.directed
@@ -182,15 +201,12 @@ class StreamingPartitioner(Partitioner):
         offset = 0
         start = time.perf_counter()
         for src, dst in run.edges:
-            if vertex_cut:
-                parts = assignment.read(offset, src.size)
-            else:
-                parts = run.scratch("parts", src.size, part_dtype(P))
-                parts.fill(-1)
             side = run.scratch("side", src.size, part_dtype(P))
-            K.complete_chunk(src, dst, parts, owner, both, rule, run.seed, rep_c, load_c, side)
-            if not vertex_cut:
-                K.line_replicas_chunk(src, dst, side, rep_l, part_lines)
+            if vertex_cut:
+                K.complete_chunk(src, dst, assignment.read(offset, src.size), owner_p, both, rep_c, load_c, side)
+            else:
+                K.complete_owner_chunk(src, dst, owner_p, both, rule, run.seed, rep_c, load_c, rep_l, part_lines,
+                                       side)
             if out_assign is not None:
                 out_assign.append(side)
             offset += src.size
@@ -199,13 +215,14 @@ class StreamingPartitioner(Partitioner):
         if not vertex_cut:
             rf = float(K.count_replicas(rep_l, 1) / n) if n else 0.0
             del rep_l
+        counts_c, comm = K.completed_counts(rep_c, owner_p, P)
         metrics = dict(
             replication_factor=rf,
-            replication_factor_completed=float(K.count_replicas(rep_c, 0) / n) if n else 0.0,
+            replication_factor_completed=float(int(counts_c.sum()) / n) if n else 0.0,
             edge_balance=None if part_lines is None else _balance(part_lines),
             edge_balance_completed=_balance(load_c), owner_balance=_balance(np.bincount(owner, minlength=P)),
             part_lines=part_lines, part_lines_completed=load_c, part_owned=np.bincount(owner, minlength=P),
-            part_vertices_completed=K.part_counts(rep_c, P), comm_rows=K.owner_comm_rows(rep_c, owner, P))
+            part_vertices_completed=counts_c, comm_rows=comm)
         return metrics, out_assign
 
 

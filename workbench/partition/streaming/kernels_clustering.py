@@ -11,7 +11,8 @@ import heapq
 import numba
 import numpy as np
 
-from workbench.partition.streaming.kernels import _has, _place
+# inlined helpers: this file changes with them (numba's cache note in kernels.py)
+from workbench.partition.streaming.kernels import AHEAD, _has, _place, _prefetch_rows, prefetch
 
 __all__ = ["hollocou_chunk", "twops_cluster_chunk", "twops_pre_chunk", "twops_rest_chunk", "spring_merge",
            "first_seen_of_roots", "owners_of_roots"]
@@ -27,7 +28,19 @@ def hollocou_chunk(src, dst, deg, cid, vol, rn, first, counters, tau, partial):
     (The counters live in locals inside the loop: kept in the array, they made the pass several times slower.)
     """
     k, f = counters[0], counters[1]
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:   # the rows of the vertices AHEAD lines on, then their clusters' and neighbours'
+            a, b = src[i + AHEAD], dst[i + AHEAD]
+            _prefetch_rows(a, b, cid, deg)
+            prefetch(rn, a)
+            prefetch(rn, b)
+        if i + AHEAD // 2 < n:
+            a, b = src[i + AHEAD // 2], dst[i + AHEAD // 2]
+            prefetch(vol, cid[a])
+            prefetch(vol, cid[b])
+            prefetch(deg, rn[a])
+            prefetch(deg, rn[b])
         u, v = src[i], dst[i]
         if cid[u] == 0:
             cid[u] = k
@@ -73,7 +86,13 @@ def twops_cluster_chunk(src, dst, deg, cid, vol, first, counters, cap):
     ``real(x) = vol(c_x) - d(x)``, ``u`` joins ``c_v`` if ``real(u) <= real(v)`` and ``vol(c_v) + d(u) <= cap``,
     else ``v`` joins ``c_u`` if ``real(v) < real(u)`` and ``vol(c_u) + d(v) <= cap``."""
     k, f = counters[0], counters[1]
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], cid, deg)
+        if i + AHEAD // 2 < n:
+            prefetch(vol, cid[src[i + AHEAD // 2]])
+            prefetch(vol, cid[dst[i + AHEAD // 2]])
         u, v = src[i], dst[i]
         if cid[u] == 0:
             cid[u] = k
@@ -106,7 +125,10 @@ def twops_cluster_chunk(src, dst, deg, cid, vol, first, counters, cap):
 def twops_pre_chunk(src, dst, vpart, cap_load, rep, load, last, out):
     """2PS-L phase 2a: a line whose endpoints' clusters map to one part goes there unless it is full
     (``load >= cap_load``); the others get -1 for phase 2b."""
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], vpart, rep)
         u, v = src[i], dst[i]
         p = vpart[u]
         if p == vpart[v] and load[p] < cap_load:
@@ -122,7 +144,15 @@ def twops_rest_chunk(src, dst, num_parts, deg, cid, vol, vpart, cap_load, port, 
     (``g_u + g_v + gc_u + gc_v``, ties to the later candidate); a full candidate: (higher-degree endpoint) mod
     P, then the least-loaded part. ``port=True``: CATGNN's port, which skips the scoring for lines whose
     clusters map to different parts, takes (higher-degree endpoint) mod P and falls back to part 0."""
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n and out[i + AHEAD] < 0:
+            a, b = src[i + AHEAD], dst[i + AHEAD]
+            _prefetch_rows(a, b, vpart, rep)
+            _prefetch_rows(a, b, deg, cid)
+        if i + AHEAD // 2 < n and out[i + AHEAD // 2] < 0:
+            prefetch(vol, cid[src[i + AHEAD // 2]])
+            prefetch(vol, cid[dst[i + AHEAD // 2]])
         if out[i] >= 0:
             continue
         u, v = src[i], dst[i]

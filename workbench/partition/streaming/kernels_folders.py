@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+# inlined helpers: this file changes with them (numba's cache note in kernels.py)
 from workbench.partition.streaming.kernels import _has, _set
 
 __all__ = ["inside_chunk", "own_bits", "select_chunk", "group_pairs", "csr_bucket", "range_limits"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from workbench.partition.streaming.kernels import _has, _place, mix64
+# inlined helpers: this file changes with them (numba's cache note in kernels.py)
+from workbench.partition.streaming.kernels import AHEAD, _ONE, _has, _place, _prefetch_rows, _shift, mix64
 
 __all__ = ["hash_chunk", "dbh_chunk", "hdrf_chunk", "greedy_cases_chunk"]
 
@@ -18,7 +19,10 @@ __all__ = ["hash_chunk", "dbh_chunk", "hdrf_chunk", "greedy_cases_chunk"]
 def hash_chunk(src, dst, num_parts, seed, rep, load, last, out):
     """Random hashing: part = mix64(seed, min(u, v), max(u, v)) mod P (orientation-free)."""
     s = mix64(np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15))
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], rep, rep)
         u, v = src[i], dst[i]
         lo, hi = min(u, v), max(u, v)
         p = np.int64(mix64(mix64(np.uint64(lo) ^ s) + np.uint64(hi)) % np.uint64(num_parts))
@@ -31,7 +35,10 @@ def dbh_chunk(src, dst, num_parts, seed, deg, partial, rep, load, last, out):
     """DBH: hash the lower-degree endpoint (ties: ``dst``, as the reference code). ``partial``: degrees seen
     so far, counted before the decision; otherwise ``deg`` holds full degrees from a degree pass."""
     s = mix64(np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15))
-    for i in range(src.shape[0]):
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], deg, rep)
         u, v = src[i], dst[i]
         if partial:
             deg[u] += 1
@@ -43,12 +50,10 @@ def dbh_chunk(src, dst, num_parts, seed, deg, partial, rep, load, last, out):
 
 
 @numba.njit(cache=True, inline="always")
-def _min_max(load):
-    lo, hi = load[0], load[0]
-    for p in range(1, load.shape[0]):
-        lo = min(lo, load[p])
-        hi = max(hi, load[p])
-    return lo, hi
+def _bit(rep, v, p):
+    """1.0 when part ``p`` holds ``v``, else 0.0 (for branch-free scores)."""
+    sh = _shift(rep)
+    return float((np.uint64(rep[v, p >> sh]) >> np.uint64(p & ((1 << sh) - 1))) & _ONE)
 
 
 @numba.njit(cache=True)
@@ -60,10 +65,24 @@ def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, limit, rep, load, la
     ``theta(u) = pdeg[u] / (pdeg[u] + pdeg[v])`` over partial degrees incremented before scoring.
     Greedy's ``C_REP = [p holds u] + [p holds v]``.
 
+    The scores are summed branch-free (``g * [p holds x]``: adding 0.0 leaves a sum unchanged, so the floats are
+    those of conditional sums) and ``minsize``/``maxsize`` follow the one load that grows per line (the
+    minimum is recounted only when its last part leaves it) instead of an O(P) scan per line.
+
     Stops before a line that would take a partial degree past ``limit`` (the largest value of ``pdeg``'s
     type); returns the lines assigned (the caller widens ``pdeg`` and assigns the rest).
     """
-    for i in range(src.shape[0]):
+    lo, hi = load[0], load[0]
+    for p in range(1, num_parts):
+        lo = min(lo, load[p])
+        hi = max(hi, load[p])
+    at_lo = 0   # parts whose load is lo
+    for p in range(num_parts):
+        at_lo += load[p] == lo
+    n = src.shape[0]
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_rows(src[i + AHEAD], dst[i + AHEAD], pdeg, rep)
         u, v = src[i], dst[i]
         if pdeg[u] >= limit - 1 or pdeg[v] >= limit - 1:
             return i
@@ -75,19 +94,23 @@ def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, limit, rep, load, la
         else:
             gu = 1.0 + (1.0 - du / (du + dv))
             gv = 1.0 + (1.0 - dv / (du + dv))
-        lo, hi = _min_max(load)
         denom = eps + float(hi - lo)
         best, best_s = 0, -1.0
         for p in range(num_parts):
-            s = lam * float(hi - load[p]) / denom
-            if _has(rep, u, p):
-                s += gu
-            if _has(rep, v, p):
-                s += gv
-            if s > best_s:
-                best, best_s = p, s
+            s = lam * float(hi - load[p]) / denom + gu * _bit(rep, u, p) + gv * _bit(rep, v, p)
+            better = s > best_s
+            best = p if better else best
+            best_s = s if better else best_s
         _place(u, v, best, rep, load, last)
         out[i] = best
+        x = load[best]
+        hi = max(hi, x)
+        if x - 1 == lo:
+            at_lo -= 1
+            if at_lo == 0:   # every part is above lo now: lo + 1 is the new minimum
+                lo += 1
+                for p in range(num_parts):
+                    at_lo += load[p] == lo
     return src.shape[0]
 
 

@@ -41,8 +41,11 @@ class _VertexCut(StreamingPartitioner):
         its last line, the reference code)."""
 
     def _state(self, run: StreamRun) -> None:
-        run.array("rep", np.uint64, 0, width=run.words)
-        run.array("last", part_dtype(run.num_parts), -1)
+        run.array("rep", run.rep_dtype, 0, width=run.words)
+        if self.config.owner_rule == "last":
+            run.array("last", part_dtype(run.num_parts), -1)
+        else:   # not tracked: only the owner rule 'last' reads it
+            run.last = np.empty(0, part_dtype(run.num_parts))
         run.load = np.zeros(run.num_parts, np.int64)
 
     def _one_pass(self, run: StreamRun, phase: str, kernel, args, counts: str = ""):
@@ -201,8 +204,10 @@ class GreedyPartitioner(_VertexCut):
 
 
 def _cluster_state(run: StreamRun) -> None:
+    """Cluster state, after a pass that counted the lines: volumes are sums of degrees, at most twice the lines,
+    so int32 while that fits (narrow state keeps the pass's random accesses in cache)."""
     run.array("cid", INDEX, 0)      # cluster ids run to the vertices seen + 1 <= capacity
-    run.array("vol", np.int64, 0)   # sums of degrees: up to twice the lines
+    run.array("vol", np.int32 if 2 * run.num_lines < np.iinfo(np.int32).max else np.int64, 0)
     run.array("first", INDEX, -1)
     run.counters = np.array([1, 0], np.int64)
 
@@ -251,7 +256,7 @@ class TwoPSLPartitioner(_VertexCut):
         order = order[vol[order] > 0]
         cpart = np.zeros(num_clusters, np.int64)
         cpart[order] = list_schedule(order, vol.astype(np.int64), P, np.zeros(P, np.int64))
-        run.array("vpart", np.int64, 0)
+        run.array("vpart", part_dtype(P), 0)
         run.vpart[:] = cpart[np.minimum(run.cid, num_clusters - 1)]
         run.phase_s["schedule"] = time.perf_counter() - start
         self._state(run)

@@ -197,7 +197,7 @@ class StreamRun:
 
     def __init__(self, edges, num_parts: int, seed: int, assignment_dir: Optional[Path]):
         self.edges, self.num_parts, self.seed = edges, num_parts, seed
-        self.words = (num_parts + 63) // 64
+        self.rep_dtype, self.words = K.rep_dtype(num_parts), K.rep_words(num_parts)   # replica bitset rows
         self.num_nodes = int(getattr(edges, "num_nodes", None) or 0)
         self.capacity = max(self.num_nodes + 1, 1024)  # > num_nodes: cluster ids run to num_nodes
         self._arrays: dict[str, tuple[Any, Any]] = {}
@@ -224,12 +224,14 @@ class StreamRun:
         self._arrays[name] = (dtype, self._arrays[name][1])
         return getattr(self, name)
 
-    def ensure(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """Grow every per-vertex array so ids of this chunk fit; track the vertex count."""
+    def ensure(self, src: np.ndarray, dst: np.ndarray, id_range: Optional[tuple[int, int]] = None) -> None:
+        """Grow every per-vertex array so ids of this chunk fit; track the vertex count. ``id_range``: the
+        chunk's smallest and largest id when the reader found them (else one compiled pass finds them)."""
         if src.size == 0:
             return
-        hi = int(max(src.max(), dst.max())) + 1
-        if min(int(src.min()), int(dst.min())) < 0:
+        lo, hi = id_range if id_range is not None else K.id_range(src, dst)
+        hi = int(hi) + 1
+        if lo < 0:
             raise ParamError(["The 'edges' parameter of StreamingPartitioner must be non-negative vertex ids. "
                               "Got a negative id instead."])
         self.num_nodes = max(self.num_nodes, hi)
@@ -248,7 +250,7 @@ class StreamRun:
         start = time.perf_counter()
         n = 0
         for src, dst in self.edges:
-            self.ensure(src, dst)
+            self.ensure(src, dst, getattr(self.edges, "chunk_range", None))
             yield src, dst
             n += src.size
         if count_lines:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gzip
 import os
+import tempfile
+import weakref
 import zlib
 from pathlib import Path
 from typing import Iterator, Optional
@@ -18,7 +20,7 @@ import torch
 
 from workbench._validation import ParamError, param_error
 
-__all__ = ["EdgeFileStream", "GraphEdgeStream", "BYTES_PER_LINE_GUESS"]
+__all__ = ["EdgeFileStream", "GraphEdgeStream", "SpilledTextStream", "BYTES_PER_LINE_GUESS"]
 
 BYTES_PER_LINE_GUESS = 16
 """Text bytes read per requested edge line (``chunk_edges * 16`` bytes a block)."""
@@ -75,6 +77,8 @@ class EdgeFileStream:
         self.chunk_edges, self.directed, self.num_nodes = chunk_edges, directed, num_nodes
         self.name = self.path.name
         self.train_mask: Optional[np.ndarray] = None
+        self.chunk_range: Optional[tuple[int, int]] = None
+        """The smallest and largest id of the chunk last yielded, when reading it found them (else ``None``)."""
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if self.binary is not None:
@@ -87,15 +91,16 @@ class EdgeFileStream:
         ``num_nodes`` (when known) are refused naming the line."""
         from workbench.data.edgefiles import binary_chunks
 
+        from workbench.partition.streaming.kernels import split_pairs
+
         rows = max(min(self.chunk_edges, self.binary.num_lines), 1)
         src, dst = np.empty(rows, np.int64), np.empty(rows, np.int64)
         lo = 0
         for window in binary_chunks(self.binary, self.chunk_edges):
             n = window.shape[0]
-            np.copyto(src[:n], window[:, 0], casting="unsafe")
-            np.copyto(dst[:n], window[:, 1], casting="unsafe")
+            self.chunk_range = split_pairs(window, src, dst)
             del window
-            if self.num_nodes is not None and n and max(int(src[:n].max()), int(dst[:n].max())) >= self.num_nodes:
+            if self.num_nodes is not None and n and self.chunk_range[1] >= self.num_nodes:
                 i = int(np.flatnonzero((src[:n] >= self.num_nodes) | (dst[:n] >= self.num_nodes))[0])
                 raise ParamError([param_error("path", "EdgeFileStream", f"vertex ids below num_nodes="
                                               f"{self.num_nodes} ({self.path.name})",
@@ -131,6 +136,7 @@ class EdgeFileStream:
                 if end:
                     chunk = state.parse(buf, end)
                     if chunk is not None:
+                        self.chunk_range = None
                         yield chunk
                 if not got:
                     return
@@ -200,6 +206,111 @@ class _TextState:
 
         _parse_block(pd, buf[:n].tobytes(), st)
         return (st.src.pop(), st.dst.pop()) if st.src else None
+
+
+class SpilledTextStream:
+    """A text :class:`EdgeFileStream` parsed once: its first whole pass parses the text and writes the pairs, as
+    they go by, to a temporary raw int32 file in ``folder``; every later pass reads that file as a binary stream
+    (a mapped window at a time, no parsing). Same lines in the same order and in the same chunks.
+
+    An id past int32 drops the spill (the passes then parse the text each time). The file (8 bytes a line) goes
+    with :meth:`close`, or with this object. Memory: one ``(C, 2)`` int32 buffer on top of the text stream's.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (d / "g.txt").write_text("0 1\\n1 2\\n2 0\\n")
+        >>> s = SpilledTextStream(EdgeFileStream(d / "g.txt"), d)
+        >>> [c[1].tolist() for c in s], s.spilled, [c[1].tolist() for c in s]
+        ([[1, 2, 0]], True, [[1, 2, 0]])
+        >>> s.close()
+    """
+
+    def __init__(self, text: EdgeFileStream, folder: str | os.PathLike):
+        self.text, self.folder = text, Path(folder)
+        self.directed, self.num_nodes, self.chunk_edges = text.directed, text.num_nodes, text.chunk_edges
+        self.name, self.train_mask, self.path = text.name, text.train_mask, text.path
+        self.chunk_range: Optional[tuple[int, int]] = None
+        self._binary: Optional[EdgeFileStream] = None
+        self._sizes: list[int] = []   # lines per chunk of the text pass
+        self._remove = None
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the later passes read the spill file."""
+        return self._binary is not None
+
+    def __iter__(self):
+        if self._binary is not None:
+            yield from self._read_spill()
+            return
+        yield from self._parse_and_spill()
+
+    def _read_spill(self):
+        """The spill's pairs in the text pass's chunks (a line's place in its chunk is part of some results: the
+        K = 0 ablation's random side), one mapped window at a time, into reused int64 buffers."""
+        from workbench.partition.streaming.kernels import split_pairs
+
+        info = self._binary.binary
+        rows = max(self._sizes, default=0)   # the largest chunk: no buffer grows during a pass
+        src, dst = np.empty(rows, np.int64), np.empty(rows, np.int64)
+        lo = 0
+        for n in self._sizes:
+            window = np.memmap(info.path, dtype=info.dtype, mode="r", offset=info.offset + lo * 8, shape=(n, 2))
+            self.chunk_range = split_pairs(window, src, dst)
+            del window
+            lo += n
+            yield src[:n], dst[:n]
+
+    def _parse_and_spill(self):
+        from workbench.partition.streaming.kernels import pack_pairs
+
+        self.close()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix="edges-", suffix=".bin", dir=self.folder)
+        path = Path(name)
+        f = os.fdopen(fd, "wb")
+        self._remove = weakref.finalize(self, _remove_spill, f, path)
+        pairs = np.empty((0, 2), np.int32)
+        limit = np.iinfo(np.int32).max
+        self._sizes = []
+        for src, dst in self.text:
+            self._sizes.append(src.size)
+            if f is not None:
+                if pairs.shape[0] < src.size:   # the old buffer freed first: never two at once
+                    pairs = None
+                    pairs = np.empty((src.size + src.size // 16, 2), np.int32)
+                lo, hi = pack_pairs(src, dst, pairs)
+                self.chunk_range = (int(lo), int(hi))
+                if lo < 0 or hi > limit:   # the spill cannot hold it: parse every pass
+                    self.close()
+                    f = None
+                else:
+                    pairs[:src.size].tofile(f)
+            else:
+                self.chunk_range = None
+            yield src, dst
+        if f is not None:   # a whole pass written: the next ones read it
+            f.flush()
+            self._binary = EdgeFileStream(path, chunk_edges=self.chunk_edges, directed=self.directed,
+                                          num_nodes=self.num_nodes, dtype="int32")
+
+    def close(self) -> None:
+        """Remove the spill file (the next pass parses the text again)."""
+        if self._remove is not None:
+            self._remove()
+        self._remove, self._binary = None, None
+
+    def __repr__(self) -> str:
+        return f"SpilledTextStream({self.text!r}, spilled={self.spilled})"
+
+
+def _remove_spill(file, path: Path) -> None:
+    file.close()
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 class GraphEdgeStream:
