@@ -63,8 +63,8 @@ def prefetch(typingctx, arr, idx):
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, index, wraparound=False, boundscheck=False)
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0i8")
+        name = "llvm.prefetch.p0" if getattr(i8p, "is_opaque", False) else "llvm.prefetch.p0i8"   # LLVM's mangling
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), name)
         builder.call(fn, [builder.bitcast(ptr, i8p), i32(1), i32(3), i32(1)])
         return context.get_dummy_value()
 
