@@ -30,6 +30,8 @@ capability                    what it is                                        
 ``trainer-sampled batches``   batches the trainer's own process samples                  mini-batch training
                                                                                          (no schedule)
 ``a global seed split``       trainers that split the training vertices among them       mini-batch training
+``sampled-edge halos``        an exchange that moves the boundary rows a part's sampled  ``prefetch``
+                              edges read                                                 (an exchange)
 ============================  =========================================================  =====================
 
 A method may provide a capability only with some options (:meth:`Stage.provides_for
@@ -45,8 +47,9 @@ A trainer may check more of the composition than capabilities say (:meth:`~workb
 check_config`: model averaging's ``sync.eval_sample``, which depends on the graph being a partition folder).
 
 Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`` also ``whole-part layers``;
-``prefetch`` runs in both trainers: without a sampler it is PipeGCN), and so does every edge sampler; every cache
-a ``feature source`` (``inclusion`` also ``inclusion probabilities``); every schedule ``sampling tasks``; every loss ``node labels`` (``link``: ``link
+``prefetch`` runs in both trainers: without a sampler it is PipeGCN), and so does every edge sampler (with
+``sampled-edge halos``, which ``prefetch`` provides); every cache a ``feature source`` (``inclusion`` also
+``inclusion probabilities``); every schedule ``sampling tasks``; every loss ``node labels`` (``link``: ``link
 pairs``). A new method declares its own.
 
 Example:
@@ -81,6 +84,7 @@ CAPABILITIES: dict[str, str] = {
                        "staleness)",
     "trainer-sampled batches": "batches that the trainer's own process samples (not a schedule's workers)",
     "a global seed split": "trainers that split the training vertices among them (not one model per part)",
+    "sampled-edge halos": "an exchange that moves the boundary rows a part's sampled edges read (and prefetches them)",
     "link pairs": "steps that sample each seed's positive and negative partners (an unsupervised DAG)",
 }
 """Capability -> what it is (the words of the refusals)."""

@@ -176,7 +176,7 @@ class EdgeSampler(Stage):
     """Base of the full-graph edge samplers: ``probabilities``, ``draw``, ``inclusion`` (module docstring)."""
 
     kind = "sample"
-    requires = frozenset({"embedding exchange"})   # the exchange moves the halo rows its kept edges read
+    requires = frozenset({"embedding exchange", "sampled-edge halos"})   # the exchange moves the rows its edges read
     provides = frozenset({"inclusion probabilities"})
     trains_with: ClassVar[str] = "edge_sampled"
     """The key of this sample method's trainer in :data:`workbench.composition.TRAINERS` (read by

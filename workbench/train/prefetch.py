@@ -61,7 +61,7 @@ from typing import Annotated, Any, Optional
 
 import torch
 
-from workbench._validation import ErrorCollector, ParamError, param_error
+from workbench._validation import ErrorCollector
 from workbench.composition import register_trainer
 from workbench.constraints import Interval
 from workbench.events import PipelineCost, SampleStats, Staleness
@@ -85,6 +85,7 @@ class PrefetchExchange(Exchange):
     """Halo rows and their gradients prefetched ``tau`` iterations ahead (module docstring)."""
 
     name = "prefetch"
+    provides = frozenset({"sampled-edge halos"})
     forward_kind = "prefetch_fwd"
     backward_kind = "prefetch_bwd"
 
@@ -435,11 +436,6 @@ class EdgeSampledTrainer(FullGraphTrainer):
         self._world_size = 1
 
     def prepare(self, world_size, emit):
-        cfg = self.config
-        if cfg.method("exchange") != "prefetch":
-            raise ParamError([param_error("exchange", "RunConfig", f"'prefetch' with sample.method="
-                                          f"{cfg.method('sample')} (edge sampling trains with prefetched halos)",
-                                          cfg.method("exchange"))])
         self._world_size = world_size
         return super().prepare(world_size, emit)
 
