@@ -23,7 +23,7 @@ broadcast has the width of the layer's input as in the paper.
 
 Accuracy is the model's: after each epoch's update, one more forward pass with every block fresh (every
 broadcast round executed, the staleness cache and flags untouched; its traffic counted as ``eval_bcast_fwd``,
-outside the training bytes; ``exchange.eval_pass="always"``, so the CAGNET baseline is measured the same way),
+outside the training bytes; ``evaluate.fresh="always"``, so the CAGNET baseline is measured the same way),
 as the paper's accuracy curves compare models, not stale forwards.
 
 Simplified: CPU ranks instead of 8 GPUs, generated SBM graphs instead of Reddit/products, Adam.
@@ -42,17 +42,18 @@ from __future__ import annotations
 
 from recipes import full_graph
 from workbench.compose import RunConfig
-from workbench.train import BlockRowBroadcast
+from workbench.train import BlockRowBroadcast, WholePartEvaluation
 
 DEFAULT_GRAPH = full_graph.DEFAULT_GRAPH
 
 
 def recipe(staleness: str = "epoch-fixed", epsilon: float = 1, **overrides) -> RunConfig:
     """SANCUS with the given staleness bound (SCS-E1 by default) on a 2000-vertex SBM graph."""
-    # accuracy of the updated model, every block fresh, for every variant (CAGNET included): eval_pass="always"
-    exchange = BlockRowBroadcast.Config(staleness=staleness, epsilon=float(epsilon), eval_pass="always")
+    exchange = BlockRowBroadcast.Config(staleness=staleness, epsilon=float(epsilon))
+    # accuracy of the updated model, every block fresh, for every variant (CAGNET included)
+    evaluate = WholePartEvaluation.Config(fresh="always")
     # the printed order (aggregate, then transform): the broadcast volumes stated in the paper are of H
-    return full_graph.recipe(exchange=exchange, order="aggregate-first").replace(**overrides)
+    return full_graph.recipe(exchange=exchange, evaluate=evaluate, order="aggregate-first").replace(**overrides)
 
 
 def cagnet_baseline(**overrides) -> RunConfig:

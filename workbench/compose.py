@@ -14,6 +14,8 @@ Sections (each a nested, validated config)::
                               local training per part, models averaged every ``interval`` epochs
     loss        {method, ...} registry("loss"):     cross_entropy (node classification), link (ByteGNN's
                               unsupervised objective; needs a schedule)
+    evaluate    {method, ...} registry("evaluate"): auto (the trainer's way), outputs, whole_part, sampled,
+                              per_part (how an epoch is scored)
     train       epochs, lr, optimizer, weight_decay, seed (the training loop)
 
 A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(balance_train=True)``);
@@ -70,7 +72,7 @@ NONE = "none"
 
 _STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache",
                   "workbench.schedule", "workbench.train.minibatch", "workbench.train.model_averaging",
-                  "workbench.schedule.program")
+                  "workbench.schedule.program", "workbench.train.evaluation")
 """Modules whose import registers stage methods and trainers (:data:`workbench.composition.TRAINERS`)."""
 
 
@@ -160,6 +162,8 @@ class RunConfig(Config):
     """How the replicas stay together: gradients all-reduced every step, or CATGNN's model averaging."""
     loss: Any = dataclasses.field(default_factory=_default("loss", "cross_entropy"))
     """What a step minimises: node classification's cross-entropy, or the link objective."""
+    evaluate: Any = dataclasses.field(default_factory=_default("evaluate", "auto"))
+    """How an epoch is scored: the trainer's own way (``auto``), whole parts, sampled, per part."""
     _methods: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     """Section -> method name chosen by name (two methods may share one ``Config`` class)."""
     _derived: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)

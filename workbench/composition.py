@@ -32,6 +32,11 @@ capability                    what it is                                        
 ``a global seed split``       trainers that split the training vertices among them       mini-batch training
 ``sampled-edge halos``        an exchange that moves the boundary rows a part's sampled  ``prefetch``
                               edges read                                                 (an exchange)
+``whole-part logits``         steps whose forward computes every owned row's logits      full-graph training,
+                                                                                         edge-sampled training
+``sampled evaluation``        steps that sample evaluation batches with the run's        mini-batch training
+                              sampler
+``one model per part``        one model per part, averaged                               model averaging
 ============================  =========================================================  =====================
 
 A method may provide a capability only with some options (:meth:`Stage.provides_for
@@ -50,7 +55,8 @@ Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`
 ``prefetch`` runs in both trainers: without a sampler it is PipeGCN), and so does every edge sampler (with
 ``sampled-edge halos``, which ``prefetch`` provides); every cache a ``feature source`` (``inclusion`` also
 ``inclusion probabilities``); every schedule ``sampling tasks``; every loss ``node labels`` (``link``: ``link
-pairs``). A new method declares its own.
+pairs``); the evaluators ``whole_part``, ``sampled`` and ``per_part`` the steps they score (``auto`` and ``outputs``
+nothing). A new method declares its own.
 
 Example:
     >>> from workbench.compose import RunConfig
@@ -86,6 +92,9 @@ CAPABILITIES: dict[str, str] = {
     "a global seed split": "trainers that split the training vertices among them (not one model per part)",
     "sampled-edge halos": "an exchange that moves the boundary rows a part's sampled edges read (and prefetches them)",
     "link pairs": "steps that sample each seed's positive and negative partners (an unsupervised DAG)",
+    "whole-part logits": "steps whose forward computes every owned row's logits (whole parts)",
+    "sampled evaluation": "steps that sample evaluation batches with the run's sampler",
+    "one model per part": "one model per part, averaged (each part trains alone)",
 }
 """Capability -> what it is (the words of the refusals)."""
 

@@ -53,7 +53,8 @@ __all__ = ["Stage", "Registry", "registry", "REGISTRIES", "STAGE_SECTIONS", "res
 
 STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", "cache": "cache",
                                   "exchange": "exchange", "model": "model", "schedule": "schedule",
-                                  "sync": "sync", "loss": "loss"}
+                                  "sync": "sync", "loss": "loss",
+                                  "evaluate": "evaluate"}
 """Section of a run config (:class:`workbench.compose.RunConfig`) -> stage kind (its registry)."""
 
 

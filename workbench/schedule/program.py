@@ -69,7 +69,8 @@ class ScheduledTrainer(MiniBatchTrainer):
     (module docstring), so it provides one. Inclusion probabilities are not pre-sampled here (the workers sample
     the batches)."""
 
-    provides = frozenset({"sampling tasks", "feature source", "node labels", "link pairs", "a global seed split"})
+    provides = frozenset({"sampling tasks", "feature source", "node labels", "link pairs", "a global seed split",
+                          "sampled evaluation"})
     trainer = "mini-batch training with a schedule"
     rank_processes = True  # each rank starts its sampling worker processes (an embedded Dask cluster allows it)
     needs_in_degrees = True  # the NSC cost model's (N,) in-degrees, summed on the ranks from their parts

@@ -27,6 +27,9 @@ sync             2 thread ranks train (finite losses), the summary names it, and
 loss             its ranks' shares add up: the loss of all rows equals the sum of two halves' losses (same
                  divisor); finite gradients; a step with no rows gives a finite loss attached to the graph; 2
                  thread ranks train with it (the composition its ``requires`` asks for) and the summary names it
+evaluate         2 thread ranks (the trainer its ``requires`` asks for): global metrics in range, the same on both
+                 ranks; the summary names it; the final weights equal the run scored with ``outputs`` (evaluation
+                 leaves training alone)
 ================ ============================================================================================
 
 Checks that do not apply (a staleness policy the exchange refuses, a library that does not import here) raise
@@ -458,6 +461,36 @@ def check_loss_trains(stage: Any) -> None:
     assert all(math.isfinite(v) for v in summary["losses"]), f"losses {summary['losses']}"
 
 
+# ------------------------------------------------------------------------------------------------ evaluate
+_EVALUATION_RUNS = {   # what an evaluator needs -> settings of a run whose steps provide it
+    "sampled evaluation": {"sample.method": "neighbor", "sample.fanouts": "3,3", "sample.batch_size": "8"},
+    "one model per part": {"sample.method": "none", "sync.method": "model_avg"},
+}
+
+
+@stage_check
+def check_evaluator(stage: Any) -> None:
+    """On 2 thread ranks (karate, 3 epochs; the trainer whose steps provide what it requires), the run's metrics
+    are global and in range (finite losses, accuracies in [0, 1] or None, the same on both ranks), the summary
+    names it, and evaluation leaves training alone: the final weights equal those of the same run scored with
+    ``outputs`` (no evaluation forward)."""
+    from workbench.compose import RunConfig
+
+    needs = set(getattr(_class(stage), "requires", ()))
+    settings = next((v for k, v in _EVALUATION_RUNS.items() if k in needs), {})
+    base = RunConfig.compose(graph="karate", num_parts=2, epochs=3, hidden=8).with_strings(settings)
+    with registered(stage, "evaluate") as name:
+        summary, results, _ = run_program(base.replace(evaluate=_make(stage).config).build(), 2)
+    plain, _, _ = run_program(base.replace(evaluate="outputs").build(), 2)
+    assert summary["stages"]["evaluate"]["method"] == name, f"the summary names evaluate {summary['stages']['evaluate']}"
+    assert all(math.isfinite(v) for v in summary["losses"]), f"losses {summary['losses']}"
+    for key in ("train_acc", "val_acc", "test_acc"):
+        per_rank = [r[key][-1] for r in results]
+        assert per_rank[0] == per_rank[1], f"{key} differs between the ranks: {per_rank} (metrics must be global)"
+        assert per_rank[0] is None or 0.0 <= per_rank[0] <= 1.0 or per_rank[0] != per_rank[0], f"{key} {per_rank[0]}"
+    assert_same_weights(summary, plain)
+
+
 # ------------------------------------------------------------------------------------------------ dispatch
 def stage_checks(stage: Any, *, kind: str | None = None) -> Iterator[Callable[[Any], None]]:
     """The checks of ``stage``'s kind, in order: each a callable ``check(stage)``."""
@@ -486,6 +519,8 @@ def stage_checks(stage: Any, *, kind: str | None = None) -> Iterator[Callable[[A
         yield check_sync
     elif kind == "loss":
         yield from (check_loss_shares, check_loss_trains)
+    elif kind == "evaluate":
+        yield check_evaluator
 
 
 def check_name(check: Callable[..., Any]) -> str:

@@ -11,6 +11,7 @@
 * :mod:`workbench.train.sync`: the ``sync`` stage (``allreduce``; CATGNN's ``model_avg``:
   :mod:`workbench.train.model_averaging`).
 * :mod:`workbench.train.objective`: the losses a step minimises (node classification, the link objective).
+* :mod:`workbench.train.evaluation`: the ``evaluate`` stage (how an epoch is scored: whole parts, sampled, per part).
 * :mod:`workbench.train.timing`: each rank's time per epoch by step phase (logged as ``StepTimes``).
 
 Example:
@@ -22,6 +23,7 @@ Example:
 from __future__ import annotations
 
 from workbench.train.block_row import BlockRowBroadcast, BlockRowConfig
+from workbench.train.evaluation import EVALUATORS, Evaluator, WholePartEvaluation
 from workbench.train.exchange import EXCHANGES, Exchange, RankExchange
 from workbench.train.full_graph import FullGraphConfig, FullGraphSteps, FullGraphTrainer, OwnerComputeHalo
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, predicted_halo_bytes
@@ -37,4 +39,5 @@ __all__ = ["FullGraphConfig", "FullGraphTrainer", "FullGraphSteps", "TrainingPro
            "EdgeSampledTrainer", "BlockRowConfig", "SancusConfig", "TrainLoop",
            "TrainLoopConfig", "StepOutput", "EXCHANGES", "Exchange", "RankExchange", "OwnerComputeHalo",
            "BlockRowBroadcast", "StalenessPolicy", "MODELS", "GNNModel", "HaloExchangePlan", "build_halo_plans",
-           "predicted_halo_bytes", "compare_runs", "staleness_table", "SYNCS", "Sync"]
+           "predicted_halo_bytes", "compare_runs", "staleness_table", "SYNCS", "Sync", "EVALUATORS", "Evaluator",
+           "WholePartEvaluation"]

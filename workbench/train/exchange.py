@@ -92,11 +92,6 @@ class Exchange(Stage):
         skip: Annotated[str, Options(*SKIP_TARGETS)] = "embeddings"
         """What stale copies replace: ``embeddings`` (SANCUS: forward rows) or ``gradients`` (the SkipG
         baseline: backward rows, with the epoch-fixed bound; the paper only names SkipG)."""
-        eval_pass: Annotated[str, Options("auto", "always")] = "auto"
-        """Accuracy from one more forward pass after the update, eval mode, every block fresh (its traffic
-        ``eval_*``): ``auto`` when the model has dropout or a staleness policy skips blocks (the training
-        forward is then not the model's), ``always`` after every update (the ``sancus`` recipe: CAGNET and its
-        stale variants then report the same thing, the updated model's accuracy)."""
 
         def _validate(self, errs: ErrorCollector) -> None:
             if getattr(STALENESS_RULES.get(self.staleness), "whole_epochs", False):

@@ -335,7 +335,7 @@ class FullGraphTrainer(Trainer):
     """
 
     name = "full_graph"
-    provides = frozenset({"embedding exchange", "whole-part layers", "node labels"})
+    provides = frozenset({"embedding exchange", "whole-part layers", "node labels", "whole-part logits"})
     trainer = "full-graph training (sample.method=none)"
     default_exchange = "halo"
     instead = {"cache": "full-graph training moves the first layer's remote input rows through the exchange, "

@@ -9,7 +9,8 @@ subclassed:
 * the objective (the run's ``loss`` stage);
 * the exchange's own evaluation and events (:meth:`~workbench.train.exchange.RankExchange.evaluation_logits`,
   :meth:`~workbench.train.exchange.RankExchange.epoch_events`: the ``prefetch`` exchange's whole-graph accuracy
-  and its cache, sample and pipeline-cost events).
+  and its cache, sample and pipeline-cost events), which the ``whole_part`` evaluator
+  (:mod:`workbench.train.evaluation`) and the steps call.
 
 This module sits below the trainers and the steps' components, so they import it and not each other.
 """
@@ -21,7 +22,7 @@ from typing import Any, Optional
 import torch
 
 from workbench.train.exchange import RankExchange
-from workbench.train.loop import StepOutput, Steps, global_metrics
+from workbench.train.loop import StepOutput, Steps
 from workbench.train.objective import NodeTargets
 
 __all__ = ["FullGraphSteps", "WholePartStep"]
@@ -42,7 +43,8 @@ class WholePartStep:
 
 
 class FullGraphSteps(Steps):
-    """The steps of a full-graph rank: one step per epoch through the exchange's aggregation.
+    """The steps of a full-graph rank: one step per epoch through the exchange's aggregation. Every owned row's
+    logits are computed, so they are scored whole (``evaluate.method=whole_part`` by default).
 
     Args:
         ctx: the rank's context.
@@ -51,6 +53,8 @@ class FullGraphSteps(Steps):
         objective: the run's ``loss`` stage.
         step: how the forward runs (default :class:`WholePartStep`).
     """
+
+    evaluation = "whole_part"
 
     def __init__(self, ctx, *, exchange: RankExchange, shard: Any, objective: Any = None, step: Any = None):
         super().__init__(ctx, comm=exchange.comm, exchange_kinds=exchange.kinds, objective=objective)
@@ -72,23 +76,19 @@ class FullGraphSteps(Steps):
         loss = self.objective.loss(NodeTargets(logits, self.labels, self.train_rows, self.num_train_global))
         return StepOutput(loss, logits, self.labels, self.masks)
 
-    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
-        own = self.exchange.evaluation_logits(self.model, self.x)   # an exchange that evaluates its own way
-        if own is not None:
-            return global_metrics(self.comm, self.ctx.world_size, outputs[0].loss, own, self.labels, self.masks)
-        # accuracy without dropout and, under a staleness policy, with every block fresh (SANCUS's accuracy is
-        # the model's, not the stale training forward's): one more forward pass, eval mode, whose exchange is
-        # evaluation traffic (kinds eval_*), not the training epoch's
-        policy = self.exchange.policy
-        if (getattr(self.model, "dropout", 0.0) > 0 or policy.active
-                or getattr(policy.config, "eval_pass", "auto") == "always"):
-            self.model.eval()
-            with torch.no_grad(), self.exchange.evaluation():
-                logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
-            self.model.train()
-            o = outputs[0]
-            outputs = [StepOutput(o.loss, logits, o.labels, o.masks)]
-        return super().evaluate(epoch, outputs)
+    def training_forward_differs(self) -> bool:
+        """Whether the training forward's logits are not the model's: dropout, or an active staleness policy whose
+        blocks may be stale."""
+        return getattr(self.model, "dropout", 0.0) > 0 or self.exchange.policy.active
+
+    def fresh_logits(self) -> torch.Tensor:
+        """Every owned row's logits from one more forward in eval mode, every block fresh; its exchange is
+        evaluation traffic (kinds ``eval_*``), not the training epoch's."""
+        self.model.eval()
+        with torch.no_grad(), self.exchange.evaluation():
+            logits = self.model(self.x, self.exchange.aggregate, self.node_ids)
+        self.model.train()
+        return logits
 
     def after_backward(self, batch: Any, out: StepOutput) -> None:
         self.step.after_backward()

@@ -4,7 +4,8 @@ pieces they share: data loading, optimiser, global metrics (the epoch's events a
 
 Every figure a program reports is global: the loss is the sum of the ranks' local losses, each
 normalised by the GLOBAL number of training vertices (so it equals the single-process loss), and
-accuracies come from one small all-reduce of correct/total counts (kind ``metrics``).
+accuracies come from one small all-reduce of correct/total counts (kind ``metrics``; the run's ``evaluate``
+stage scores each epoch: :mod:`workbench.train.evaluation`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from torch import nn
 from workbench._validation import Config, ErrorCollector
 from workbench.constraints import Interval, OneOf, Options
 from workbench.graph import Graph
+from workbench.train.evaluation import AutoEvaluation
 from workbench.train.kernels import KERNEL_CHOICES, available_kernels
 from workbench.train.objective import CrossEntropy
 from workbench.train.recorder import (TRAFFIC_DETAIL_EPOCHS, TRAFFIC_DETAILS, TRAFFIC_WINDOW_EPOCHS, EpochRecorder,
                                       summarize_ranks, time_breakdown)
 from workbench.train.sync import GradientAllReduce
 
-__all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer",
-           "global_metrics", "evaluate_outputs", "EpochRecorder", "summarize_ranks", "time_breakdown",
+__all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_optimizer", "EpochRecorder", "summarize_ranks", "time_breakdown",
            "partition_nodes", "OPTIMIZERS", "LabelData", "TrainLoopConfig", "TrainLoop", "Steps",
            "StepOutput", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS"]
 
@@ -77,22 +78,6 @@ def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.o
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-
-
-def global_metrics(comm, world_size: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
-                   masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> dict[str, Optional[float]]:
-    """Global loss and train/val/test accuracy from one all-reduce of 7 numbers (kind ``metrics``)."""
-    hit = logits.detach().argmax(dim=1) == labels
-    m = masks if isinstance(masks, torch.Tensor) else torch.stack(list(masks))     # (3, num_rows)
-    counts = torch.stack([(m & hit).sum(1), m.sum(1)], 1).reshape(-1)             # hit, total per split
-    t = torch.cat([loss.detach().reshape(1).to(torch.float64), counts.to(torch.float64)])
-    # NCCL reduces device tensors only: t stays on the logits' device
-    if world_size > 1:
-        comm.all_reduce(t, kind="metrics")
-    t = t.cpu()
-    acc = [float(t[1 + 2 * k] / t[2 + 2 * k]) if t[2 + 2 * k] > 0 else None for k in range(3)]
-    return {"loss": float(t[0]), "train_acc": acc[0], "val_acc": acc[1], "test_acc": acc[2]}
-
 
 
 @dataclasses.dataclass(eq=False)
@@ -211,7 +196,7 @@ class StepOutput:
         logits: ``(num_rows, num_classes)`` logits of the rows the step computed (owned rows, or a batch's seeds).
         labels: ``(num_rows,)`` their labels.
         masks: train/val/test masks of those rows (accuracy is counted where a mask is set).
-        extra: per-step figures (sampled edges, cache hits, ...) that :meth:`Steps.evaluate` or
+        extra: per-step figures (sampled edges, cache hits, ...) that the evaluator or
             :meth:`Steps.on_epoch_end` aggregate per epoch.
     """
 
@@ -220,19 +205,6 @@ class StepOutput:
     labels: torch.Tensor
     masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     extra: dict = dataclasses.field(default_factory=dict)
-
-
-def evaluate_outputs(comm, world_size: int, outputs: list[StepOutput]) -> dict[str, Optional[float]]:
-    """Global loss and train/val/test accuracy of an epoch from its steps' outputs (one step: its own figures;
-    several: the mean step loss and every step's rows) through :func:`global_metrics`."""
-    if len(outputs) == 1:
-        o = outputs[0]
-        return global_metrics(comm, world_size, o.loss, o.logits, o.labels, o.masks)
-    loss = torch.stack([o.loss.detach() for o in outputs]).mean()
-    logits = torch.cat([o.logits.detach() for o in outputs])
-    labels = torch.cat([o.labels for o in outputs])
-    masks = tuple(torch.cat([o.masks[k] for o in outputs]) for k in range(3))
-    return global_metrics(comm, world_size, loss, logits, labels, masks)
 
 
 class Steps:
@@ -254,6 +226,9 @@ class Steps:
             loss is ``objective.loss(targets)``.
     """
 
+    evaluation: ClassVar[str] = "outputs"
+    """The ``evaluate`` method that scores these steps' epochs when the run leaves it to the trainer
+    (``evaluate.method=auto``; :mod:`workbench.train.evaluation`)."""
     child_processes: bool = False
     """Whether the steps start worker processes whose CPU time belongs to the epoch's (a scheduled trainer's
     sampling workers): the loop then reads the live children's CPU seconds too (``StepTimes.train_cpu_s``)."""
@@ -314,9 +289,9 @@ class Steps:
         ``1 / world_size`` each by default."""
         return [1.0 / self.ctx.world_size] * count
 
-    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict[str, Optional[float]]:
-        """Global loss and train/val/test accuracy of the epoch (default: from the steps' outputs)."""
-        return evaluate_outputs(self.comm, self.ctx.world_size, outputs)
+    def end_training(self, epoch: int) -> None:
+        """After the epoch's training steps and sync, before its evaluation (a schedule's workers stop feeding
+        training batches; the epoch's training traffic is read before evaluation adds its own)."""
 
     def on_epoch_end(self, epoch: int, metrics: dict, outputs: list[StepOutput]) -> None:
         """After the epoch's ``EpochEnd`` event: emit per-epoch events of the stages."""
@@ -346,7 +321,8 @@ class TrainLoop:
             optimizers[k].step()
         sync.after_epoch(self, epoch)         # model_avg: the replicas averaged when due (kind "model_avg")
         recorder.training_done()              # the CPU seconds of the training steps (StepTimes.train_cpu_s)
-        metrics = steps.evaluate(epoch, outputs)   # global loss and accuracies (one tiny all-reduce)
+        steps.end_training(epoch)             # a schedule's workers stop; the training bytes are read
+        metrics = evaluator.evaluate(steps, epoch, outputs)   # global loss and accuracies (the evaluate stage)
         recorder.end(metrics)                 # EpochEnd + StepTimes + Traffic events, per-epoch results
         steps.on_epoch_end(epoch, metrics, outputs)   # extra per-epoch events (staleness, cache hit rates, ...)
 
@@ -364,6 +340,8 @@ class TrainLoop:
         config: the :class:`TrainLoopConfig`.
         steps: the trainer's :class:`Steps`.
         sync: the run's sync stage (:mod:`workbench.train.sync`; default ``allreduce``: synchronous SGD).
+        evaluator: the run's ``evaluate`` stage (:mod:`workbench.train.evaluation`; default ``auto``: the way the
+            steps name).
 
     Example:
         >>> import torch
@@ -383,7 +361,7 @@ class TrainLoop:
     """
 
     def __init__(self, ctx, models: Union[nn.Module, list[nn.Module]], config: TrainLoopConfig, steps: Steps, *,
-                 sync: Any = None):
+                 sync: Any = None, evaluator: Any = None):
         self.ctx = ctx
         self.models: list[nn.Module] = list(models) if isinstance(models, (list, tuple)) else [models]
         self.model = self.models[0]
@@ -392,6 +370,8 @@ class TrainLoop:
         self.steps = steps
         self.sync = sync if sync is not None else GradientAllReduce()
         """The rank's sync stage: called after every step and after the epoch's last step."""
+        self.evaluator = evaluator if evaluator is not None else AutoEvaluation()
+        """The rank's ``evaluate`` stage: scores every epoch after its training steps."""
         self.comm = steps.comm
         self.optimizers = [self._optimizer(m) for m in self.models]
         """One optimiser per replica."""
@@ -445,8 +425,9 @@ class TrainLoop:
         with timer.phase("grad_sync"):
             self.sync.after_epoch(self, epoch)
         self.recorder.training_done()
+        steps.end_training(epoch)
         with timer.phase("evaluate"):
-            metrics = steps.evaluate(epoch, outputs)
+            metrics = self.evaluator.evaluate(steps, epoch, outputs)
         self.recorder.end(metrics)
         steps.on_epoch_end(epoch, metrics, outputs)
         return metrics

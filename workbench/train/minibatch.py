@@ -91,7 +91,7 @@ from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
 from workbench.train.batch_prefetch import BatchPrefetcher, check_prefetch
-from workbench.train.loop import StepOutput, Steps, global_metrics, split_sizes
+from workbench.train.loop import StepOutput, Steps, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
 from workbench.train.models import MODELS, GNNModel, SpMM
@@ -236,7 +236,7 @@ class MiniBatchTrainer(Trainer):
 
     name = "minibatch"
     provides = frozenset({"feature source", "sampling tasks", "inclusion probabilities", "node labels",
-                          "trainer-sampled batches", "a global seed split"})
+                          "trainer-sampled batches", "a global seed split", "sampled evaluation"})
     trainer = "mini-batch training on sampled blocks"
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
@@ -356,7 +356,10 @@ class MiniBatchSteps(Steps):
 
     ``pipeline`` (a scheduled trainer's) makes, from the sampler and whether a cache serves the input rows, where
     the training batches come from instead (:class:`~workbench.schedule.program.ScheduledBatches`: a schedule's
-    sampling worker processes). Evaluation batches are sampled here either way."""
+    sampling worker processes). Evaluation batches are sampled here either way (:meth:`evaluate_split`, what the
+    ``sampled`` evaluator scores)."""
+
+    evaluation = "sampled"
 
     def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, *,
                  pipeline: Optional[Callable[[Any, bool], Any]] = None):
@@ -537,7 +540,7 @@ class MiniBatchSteps(Steps):
 
     # -- evaluation ----------------------------------------------------------------------------------------
     @torch.no_grad()
-    def _evaluate_sampled(self, split, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate_split(self, split, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits and labels of this rank's vertices of ``split`` (traffic kinds ``eval_*``; its sampling and
         feature pulls are timed as ``evaluate``)."""
         batches, _ = self._split_batches(split, epoch)
@@ -552,25 +555,13 @@ class MiniBatchSteps(Steps):
             return torch.zeros(0, self.shard.num_classes, device=self.ctx.device), self.labels[:0]
         return torch.cat(logits), torch.cat(labels)
 
-    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
+    def end_training(self, epoch: int) -> None:
         if self.pipeline is not None:   # the epoch's training batches are done: evaluation samples here
             self.pipeline.end_epoch()
             self._pipelined = False
         by_kind = self.ctx.comm.counter.bytes_by_kind(epoch)   # the training steps' traffic (before eval_)
         self._sample_bytes = by_kind.get("sample_req", 0) + by_kind.get("sample_resp", 0)
         self._feature_bytes = by_kind.get("feature_req", 0) + by_kind.get("feature", 0)
-        parts = [(torch.cat([o.logits for o in outputs]), torch.cat([o.labels for o in outputs]), 0)] \
-            if outputs else []
-        parts.append((*self._evaluate_sampled(self.shard.val_split, epoch), 1))
-        if epoch == self.config.epochs - 1:
-            parts.append((*self._evaluate_sampled(self.shard.test_split, epoch), 2))
-        logits = torch.cat([p[0] for p in parts])
-        labels = torch.cat([p[1] for p in parts])
-        which = torch.cat([torch.full((p[1].numel(),), p[2], device=logits.device) for p in parts])
-        masks = tuple(which == k for k in range(3))
-        # the epoch's loss: the mean over steps of the global step loss (each rank adds its share)
-        loss = torch.stack([o.loss.detach() for o in outputs]).mean() if outputs else torch.zeros(())
-        return global_metrics(self.comm, self.ctx.world_size, loss, logits, labels, masks)
 
     def on_epoch_end(self, epoch: int, metrics: dict, outputs: list[StepOutput]) -> None:
         ctx, acc = self.ctx, self._acc

@@ -61,6 +61,7 @@ from workbench.runtime.program import RankContext
 from workbench.stages import registry
 from workbench.train.loop import StepOutput, Steps
 from workbench.train.minibatch import block_aggregators, block_forward
+from workbench.train.evaluation import EVALUATORS, Evaluator
 from workbench.train.kernels import leading_rows
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
 from workbench.train.objective import NodeTargets, loss_of
@@ -297,7 +298,7 @@ class ModelAveragingTrainer(Trainer):
 
     name = "catgnn"
     trainer = "local training per part with model averaging (CATGNN)"
-    provides = frozenset({"node labels"})
+    provides = frozenset({"node labels", "one model per part"})
 
     def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Any = None):
         super().__init__(config, graph=graph, node_part=node_part)
@@ -422,6 +423,8 @@ class AveragingSteps(Steps):
     one :class:`~workbench.train.sampled_parts.SampledPart` per part (a folder's: read per batch), and it evaluates
     a folder's parts in batches (:func:`~workbench.train.sampled_parts.evaluate_sampled`, ``sync.eval_sample``)."""
 
+    evaluation = "per_part"
+
     def __init__(self, ctx, models: list, config: Any, payload: _Payload):
         super().__init__(ctx, exchange_kinds=("model_avg",), objective=loss_of(config))
         self.cfg = config
@@ -503,12 +506,12 @@ class AveragingSteps(Steps):
         if self.sampler is not None:
             return self._forward_sampled(*batch)
         s, _, _, _, labels, train = self.parts[batch]
-        logits = self._owned_logits(self.model, batch)
+        logits = self.owned_logits(self.model, batch)
         loss = self.objective.loss(NodeTargets(logits, labels, train, int(train.sum())))
         none = torch.zeros_like(train)
         return StepOutput(loss, logits, labels, (train, none, none), extra={"alpha": s.alpha})
 
-    def _owned_logits(self, model: Any, k: int) -> torch.Tensor:
+    def owned_logits(self, model: Any, k: int) -> torch.Tensor:
         """Part ``k``'s logits of its owned rows: every layer on the part's rows, the last on its owned rows."""
         s, a, a_t, x, _, _ = self.parts[k]
         own, own_t = self.owned_rows[k]
@@ -539,44 +542,59 @@ class AveragingSteps(Steps):
         """Every part's averaging weight ``alpha_k`` (what ``sync.method=model_avg`` averages)."""
         return [(p if self.sampler is not None else p[0]).alpha for p in self.parts]
 
-    def evaluate(self, epoch: int, outputs: list[StepOutput]) -> dict:
-        per_part: dict = {}   # the epoch's loss: sum over parts of alpha_k x the part's mean step loss
+    def on_epoch_end(self, epoch: int, metrics: dict, outputs: list[StepOutput]) -> None:
+        val = metrics.get("val_acc")
+        if val is not None and val == val and val > self.best[1]:
+            self.best = (epoch, val, metrics.get("test_acc"))
+
+    def extra_result(self) -> dict:
+        return {"best_epoch": self.best[0], "best_val_acc": self.best[1], "test_acc_at_best_val": self.best[2],
+                "num_params": self.num_params, "steps": self.step_counts}
+
+
+@EVALUATORS.register
+class PerPartEvaluation(Evaluator):
+    """The averaged model scored over the parts (CATGNN): the epoch's loss is the sum over parts of ``alpha_k`` x
+    the part's mean step loss; the accuracies are the first replica's (the models are averaged when due) over the
+    whole graph, or, on a partition folder, over the folder's parts one by one (full batch: through the matrices
+    they train on; mini-batch: in sampled batches, ``sync.eval_sample``)."""
+
+    name = "per_part"
+    requires = frozenset({"one model per part"})
+
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Evaluator.Config):   # no options: a folder's sampled evaluation is sync.eval_sample
+        pass
+
+    def evaluate(self, steps: Any, epoch: int, outputs: list) -> dict:
+        per_part: dict = {}
         for o in outputs:
             per_part.setdefault(o.extra.get("part", id(o)), []).append(o)
         loss = sum(sum(float(o.loss.detach()) for o in outs) / len(outs) * outs[0].extra["alpha"]
                    for outs in per_part.values())
-        vals = [loss, 0.0, 0.0, 0.0]
-        counts = None
-        if self.folder_eval and self.sampler is not None:
-            counts = evaluate_sampled(self.models[0], self.parts, self.eval_sampler, self.kind,
-                                      self.cfg.sample.batch_size, self.ctx.device, self.ctx.kernel)
-        elif self.eval_parts is not None:
+        vals, counts, model = [loss, 0.0, 0.0, 0.0], None, steps.models[0]
+        if steps.folder_eval and steps.sampler is not None:
+            counts = evaluate_sampled(model, steps.parts, steps.eval_sampler, steps.kind, steps.cfg.sample.batch_size,
+                                      steps.ctx.device, steps.ctx.kernel)
+        elif steps.eval_parts is not None:
             counts = np.zeros((3, 2))
             with torch.no_grad():
-                for k, masks in enumerate(self.eval_parts):
-                    labels = self.parts[k][4]
-                    hit = self._owned_logits(self.models[0], k).argmax(dim=1) == labels
+                for k, masks in enumerate(steps.eval_parts):
+                    hit = steps.owned_logits(model, k).argmax(dim=1) == steps.parts[k][4]
                     for i, m in enumerate(masks):
                         counts[i] += (int((hit & m).sum()), int(m.sum()))
-        elif self.full is not None:
-            a, a_t, x, labels, masks = self.full
+        elif steps.full is not None:
+            a, a_t, x, labels, masks = steps.full
             with torch.no_grad():
-                pred = self.models[0](x, lambda h, layer: SpMM.apply(a, a_t, h)).argmax(dim=1)
+                pred = model(x, lambda h, layer: SpMM.apply(a, a_t, h)).argmax(dim=1)
             for i, m in enumerate(masks):
                 m = m & (labels >= 0)
                 vals[1 + i] = float((pred[m] == labels[m]).float().mean()) if bool(m.any()) else float("nan")
         if counts is not None:
             for i in range(3):
                 vals[1 + i] = counts[i, 0] / counts[i, 1] if counts[i, 1] else float("nan")
-        t = torch.tensor(vals, dtype=torch.float64, device=self.ctx.device)
-        if self.ctx.world_size > 1:
-            self.comm.all_reduce(t, kind="metrics")
+        t = torch.tensor(vals, dtype=torch.float64, device=steps.ctx.device)
+        if steps.ctx.world_size > 1:
+            steps.comm.all_reduce(t, kind="metrics")
         t = t.cpu().tolist()
-        metrics = {"loss": t[0], "train_acc": t[1], "val_acc": t[2], "test_acc": t[3]}
-        if t[2] == t[2] and t[2] > self.best[1]:
-            self.best = (epoch, t[2], t[3])
-        return metrics
-
-    def extra_result(self) -> dict:
-        return {"best_epoch": self.best[0], "best_val_acc": self.best[1], "test_acc_at_best_val": self.best[2],
-                "num_params": self.num_params, "steps": self.step_counts}
+        return {"loss": t[0], "train_acc": t[1], "val_acc": t[2], "test_acc": t[3]}

@@ -427,7 +427,7 @@ class EdgeSampledTrainer(FullGraphTrainer):
     sample method names it (every :class:`~workbench.sample.psc.EdgeSampler`); the exchange must be ``prefetch``."""
 
     name = "psc_gcn"
-    provides = frozenset({"embedding exchange", "feature source", "node labels"})
+    provides = frozenset({"embedding exchange", "feature source", "node labels", "whole-part logits"})
     trainer = "full-graph training on sampled edges"
     default_exchange = "prefetch"
 

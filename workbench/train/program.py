@@ -8,7 +8,7 @@ A trainer is the part of a run that the other stages plug into: it prepares what
 * ``prepare``: the trainer's payloads (it loads and partitions through the shared
   :func:`~workbench.train.full_graph.load_and_partition`, before any rank starts);
 * ``run_rank``: the kernel choice, the model replicas, the steps, the sync stage (``allreduce``, or the
-  ``sync`` section's method), one :class:`~workbench.train.loop.TrainLoop`;
+  ``sync`` section's method), the ``evaluate`` stage, one :class:`~workbench.train.loop.TrainLoop`;
 * ``summarize``: :func:`~workbench.train.recorder.summarize_ranks` with every stage as it ran
   (:func:`~workbench.composition.stages_summary`; a partition folder's method where the run trained on its
   parts), then the trainer's own figures, and ``peak_rss_mb``: ``{"client": MiB, "ranks": [MiB per rank]}``,
@@ -46,6 +46,7 @@ from workbench.composition import stages_summary
 from workbench.events import Event
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
+from workbench.train.evaluation import evaluator_of
 from workbench.train.loop import Steps, TrainLoop
 from workbench.train.models import MODELS
 from workbench.train.recorder import peak_rss_mb, summarize_ranks
@@ -217,7 +218,7 @@ class TrainingProgram(Program):
         try:
             sync = registry("sync").build(cfg.method("sync"), cfg.sync) if getattr(cfg, "sync", None) is not None \
                 else None
-            loop = TrainLoop(ctx, models, cfg.train, steps, sync=sync)
+            loop = TrainLoop(ctx, models, cfg.train, steps, sync=sync, evaluator=evaluator_of(cfg))
         except BaseException:
             steps.close()   # the loop closes them once it runs
             raise
