@@ -268,9 +268,9 @@ def claims(quick: bool = False) -> list[Claim]:
 
 
 def _schedule_claims() -> list[Claim]:
-    """The coarse and fine schedulers on the simulated clock (:mod:`workbench.schedule.simclock`: the real
+    """The coarse and fine schedulers on the simulated clock (:mod:`workbench.sim.simclock`: the real
     policies, ready queue and DAGs; 4 workers, 15 ms steps, 64 batches; deterministic, the same at any scale)."""
-    from workbench.schedule.simclock import simulate_method
+    from workbench.sim.simclock import simulate_method
 
     runs = {m: simulate_method(m) for m in ("launch-score", "fifo", "prefetch", "asap")}
     flood = {q: simulate_method("asap", ready_queue=q) for q in ("priority", "fifo")}

@@ -121,7 +121,7 @@ def _measured_times(out: list, timed) -> list:
 
 def claims(quick: bool = False) -> list[Claim]:
     """Every PSC-GCN claim, measured (``quick``: fewer iterations and variance draws)."""
-    from workbench.train.pipeline_time import time_to_accuracy
+    from workbench.sim.pipeline_time import time_to_accuracy
 
     per_seed = [_runs(_epochs(quick), seed) for seed in SEEDS]
     runs = per_seed[0]
