@@ -3,7 +3,7 @@
 The modelled time claims of :mod:`recipes.reproduce.distdgl` (a network model at 100 Gbit/s that never charges
 the owner's sampling work) and :mod:`recipes.reproduce.psc_gcn` (a discrete-event account at a chosen
 ``comm_ratio``) are measured here as real seconds instead: the recipes run as Dask ranks on the hosts of
-:class:`~workbench.testing.netcluster.NetCluster` (network namespaces on a bridge, each host's link shaped both
+:class:`~workbench.runtime.netcluster.NetCluster` (network namespaces on a bridge, each host's link shaped both
 ways with ``tbf``, one rank per host, each host on a core of its own where the machine has one per host), so
 every sample request, feature pull, halo row and all-reduce crosses a real, rate-limited TCP link and every
 owner computes what it is asked.
@@ -158,7 +158,7 @@ def _rotated(names: Sequence[str], i: int) -> list[str]:
 
 def _measure(system: str, configs, seeds: Sequence[int], variants: Sequence[str]) -> dict:
     """Start one cluster, run ``configs(seed)[variant]`` for every seed and variant; the per-seed figures."""
-    from workbench.testing.netcluster import NetCluster
+    from workbench.runtime.netcluster import NetCluster
 
     skip = SKIP[system]
     load = [os.getloadavg()[0]]
@@ -176,7 +176,7 @@ def _measure(system: str, configs, seeds: Sequence[int], variants: Sequence[str]
 
 
 def _unavailable() -> Optional[str]:
-    from workbench.testing.netcluster import unavailable_reason
+    from workbench.runtime.netcluster import unavailable_reason
 
     if os.environ.get(SWITCH) == "0":
         return f"the emulated cluster is switched off here ({SWITCH}=0)"

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from recipes.reproduce import emulated
-from workbench.testing.netcluster import unavailable_reason
+from workbench.runtime.netcluster import unavailable_reason
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
