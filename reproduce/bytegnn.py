@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from recipes.reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
+from reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
 
 TITLE = "ByteGNN: block partitioning, sampling DAGs, two-level scheduling"
 PARTS = 4
@@ -294,5 +294,5 @@ def _schedule_claims() -> list[Claim]:
               / flood["fifo"].dag_latency_ms_mean, unit="ratio",
               note=f"{sim}; trainer idle {flood['priority'].trainer_idle_fraction:.3f} (priority) vs "
                    f"{flood['fifo'].trainer_idle_fraction:.3f} (FIFO); at a fixed depth of 8, FIFO has the lower mean "
-                   "latency (tests/schedule/test_simclock.py)"),
+                   "latency (tests/sim/test_simclock.py)"),
     ]

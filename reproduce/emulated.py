@@ -1,7 +1,7 @@
 """Time claims measured on emulated hosts: DistDGL's partition ablation and PSC-GCN's per-iteration speed-ups.
 
-The modelled time claims of :mod:`recipes.reproduce.distdgl` (a network model at 100 Gbit/s that never charges
-the owner's sampling work) and :mod:`recipes.reproduce.psc_gcn` (a discrete-event account at a chosen
+The modelled time claims of :mod:`reproduce.distdgl` (a network model at 100 Gbit/s that never charges
+the owner's sampling work) and :mod:`reproduce.psc_gcn` (a discrete-event account at a chosen
 ``comm_ratio``) are measured here as real seconds instead: the recipes run as Dask ranks on the hosts of
 :class:`~workbench.runtime.netcluster.NetCluster` (network namespaces on a bridge, each host's link shaped both
 ways with ``tbf``, one rank per host, each host on a core of its own where the machine has one per host), so
@@ -44,7 +44,7 @@ recipe's balanced split already gives every trainer an equal share of seeds, so 
 only act through locality. The ``prefetch`` exchange sends and receives in the rank's one thread
 (blocking ``all_to_all`` calls), so pipelining (PipeGCN's τ = 1, PSC-GCN's τ = 2) hides no communication behind
 compute here; a measured speed-up of ``pipegcn`` or of τ = 2 over τ = 1 can only come from noise or from bytes,
-and ``psc``'s from the bytes its sampling and cache save. The model of :mod:`recipes.reproduce.psc_gcn` is
+and ``psc``'s from the bytes its sampling and cache save. The model of :mod:`reproduce.psc_gcn` is
 where the overlap is accounted.
 
 Needs root (network namespaces, ``tc``): elsewhere both functions return the reason as a string. One cluster per
