@@ -48,7 +48,7 @@ TEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 test: setup
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest tests -q $(XDIST) $(if $(XDIST),--dist loadgroup) --durations=15
-	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest -q --doctest-modules workbench widgets recipes
+	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest -q --doctest-modules workbench widgets recipes reproduce
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(PY) -m pytest -q $(NBVAL) notebooks
 
 # The core on a newer stack without DGL, as the GPU machines have it (torch 2.11 and later, numpy 2, pandas 3): a
@@ -69,7 +69,7 @@ test-newer:
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(NEWER)/bin/python -m pytest tests -q -p no:cacheprovider --ignore=tests/ui \
 	  --ignore=tests/docs --ignore=tests/test_notebooks.py
 	TQDM_DISABLE=1 WORKBENCH_QUICK=1 $(NEWER)/bin/python -m pytest -q -p no:cacheprovider --doctest-modules \
-	  workbench widgets recipes
+	  workbench widgets recipes reproduce
 
 # The notebooks are committed with the outputs of a quick-mode run, and `make test` compares every cell's output
 # with them (nbval; notebooks/nbval_sanitize.cfg lists what may differ: wall times, run ids, temporary paths...).
@@ -100,7 +100,7 @@ docs: setup
 
 # The Systems pages' reproduction tables, kept under docs/ so a docs build runs no training: the full run
 # (`workbench reproduce --json`, docs/reproduce/full.json: about 2 minutes on two cores), which the pages and the system
-# notebooks show (recipes.reproduce.report.claims_table), and the quick one (`--quick`, docs/reproduce/quick.json:
+# notebooks show (reproduce.report.claims_table), and the quick one (`--quick`, docs/reproduce/quick.json:
 # about 45 s), folded below it. Each carries its date and machine; commit both. `make docs-data-quick` or
 # `make docs-data-full` refreshes one; after the full one, `make notebooks` re-saves the tables the notebooks show.
 docs-data: docs-data-quick docs-data-full

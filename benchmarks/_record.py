@@ -6,7 +6,7 @@ One JSON object per run::
     {"benchmark": "minibatch",                  # the script's name
      "command": ".venv/bin/python benchmarks/minibatch.py --epochs 5 --save docs/benchmarks/minibatch.json",
      "date": "2026-11-27", "time": "2026-11-27T16:50:12+00:00",
-     "machine": "vm, 2 cores, x86_64",          # recipes.reproduce.report's, as the reproduction tables show it
+     "machine": "vm, 2 cores, x86_64",          # reproduce.report's, as the reproduction tables show it
      "load_average": {"before": [1, 5, 15 min], "after": [1, 5, 15 min]},
      "wall_s": 41.2, "python": "3.11.2", "commit": "b145933",    # "+ uncommitted changes" if so
      "results": {...},                           # the benchmark's own JSON (what --json prints)
@@ -37,13 +37,13 @@ MAX_BYTES = 50_000
 
 
 def machine() -> str:
-    """``host, N cores, arch``: the reproduction's own helper (``recipes.reproduce.report``), so the two agree."""
+    """``host, N cores, arch``: the reproduction's own helper (``reproduce.report``), so the two agree."""
     try:
         sys.path.insert(0, str(ROOT))
-        from recipes.reproduce.report import _machine
+        from reproduce.report import _machine
 
         return _machine()
-    except Exception:  # noqa: BLE001  (the same string without the recipes package)
+    except Exception:  # noqa: BLE001  (the same string without the reproduce package)
         return f"{platform.node() or 'host'}, {os.cpu_count()} cores, {platform.machine()}"
 
 

@@ -13,7 +13,7 @@ numba kernels are compiled (or loaded from cache) by a warm-up call on a tiny gr
 
 Pipeline part: the ``g3`` recipe trained on the local runner with bins from several memory budgets; the
 simulated epoch per variant (discrete-event account from measured per-bin costs, see
-``workbench.train.bins_pipeline``) and each variant's speed-up over ``sequential``.
+``workbench.sim.bins_pipeline``) and each variant's speed-up over ``sequential``.
 
 Usage::
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # An independent check of the network model (issue 27): it builds its own emulated cluster with ip/tc alone
-# (not workbench.testing.netcluster), starts `dask scheduler` and `dask worker` itself, calibrates the model
+# (not workbench.runtime.netcluster), starts `dask scheduler` and `dask worker` itself, calibrates the model
 # with `workbench netprobe`, runs `workbench run RECIPE --scheduler ... --network MODEL --json` from the root
 # namespace and prints the median measured communication per epoch (epochs after the first) against the
 # modelled: the critical path (comm_critical_s: per collective call, from the last rank's arrival to the last
@@ -27,7 +27,7 @@ RECIPES=("${@:-full_graph sancus}")
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${WB_BIN:-$ROOT/.venv/bin}   # another environment: a folder with its python, dask and workbench
-NET=10.231.0   # outside workbench.testing.netcluster's 10.77-176.x.0/24
+NET=10.231.0   # outside workbench.runtime.netcluster's 10.77-176.x.0/24
 BR=nckbr0
 GRAPH="sbm:num_nodes=10000,num_blocks=8,avg_degree=10,num_features=64,seed=0"
 EPOCHS=9

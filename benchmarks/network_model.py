@@ -1,6 +1,6 @@
 """Benchmark: does the network model predict the communication it measures?
 
-On the emulated cluster (:mod:`workbench.testing.netcluster`: hosts in network namespaces on a bridge,
+On the emulated cluster (:mod:`workbench.runtime.netcluster`: hosts in network namespaces on a bridge,
 every link shaped both ways with ``tbf``) at each link rate and host count, the benchmark
 
 1. probes the links (``workbench netprobe``: ping-pong latency, bulk payload rate, duplex, the cost of one
@@ -56,7 +56,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.testing.netcluster import NetCluster, unavailable_reason  # noqa: E402
+from workbench.runtime.netcluster import NetCluster, unavailable_reason  # noqa: E402
 
 SBM = "sbm:num_nodes={n},num_blocks=8,avg_degree=10,num_features=64,seed=0"
 # recipe -> (graph vertices, epochs); --quick halves both

@@ -44,7 +44,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-sys.path.insert(0, str(ROOT))          # workbench, widgets, recipes from this checkout
+sys.path.insert(0, str(ROOT))          # workbench, widgets, recipes, reproduce from this checkout
 sys.path.insert(0, str(DOCS / "_ext"))
 
 # Help text is wrapped to $COLUMNS by argparse, and a progress bar must never reach the build log.

@@ -21,9 +21,9 @@ from typing import Optional
 
 import pytest
 
-# The reproduction's time claims run on an emulated cluster (recipes.reproduce.emulated) wherever root can build one:
+# The reproduction's time claims run on an emulated cluster (reproduce.emulated) wherever root can build one:
 # not in the tests outside the ``host`` group, whose veth pairs would abort the browser's page loads on the other
-# worker. tests/recipes/test_emulated_times.py (in that group) switches it back on for its own runs.
+# worker. tests/reproduce/test_emulated_times.py (in that group) switches it back on for its own runs.
 os.environ["WORKBENCH_REPRODUCE_EMULATED"] = "0"
 
 pytest_plugins = ["workbench.testing.fixtures"]
@@ -34,7 +34,7 @@ XDIST_GROUPS = (
     ("tests/runtime/test_netcluster", "host"),
     ("tests/runtime/test_netmodel_calibrated.py", "host"),
     ("tests/runtime/test_scheduler_file.py", "host"),
-    ("tests/recipes/test_emulated_times.py", "host"),
+    ("tests/reproduce/test_emulated_times.py", "host"),
 )
 
 

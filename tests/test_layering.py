@@ -1,4 +1,4 @@
-"""Imports point one way: notebooks -> recipes/widgets -> workbench; DGL only where it is wrapped."""
+"""Imports point one way: notebooks -> reproduce -> recipes/widgets -> workbench; DGL only where it is wrapped."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN_IN_CORE = {"widgets", "recipes", "panel", "holoviews", "ipywidgets", "bokeh"}
+FORBIDDEN_IN_CORE = {"widgets", "recipes", "reproduce", "panel", "holoviews", "ipywidgets", "bokeh"}
 
 
 def _imports(path: Path, top_level_only: bool = False) -> set[str]:
@@ -52,6 +52,22 @@ def test_graph_never_imports_interop():
 @pytest.mark.parametrize("path", sorted((ROOT / "recipes").glob("*.py")), ids=lambda p: p.name)
 def test_recipes_do_not_import_views(path):
     assert not _imports(path) & {"widgets", "panel", "holoviews", "ipywidgets"}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "recipes").rglob("*.py")), ids=lambda p: p.name)
+def test_recipes_never_import_the_reproduction(path):
+    """``reproduce`` runs the recipes' configs and judges the papers' claims; a recipe only returns configs."""
+    assert "reproduce" not in _imports(path), f"{path.relative_to(ROOT)} imports reproduce"
+
+
+def test_recipes_is_one_module_per_system():
+    """``recipes/`` holds modules of config functions, no subpackage (the claims are the package ``reproduce``)."""
+    assert not [p.parent.name for p in (ROOT / "recipes").glob("*/__init__.py")]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "reproduce").rglob("*.py")), ids=lambda p: p.name)
+def test_reproduce_does_not_import_views(path):
+    assert not _imports(path) & {"widgets", "panel", "holoviews", "ipywidgets", "bokeh"}
 
 
 def test_notebooks_only_import_and_call():
@@ -155,7 +171,7 @@ def test_cycle_finder_sees_a_cycle_through_a_package_init():
     assert _cycles(graph) == [["p", "p.a", "p.b"]]
 
 
-@pytest.mark.parametrize("package", ["workbench", "widgets"])
+@pytest.mark.parametrize("package", ["workbench", "widgets", "recipes", "reproduce"])
 def test_imports_point_one_way(package):
     """No import cycle between the modules of ``package``, counting imports inside functions: a module that
     needs another's piece and is needed by it shares that piece through a module below both."""
@@ -170,9 +186,9 @@ def test_no_module_class_strings():
     (Entry points in ``pyproject.toml`` are metadata, not code.)"""
     import re
 
-    spec = re.compile(r"^(workbench|widgets|recipes)(\.\w+)+:\w+$")
+    spec = re.compile(r"^(workbench|widgets|recipes|reproduce)(\.\w+)+:\w+$")
     found = [f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
-             for package in ("workbench", "widgets", "recipes") for path in sorted((ROOT / package).rglob("*.py"))
+             for package in ("workbench", "widgets", "recipes", "reproduce") for path in sorted((ROOT / package).rglob("*.py"))
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.Constant) and isinstance(node.value, str) and spec.match(node.value)]
     assert not found, found
@@ -181,7 +197,7 @@ def test_no_module_class_strings():
 MAX_LINES = 600
 
 
-@pytest.mark.parametrize("package", ["workbench", "widgets", "recipes"])
+@pytest.mark.parametrize("package", ["workbench", "widgets", "recipes", "reproduce"])
 def test_modules_are_at_most_600_lines(package):
     """A module longer than this holds more than one idea: split it along a seam that means something."""
     long = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / package).rglob("*.py"))

@@ -1,7 +1,7 @@
 """The pipeline view: the simulated timeline of fetch against compute in a pipelined (prefetch) run.
 
 Reads a run's :class:`~workbench.events.PipelineTimeline` events (the discrete-event account of
-:mod:`workbench.train.pipeline_time`, simulated on the client as the run's iterations complete). A Gantt
+:mod:`workbench.sim.pipeline_time`, simulated on the client as the run's iterations complete). A Gantt
 chart of the latest iterations has two lanes per worker: **compute** (forward and backward of each layer)
 and **link** (the fetch of each layer's boundary rows, the boundary gradients, the weight all-reduce). Red
 bars on the compute lane are the waits: the layer could not start until the fetch (or the gradients)

@@ -319,7 +319,7 @@ def fabricate_pipeline(*, num_workers: int = 2, iterations: int = 8, num_layers:
                        run_id: str = "synthetic", seed: int = 0, batch: int = 4) -> list[Event]:
     """:class:`~workbench.events.PipelineTimeline` events of a plausible prefetch run (the core simulator on
     random costs whose link time is about 1.5 times the compute, so fetches block), ``batch`` iterations per event."""
-    from workbench.train.pipeline_time import IterationCost, PipelineSimulator, timeline_event
+    from workbench.sim.pipeline_time import IterationCost, PipelineSimulator, timeline_event
 
     rng = np.random.default_rng(seed)
     sim = PipelineSimulator(num_workers, tau, bandwidth_Bps=1e6)

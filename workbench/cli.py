@@ -21,7 +21,7 @@ _CORE_COMMAND_MODULES = (
     "workbench.sample.cli",
     "workbench.data.cli",
     "workbench.runtime.reproduce_cli",
-    "workbench.testing.netcluster",
+    "workbench.runtime.netcluster",
     "workbench.communicate.netprobe",
 )
 

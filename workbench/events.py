@@ -296,7 +296,7 @@ class ScheduleTrace(Event):
 @dataclasses.dataclass(kw_only=True)
 class PipelineCost(Event):
     """What one rank's iteration costs in the timing account of a pipelined run (an
-    :class:`~workbench.train.pipeline_time.IterationCost`: compute seconds and bytes per layer).
+    :class:`~workbench.sim.pipeline_time.IterationCost`: compute seconds and bytes per layer).
 
     Sent by every rank of a prefetch run to the client, which simulates the iteration once every rank's
     cost is in and logs a :class:`PipelineTimeline` in its place (the costs themselves are not logged).
@@ -317,7 +317,7 @@ class PipelineCost(Event):
 @dataclasses.dataclass(kw_only=True)
 class PipelineTimeline(Event):
     """The simulated timeline of iterations ``first_iteration ..`` of a pipelined run, every worker (a
-    discrete-event account: :class:`~workbench.train.pipeline_time.PipelineSimulator`).
+    discrete-event account: :class:`~workbench.sim.pipeline_time.PipelineSimulator`).
 
     Per iteration (lists of ``num_iterations``): ``iteration_start`` (simulated seconds since the run
     began), ``iteration_s`` (barrier to barrier), ``blocked_s`` / ``compute_s`` (the most any worker waited

@@ -2,11 +2,11 @@
 with the quick run of ``docs/reproduce/quick.json`` below it, folded.
 
 Both files are outputs of ``workbench reproduce --json`` (``make docs-data`` writes them: ``--quick`` and the
-full run), with the date and machine they ran on. The table is :func:`recipes.reproduce.report.claims_table`'s,
+full run), with the date and machine they ran on. The table is :func:`reproduce.report.claims_table`'s,
 the one the notebooks show: the counts, the date, machine and mode, and one row per claim: the claim, the
 paper's number with its source, ours, how it is checked, the verdict with its numbers, the note, and the number
-line of :func:`recipes.reproduce.report.number_line` (HTML, no SVG: the accepted region, the paper's number,
-ours). The verdicts follow from the saved numbers by the one rule of :mod:`recipes.reproduce.core`; nothing
+line of :func:`reproduce.report.number_line` (HTML, no SVG: the accepted region, the paper's number,
+ours). The verdicts follow from the saved numbers by the one rule of :mod:`reproduce.core`; nothing
 runs here. Without ``full.json`` the page shows the quick run alone.
 
 ``.. reproduce-summary::`` gives one row per system (counts of the full run and of the quick run, link to its page).
@@ -36,7 +36,7 @@ def _runs(env) -> dict[str, tuple[Path, dict]]:
 
 
 def _counts(system: dict) -> str:
-    from recipes.reproduce.report import tally
+    from reproduce.report import tally
 
     return tally(system["counts"])
 
@@ -52,7 +52,7 @@ class ReproduceTable(Directive):
     required_arguments = 1
 
     def run(self):
-        from recipes.reproduce.report import claims_table
+        from reproduce.report import claims_table
 
         runs = _runs(self.state.document.settings.env)
         name = self.arguments[0]
@@ -76,7 +76,7 @@ class ReproduceSummary(Directive):
         main = runs.get("full", runs["quick"])[1]
         quick = runs["quick"][1]
         rows = []
-        from recipes.reproduce.core import VERDICTS
+        from reproduce.core import VERDICTS
 
         for name, s in main["systems"].items():
             n = s["counts"]

@@ -39,8 +39,8 @@ Cost, and the cache
 -------------------
 Running a notebook in quick mode takes 6-18 s on two cores (about 100 s for all ten). The files are kept
 in a cache beside the output folder (``docs/_build/views-cache`` for ``make docs``), under a key made of the
-notebook's code, the sources of ``workbench``, ``widgets`` and ``recipes``, this file and the Panel, Bokeh and
-HoloViews versions: a rebuild after a change to the text runs nothing (``wbdocs_views_cache`` names another
+notebook's code, the sources of ``workbench``, ``widgets``, ``recipes`` and ``reproduce``, this file and the Panel,
+Bokeh and HoloViews versions: a rebuild after a change to the text runs nothing (``wbdocs_views_cache`` names another
 folder). ``wbdocs_views`` (``-D
 wbdocs_views=00_quickstart,01_partitioning``) chooses which notebooks' views are drawn: ``all`` (the default),
 ``none`` or notebook names; the others keep the placeholder. The test suite draws those of
@@ -64,7 +64,7 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("workbench", "widgets", "recipes")
+PACKAGES = ("workbench", "widgets", "recipes", "reproduce")
 VIEWS_DIR = "_views"            # in the output folder: _views/<notebook>/cell-<index>.html
 RESOURCES = "_resources"        # _views/_resources/<sha256>.js|css, shared by every view
 HOIST_MIN_CHARS = 10_000        # inline scripts and styles above this size move to a shared file

@@ -15,7 +15,7 @@ import pytest
 from workbench.events import EpochEnd, RunFinished, read_run_log
 from workbench.runtime import RunError, SchedulerLost, WorkerLost, launch
 from workbench.runtime.dask_runner import _wait_for_recycling
-from workbench.testing.netcluster import NETNS_ETC, NetCluster, parse_rate, unavailable_reason
+from workbench.runtime.netcluster import NETNS_ETC, NetCluster, parse_rate, unavailable_reason
 from workbench.testing.tiny_program import TinyConfig, TinyProgram
 
 REASON = unavailable_reason()
@@ -189,7 +189,7 @@ def test_each_fault_ends_the_run_within_seconds_at_default_settings_and_the_repa
 
 
 def test_latency_without_netem_is_refused_not_ignored():
-    from workbench.testing.netcluster import _netem_available
+    from workbench.runtime.netcluster import _netem_available
 
     if _netem_available():
         pytest.skip("this kernel has netem: latency is emulated")
@@ -198,7 +198,7 @@ def test_latency_without_netem_is_refused_not_ignored():
 
 
 def test_the_cli_brings_a_cluster_up_and_down(tmp_path):
-    from workbench.testing.netcluster import main
+    from workbench.runtime.netcluster import main
 
     state = tmp_path / "cluster.json"
     assert main(["up", "--hosts", "1", "--bandwidth", "1gbit", "--state", str(state)]) == 0
@@ -224,7 +224,7 @@ def test_each_link_carries_gso_packets_that_fit_the_shaper_and_steers_a_flow_to_
     packets below the burst (headers included) and steers a flow to one core, and a bulk transfer crosses."""
     import sys
 
-    from workbench.testing.netcluster import link_settings
+    from workbench.runtime.netcluster import link_settings
 
     with NetCluster(hosts=2, bandwidth="1gbit", workers=False) as cluster:
         burst, gso = link_settings(cluster.rate_bps)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from workbench.testing.netcluster import NetCluster, _host_cpus
+from workbench.runtime.netcluster import NetCluster, _host_cpus
 
 
 def test_each_host_gets_its_own_share_of_the_cores_when_there_is_one_per_host():

@@ -12,7 +12,7 @@ import pytest
 from workbench.communicate.netmodel import resolve_network
 from workbench.communicate.netprobe import probe
 from workbench.runtime import launch
-from workbench.testing.netcluster import NetCluster, parse_rate, unavailable_reason
+from workbench.runtime.netcluster import NetCluster, parse_rate, unavailable_reason
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")

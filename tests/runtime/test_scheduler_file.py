@@ -22,7 +22,7 @@ import pytest
 from workbench._validation import ParamError
 from workbench.cli import main
 from workbench.runtime import launch
-from workbench.testing.netcluster import NetCluster, parse_rate, unavailable_reason
+from workbench.runtime.netcluster import NetCluster, parse_rate, unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAPH = "sbm:num_nodes=3000,num_blocks=4,avg_degree=10,num_features=64,seed=0"

@@ -15,7 +15,7 @@ from workbench._validation import ParamError
 from workbench.events import Progress
 from workbench.testing import assert_same_training as _assert_same_training, rel_error as _rel, run_program, tiny_graph
 from workbench.train.bins import binned_forward, build_schedule, largest_vertex_bin, priority_order, working_set_bytes
-from workbench.train.bins_pipeline import VARIANTS, simulate_all
+from workbench.sim.bins_pipeline import VARIANTS, simulate_all
 from workbench.train.full_graph import FullGraphConfig, build_shards
 from workbench.train.models import GNNModel, SpMM, sparse_aggregator
 
@@ -95,7 +95,7 @@ def test_bin_settings_are_validated():
 
 
 def test_pipeline_account_overlap_never_slower_than_sequential():
-    from workbench.train.bins_pipeline import BinCosts
+    from workbench.sim.bins_pipeline import BinCosts
 
     rng = np.random.default_rng(0)
     workers, bins = 3, 5

@@ -11,23 +11,10 @@ import json
 import sys
 from typing import Any
 
-from workbench._validation import ErrorCollector, check_choice, parse_settings
+from workbench._validation import ErrorCollector
+from workbench.cli_args import add_partition_arguments, parse_fanouts, partitioner_and_graph
 
 __all__ = ["register"]
-
-
-def _add_common(p: argparse.ArgumentParser) -> None:
-    from workbench.partition.base import PARTITIONERS
-
-    p.add_argument("graph", metavar="GRAPH",
-                   help="graph spec: a path (edge list, OGB directory, DGL .bin), 'karate', or a generator such as "
-                        "'sbm:num_nodes=20000,num_blocks=16,seed=0'")
-    p.add_argument("--parts", "-p", type=int, required=True, metavar="P", help="number of parts")
-    p.add_argument("--method", "-m", default="metis", metavar="NAME",
-                   help=f"partitioner: one of {', '.join(sorted(PARTITIONERS))} (default: metis)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
-                   help="a partitioner option, e.g. --set balance_train=true (repeatable)")
 
 
 def _options_epilog() -> str:
@@ -50,7 +37,7 @@ def register(subparsers: Any) -> None:
         description="Partition GRAPH into P parts and print edge cut, replication factor, balance and\n"
                     "communication volume. Example: workbench partition karate --parts 4 --method metis",
         epilog=_options_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_common(p)
+    add_partition_arguments(p)
     p.add_argument("--out", metavar="DIR", help="write assignment.npy (int64 part per vertex) and metrics.json")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     p.add_argument("--feature-width", type=int, default=None, metavar="W",
@@ -98,7 +85,7 @@ def register(subparsers: Any) -> None:
         description="Partition GRAPH and write DGL's partition format to DIR, loadable with\n"
                     "dgl.distributed.load_partition(DIR/NAME.json, part_id). Needs DGL.",
         epilog=_options_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_common(e)
+    add_partition_arguments(e)
     e.add_argument("--out", metavar="DIR", required=True, help="output folder")
     e.add_argument("--graph-name", default=None, help="name of the config file (default: the graph's name)")
     e.set_defaults(func=_export_command)
@@ -111,30 +98,6 @@ def _steps(args: argparse.Namespace, total: int):
     return progress_bar(None, total=total, desc=f"workbench {args.command}", large=True, unit="step")
 
 
-def _build(args: argparse.Namespace, bar: Any = None):
-    """Validate method, options and part count, then load the graph. Returns (partitioner, graph)."""
-    from workbench.partition.base import PARTITIONERS
-
-    method = check_choice(args.method, "--method", f"workbench {args.command}", sorted(PARTITIONERS))
-    cls = PARTITIONERS[method]
-    config = cls.Config(seed=args.seed) if "seed" in cls.Config.field_names() else cls.Config()
-    config = config.with_strings(parse_settings(args.settings)).validate()
-    errs = ErrorCollector(f"workbench {args.command}")
-    errs.check(args.parts >= 1, "--parts", "an int >= 1", args.parts)
-    errs.raise_if_any()
-    partitioner = cls(config)
-    from workbench.data import load_graph
-
-    if bar is not None:
-        bar.set_postfix_str(f"loading {args.graph}")
-    graph = load_graph(args.graph)
-    partitioner.check(graph, args.parts)
-    if bar is not None:
-        bar.update()
-        bar.set_postfix_str(f"{method}: {args.parts} parts")
-    return partitioner, graph
-
-
 def _format_table(result, metrics) -> str:
     g = result.graph
     lines = [f"{g!r}", f"{result.method} ({metrics.kind}), {result.num_parts} parts, {result.elapsed_s:.3f} s", ""]
@@ -143,18 +106,6 @@ def _format_table(result, metrics) -> str:
     lines += [f"  {k:<{width}}  {v}" for k, v in summary.items()]
     lines += ["", metrics.table().to_string()]
     return "\n".join(lines)
-
-
-def _fanouts(text: str) -> tuple[int, ...]:
-    """Comma-separated fan-outs (``15,10,5``; ``-1`` = all): ``--khop`` here, ``--fanouts`` of ``workbench sample``."""
-    try:
-        return tuple(int(x) for x in text.replace(";", ",").split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints such as 15,10,5, got {text!r}")
-
-
-def _khop(text: str) -> tuple[int, ...]:
-    return _fanouts(text)
 
 
 def _check_partition_args(args: argparse.Namespace) -> None:
@@ -188,7 +139,7 @@ def _partition_command(args: argparse.Namespace) -> int:
     if args.folder is not None:
         return _folder_command(args)
     with _steps(args, 3) as bar:   # load, partition, metrics
-        partitioner, graph = _build(args, bar)
+        partitioner, graph = partitioner_and_graph(args, bar)
         result = partitioner.partition(graph, args.parts)
         bar.update()
         bar.set_postfix_str("metrics")
@@ -202,7 +153,7 @@ def _partition_command(args: argparse.Namespace) -> int:
         if getattr(args, "khop", None) and result.node_part is not None:
             from workbench.partition.gnn_metrics import sampling_metrics
 
-            d.update(sampling_metrics(result, fanouts=_khop(args.khop)).to_dict())
+            d.update(sampling_metrics(result, fanouts=parse_fanouts(args.khop)).to_dict())
         d.update({f"partitioner_{k}": v for k, v in result.stats.items()})   # e.g. partitioner_km1 (Mt-KaHyPar)
         print(json.dumps(d))
     else:
@@ -210,7 +161,7 @@ def _partition_command(args: argparse.Namespace) -> int:
         if getattr(args, "khop", None) and result.node_part is not None:
             from workbench.partition.gnn_metrics import sampling_metrics
 
-            print("\n" + repr(sampling_metrics(result, fanouts=_khop(args.khop))))
+            print("\n" + repr(sampling_metrics(result, fanouts=parse_fanouts(args.khop))))
         if args.out:
             print(f"\nwrote {args.out}/assignment.npy and metrics.json")
     return 0
@@ -223,7 +174,7 @@ def _folder_command(args: argparse.Namespace) -> int:
 
     log = (lambda line: print(f"  {line}", file=sys.stderr)) if not args.json else None
     with _steps(args, 4) as bar:   # load, partition, metrics, folder
-        partitioner, graph = _build(args, bar)
+        partitioner, graph = partitioner_and_graph(args, bar)
         errs = ErrorCollector("workbench partition --folder")
         folder_graph_errors(graph, errs, "GRAPH")
         errs.raise_if_any()
@@ -255,7 +206,7 @@ def _export_command(args: argparse.Namespace) -> int:
     from workbench.partition.distdgl import export_distdgl
 
     with _steps(args, 3) as bar:   # load, partition, write
-        partitioner, graph = _build(args, bar)
+        partitioner, graph = partitioner_and_graph(args, bar)
         result = partitioner.partition(graph, args.parts)
         bar.update()
         bar.set_postfix_str(f"writing {args.out}")

@@ -2,6 +2,8 @@
 
 See :mod:`workbench.runtime.launch` for the runners and the run log, :mod:`workbench.runtime.program`
 for what a runner runs, and :mod:`workbench.runtime.errors` for the typed failures.
+:mod:`workbench.runtime.netcluster` is an emulated multi-host cluster on one machine (hosts in network
+namespaces, shaped links: ``workbench cluster up``), for the reproduction runs, the benchmarks and the tests.
 """
 
 from __future__ import annotations

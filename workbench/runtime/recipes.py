@@ -37,8 +37,8 @@ _PACKAGE = "recipes"
 
 
 def available_recipes() -> list[str]:
-    """Names of the recipe modules in the ``recipes`` package (empty when it is not importable); its
-    subpackages are not recipes (``recipes.reproduce`` holds the papers' claims)."""
+    """Names of the recipe modules in the ``recipes`` package (empty when it is not importable); a
+    subpackage is not a recipe (the papers' claims are the separate top-level package ``reproduce``)."""
     try:
         pkg = importlib.import_module(_PACKAGE)
     except ImportError:

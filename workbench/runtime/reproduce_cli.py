@@ -1,7 +1,8 @@
 """``workbench reproduce``: the seven papers' reproducible claims beside this workbench's numbers.
 
-The claims live with the recipes (package ``recipes.reproduce``, one module per system); this command loads
-that package by name when it runs, as ``workbench run`` loads a recipe, so the core never imports ``recipes``.
+The claims live in the repository's top-level package ``reproduce`` (beside ``recipes``, one module per system);
+this command loads that package by name when it runs, as ``workbench run`` loads a recipe, so the core never
+imports ``reproduce`` or ``recipes``.
 
 Examples::
 
@@ -17,7 +18,7 @@ import importlib
 
 __all__ = ["register", "reproduce_command"]
 
-PACKAGE = "recipes.reproduce"
+PACKAGE = "reproduce"
 SYSTEMS = ("distdgl", "bytegnn", "sancus", "hp_gcn", "catgnn", "psc_gcn", "g3")
 
 

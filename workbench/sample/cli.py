@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 from workbench._validation import ErrorCollector, check_choice
-from workbench.partition.cli import _add_common, _build, _fanouts
+from workbench.cli_args import add_partition_arguments, parse_fanouts, partitioner_and_graph
 
 __all__ = ["register", "cache_policies"]
 
@@ -61,10 +61,10 @@ def register(subparsers: Any) -> None:
                     "the vertex's owner. Prints sampled edges, input nodes, remote input nodes, feature bytes\n"
                     "and seeds/s.\n\nExample: workbench sample karate --parts 2 --fanouts 10,5 --json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_common(p)
+    add_partition_arguments(p)
     # let "--fanouts -1,-1" read as a value: argparse only knows single negative numbers (no public hook)
     p._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-?\d+(,\s*-?\d+)+$")
-    p.add_argument("--fanouts", type=_fanouts, required=True, metavar="F1,F2,...",
+    p.add_argument("--fanouts", type=parse_fanouts, required=True, metavar="F1,F2,...",
                    help="neighbours per layer, input layer first as in DGL's NeighborSampler (the last applies "
                         "to the seeds); -1 = all")
     p.add_argument("--batch-size", type=int, default=1024, metavar="B", help="seeds per mini-batch (default 1024)")
@@ -104,7 +104,7 @@ def _sample_command(args: argparse.Namespace) -> int:
     cache = None if args.cache == "none" else CACHES.build(args.cache, ratio=args.cache_ratio)
     sampler = SAMPLERS.build(method, fanouts=args.fanouts, batch_size=args.batch_size, seed=args.seed,
                              replace=args.replace)
-    partitioner, graph = _build(args)
+    partitioner, graph = partitioner_and_graph(args)
     result = partitioner.partition(graph, args.parts)
     if result.node_part is None:
         raise ValueError("workbench sample needs an edge-cut partition (a part per vertex)")

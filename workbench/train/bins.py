@@ -28,7 +28,7 @@ budget from the graph (:func:`auto_memory_budget`: half the largest part's worki
 largest one-vertex bin) and the run summary says which.
 
 On a CPU the "device" is the host: the budget bounds the rows a bin touches, and the copies, network
-sends and their overlap are accounted by the discrete-event model of :mod:`workbench.train.bins_pipeline`.
+sends and their overlap are accounted by the discrete-event model of :mod:`workbench.sim.bins_pipeline`.
 
 Example:
     >>> import torch

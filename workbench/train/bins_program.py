@@ -12,7 +12,7 @@ bin reads). A run on a partition folder, whose client never reads the edges, pla
 (:mod:`workbench.train.bins_ranks`, :func:`plan_from_ranks` for the summary). A rank with bins trains the full-graph steps
 with a :class:`BinnedStep` (per-layer P2P halo exchange of the ``halo`` exchange, then the layer bin by bin). The summary gains
 ``g3``: bins per layer, the measured per-bin costs' totals and, per pipeline variant, the simulated epoch
-time and idle fraction (:mod:`workbench.train.bins_pipeline`). The simulated epoch charges what every epoch does,
+time and idle fraction (:mod:`workbench.sim.bins_pipeline`). The simulated epoch charges what every epoch does,
 measured after the first epoch: the packer gathering each bin's input block, the bin's computation, the backward.
 Packing the bins and building their CSR blocks happen once before training (the first packing in a process may
 also compile or load the numba kernels): ``g3.one_off_s`` reports them apart, never in an epoch.
@@ -36,7 +36,7 @@ import torch
 from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_memory_budget, bin_byte_cap,
                                   binned_forward, build_schedule, check_bin_budget, check_memory, largest_vertex_bin,
                                   priority_order)
-from workbench.train.bins_pipeline import BinCosts, simulate, simulate_all
+from workbench.sim.bins_pipeline import BinCosts, simulate, simulate_all
 
 __all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "sized_budget", "check_budget",
            "pack_part_bins", "output_bins", "part_dependencies", "plan_from_ranks", "BinnedStep", "BinPlan",

@@ -70,7 +70,7 @@ from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, OwnerCo
 from workbench.train.objective import loss_of
 from workbench.train.part_source import agree_halo
 from workbench.train.models import SpMM, sparse_aggregator
-from workbench.train.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
+from workbench.sim.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
 
 __all__ = ["PrefetchExchange", "EdgeSampledTrainer", "FLOPS_PER_S"]
 

@@ -5,7 +5,7 @@ on the same 2000-vertex SBM, 4 ranks, METIS parts; communication is the bytes co
 not timed), so "communication saved" is ``1 - bytes(variant) / bytes(CAGNET)`` (training kinds only: the
 evaluation pass is counted apart). Accuracies are the recipes' test accuracies from a fresh forward pass after
 the last update (every block broadcast, none stale: see ``recipes.sancus``), compared at the paper's 0.005.
-Every variant runs with each of :data:`~recipes.reproduce.core.SEEDS` (weights and partition): a claim's number is
+Every variant runs with each of :data:`~reproduce.core.SEEDS` (weights and partition): a claim's number is
 the mean, its spread half the range.
 
 Example:
@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from recipes.reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
+from reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
 
 TITLE = "SANCUS: staleness-aware skip-broadcast on CAGNET 1-D"
 WORKERS = 4

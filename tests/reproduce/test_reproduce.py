@@ -8,15 +8,15 @@ import math
 
 import pytest
 
-from recipes.reproduce import SYSTEMS, Claim, explain, to_json, verdict
-from recipes.reproduce.core import RELATIONS, VERDICTS, Check, not_reproducible
+from reproduce import SYSTEMS, Claim, explain, to_json, verdict
+from reproduce.core import RELATIONS, VERDICTS, Check, not_reproducible
 from workbench.cli import main
 
 KEYS = {"id", "claim", "source", "paper", "measured", "unit", "tolerance", "verdict", "note"}
 
 
 def _expected(measured, relation, bound, tol, null=None, paper=None, spread=0.0) -> str:
-    """The documented rule, written out again independently of ``recipes.reproduce.core``."""
+    """The documented rule, written out again independently of ``reproduce.core``."""
     if measured is None:
         return "not reproducible here"
     m = float(measured)
@@ -145,7 +145,7 @@ def _consistent(record: dict) -> None:
 
 def emulated_off(record: dict) -> bool:
     """Whether a claim is not reproducible only because the emulated cluster is switched off."""
-    from recipes.reproduce.emulated import SWITCH
+    from reproduce.emulated import SWITCH
 
     return f"({SWITCH}=0)" in (record.get("note") or "")
 

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from recipes.reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
+from reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
 
 TITLE = "ByteGNN: block partitioning, sampling DAGs, two-level scheduling"
 PARTS = 4
@@ -268,9 +268,9 @@ def claims(quick: bool = False) -> list[Claim]:
 
 
 def _schedule_claims() -> list[Claim]:
-    """The coarse and fine schedulers on the simulated clock (:mod:`workbench.schedule.simclock`: the real
+    """The coarse and fine schedulers on the simulated clock (:mod:`workbench.sim.simclock`: the real
     policies, ready queue and DAGs; 4 workers, 15 ms steps, 64 batches; deterministic, the same at any scale)."""
-    from workbench.schedule.simclock import simulate_method
+    from workbench.sim.simclock import simulate_method
 
     runs = {m: simulate_method(m) for m in ("launch-score", "fifo", "prefetch", "asap")}
     flood = {q: simulate_method("asap", ready_queue=q) for q in ("priority", "fifo")}
@@ -294,5 +294,5 @@ def _schedule_claims() -> list[Claim]:
               / flood["fifo"].dag_latency_ms_mean, unit="ratio",
               note=f"{sim}; trainer idle {flood['priority'].trainer_idle_fraction:.3f} (priority) vs "
                    f"{flood['fifo'].trainer_idle_fraction:.3f} (FIFO); at a fixed depth of 8, FIFO has the lower mean "
-                   "latency (tests/schedule/test_simclock.py)"),
+                   "latency (tests/sim/test_simclock.py)"),
     ]

@@ -1,7 +1,7 @@
 """DistDGL's claims (Zheng et al., IA3 2020) beside this workbench's numbers.
 
 Fig. 16's partitioning ablation (random vs METIS vs METIS with multi-constraint balance) is **measured**: the
-recipe's ranks train on 2 emulated hosts with shaped 100 Mbit/s links (:mod:`recipes.reproduce.emulated`, over
+recipe's ranks train on 2 emulated hosts with shaped 100 Mbit/s links (:mod:`reproduce.emulated`, over
 the seeds; not reproducible where no emulated cluster can run, i.e. without root), on products-like for the
 2.14x and +4 % claims and the training bytes behind them, on papers-like for the papers100M inversion (each
 owner samples for every trainer there, the work the paper blames). Beside each measured ratio the note gives
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from recipes.reproduce import emulated
-from recipes.reproduce.core import SEEDS, Check, Claim, measured_in, not_reproducible, over_seeds, run_config
+from reproduce import emulated
+from reproduce.core import SEEDS, Check, Claim, measured_in, not_reproducible, over_seeds, run_config
 
 TITLE = "DistDGL: METIS partitions, owner-routed sampling, synchronous SGD"
 PARTS = 4
@@ -136,7 +136,7 @@ def _remote_fraction(summary: dict) -> float:
 
 
 def _measured_epochs(timed, modelled: dict, model_note: str) -> list[Claim]:
-    """Fig. 16's two epoch-time ratios, measured on emulated hosts (:func:`recipes.reproduce.emulated.distdgl_epochs`),
+    """Fig. 16's two epoch-time ratios, measured on emulated hosts (:func:`reproduce.emulated.distdgl_epochs`),
     or not reproducible with the reason where no emulated cluster runs (the modelled ratios in the note)."""
     model = (f"the 100 Gbps model gives random ÷ METIS {modelled['random'] / modelled['metis']:.3f} and METIS ÷ "
              f"METIS+mc {modelled['metis'] / modelled['metis+mc']:.3f} ({model_note})")
@@ -162,7 +162,7 @@ def _measured_epochs(timed, modelled: dict, model_note: str) -> list[Claim]:
 
 
 def _papers_claims(timed, modelled: dict, own_modelled: dict, pap_note: str, own_note: str) -> list[Claim]:
-    """The papers100M inversion and its cure, measured on emulated hosts (:func:`recipes.reproduce.emulated.
+    """The papers100M inversion and its cure, measured on emulated hosts (:func:`reproduce.emulated.
     distdgl_epochs` with ``graph="papers"``), or not reproducible with the reason (the modelled ratios in the
     note)."""
     model = {"metis/random": modelled["metis"] / modelled["random"],

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from recipes.reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
+from reproduce.core import SEEDS, Check, Claim, not_reproducible, over_seeds, run_config
 
 TITLE = "CATGNN + SPRING: streaming partitions and model averaging"
 BASELINES = ("hash", "dbh", "greedy", "hdrf", "2ps-l")
@@ -98,7 +98,7 @@ def _peak_memory(work: Path, lines: int) -> tuple[float, float, float, float]:
 
     big = write_edge_file(work / "memory.txt", max(lines // 10, 100), lines, exponent=2.5, seed=0)
     tiny = write_edge_file(work / "tiny.txt", 100, 500, seed=0)
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     run = lambda code, *a: [float(x) for x in subprocess.run(  # noqa: E731  (the numbers of the last line)
         [sys.executable, "-c", code, *map(str, a)], capture_output=True, text=True, timeout=600, env=env,

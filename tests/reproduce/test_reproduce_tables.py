@@ -1,5 +1,5 @@
 """The saved reproductions the docs and the notebooks show (``docs/reproduce/full.json`` and ``quick.json``,
-written by ``make docs-data``) and :func:`recipes.reproduce.report.claims_table`, which reads them."""
+written by ``make docs-data``) and :func:`reproduce.report.claims_table`, which reads them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from recipes.reproduce import SYSTEMS
-from recipes.reproduce.report import FULL_RUN, QUICK_RUN, claim_from_record, claims_table
+from reproduce import SYSTEMS
+from reproduce.report import FULL_RUN, QUICK_RUN, claim_from_record, claims_table
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = {"sancus": "02_staleness_sancus", "distdgl": "03_minibatch_sampling_caches",
@@ -36,7 +36,7 @@ def test_a_saved_run_is_small_dated_and_its_verdicts_follow_the_rule(path):
 def test_a_saved_run_comes_from_the_recipes_of_this_commit(path):
     """One source of truth: the docs' and notebooks' tables were computed by the recipe code they sit
     beside, the quick and the full run alike."""
-    from recipes.reproduce.core import code_digest
+    from reproduce.core import code_digest
 
     saved = json.loads(path.read_text(encoding="utf-8")).get("code")
     assert saved == code_digest(), (f"{path.name} was computed by recipe code {saved}, the recipes are now "

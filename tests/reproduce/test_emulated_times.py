@@ -1,4 +1,4 @@
-"""The time claims measured on emulated hosts (:mod:`recipes.reproduce.emulated`): the quick runs give a positive
+"""The time claims measured on emulated hosts (:mod:`reproduce.emulated`): the quick runs give a positive
 time for every variant and seed, and every ratio a claim reads. Only the structure is checked, never a speed
 ratio (tests never depend on speed). Needs root (network namespaces, tc); joins the ``host`` xdist group
 (``tests/conftest.py``) like every test on emulated hosts."""
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from recipes.reproduce import emulated
-from workbench.testing.netcluster import unavailable_reason
+from reproduce import emulated
+from workbench.runtime.netcluster import unavailable_reason
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")

@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from recipes.reproduce.core import SEEDS, Check, Claim, geomean, not_reproducible, over_seeds, run_config
+from reproduce.core import SEEDS, Check, Claim, geomean, not_reproducible, over_seeds, run_config
 
 TITLE = "G3: locality-aware partitioning, P2P exchange, binned pipeline"
 WORKERS = 4

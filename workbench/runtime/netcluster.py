@@ -45,7 +45,7 @@ with it). Everything is removed on exit, also after an exception, and at interpr
 Example (needs root)::
 
     from workbench.runtime import launch
-    from workbench.testing.netcluster import NetCluster
+    from workbench.runtime.netcluster import NetCluster
 
     with NetCluster(hosts=2, bandwidth="100mbit") as cluster:
         summary = launch(config, runner="dask", scheduler=cluster.scheduler_address, workers=2).wait()

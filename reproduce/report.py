@@ -12,7 +12,7 @@
   verdict follows from them by the one rule.
 
 Example:
-    >>> from recipes.reproduce.core import Claim
+    >>> from reproduce.core import Claim
     >>> c = Claim("s.x", "A below B", "Table 1", paper=0.5, bound=1.0, relation="<", measured=0.8, unit="ratio")
     >>> print(format_table("s", {"claims": [c], "seconds": 0.1}).splitlines()[0])
     s: 1 claims (1 hold, 0 direction only, 0 inconclusive, 0 do not hold, 0 not reproducible here) in 0.1 s
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from recipes.reproduce.core import (DIRECTION, FACTOR, FAILS, HOLDS, INCONCLUSIVE, NOT_HERE, SYSTEMS, VERDICTS, Check,
+from reproduce.core import (DIRECTION, FACTOR, FAILS, HOLDS, INCONCLUSIVE, NOT_HERE, SYSTEMS, VERDICTS, Check,
                                     Claim, code_digest, explain, fmt, run_systems)
 
 __all__ = ["format_table", "to_json", "write_html", "command", "counts", "claims_table", "ClaimsTable",
@@ -43,7 +43,7 @@ _HEAD = ("claim", "paper (source)", "ours", "checked as", "verdict")
 
 
 def counts(claims: list[Claim]) -> dict[str, int]:
-    """Claims per verdict (every one of :data:`~recipes.reproduce.core.VERDICTS`)."""
+    """Claims per verdict (every one of :data:`~reproduce.core.VERDICTS`)."""
     return {v: sum(c.verdict == v for c in claims) for v in VERDICTS}
 
 
@@ -111,7 +111,7 @@ def format_table(name: str, result: dict[str, Any]) -> str:
 
 
 def to_json(results: dict[str, Any]) -> dict[str, Any]:
-    """The JSON form of :func:`~recipes.reproduce.core.run_systems`'s result."""
+    """The JSON form of :func:`~reproduce.core.run_systems`'s result."""
     out: dict[str, Any] = {"systems": {}}
     for name, r in results["systems"].items():
         out["systems"][name] = {"title": r.get("title", name), "setting": r.get("setting", ""),
@@ -212,7 +212,7 @@ def _page(name: str, r: dict[str, Any], stamp: str) -> str:
             f"<style>{_CSS}</style></head><body><p><a href='index.html'>all systems</a></p>"
             f"<h1>{esc(r.get('title', name))}</h1><p>{esc(r.get('setting', ''))}</p>"
             f"<p>{tally(n)}; {esc(stamp)}. "
-            "The verdict is computed from the numbers by one rule (recipes/reproduce/core.py).</p>"
+            "The verdict is computed from the numbers by one rule (reproduce/core.py).</p>"
             "<table><tr><th>claim</th><th>paper (source)</th><th>ours</th><th>checked as</th><th>verdict</th>"
             f"<th>paper, accepted region, ours</th></tr>{''.join(rows)}</table>{_checks_html(r.get('checks') or [])}"
             "</body></html>")
@@ -259,14 +259,14 @@ def write_html(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
 
 # ----------------------------------------------------------------------------------------- saved runs
 
-FULL_RUN = Path(__file__).resolve().parents[2] / "docs" / "reproduce" / "full.json"
+FULL_RUN = Path(__file__).resolve().parents[1] / "docs" / "reproduce" / "full.json"
 """The saved full run (``workbench reproduce --json``, with its date and machine; ``make docs-data``)."""
 QUICK_RUN = FULL_RUN.with_name("quick.json")
 """The saved quick run (``workbench reproduce --quick --json``), at the scale ``make test`` runs."""
 
 
 def claim_from_record(record: dict[str, Any]) -> Claim:
-    """A :class:`~recipes.reproduce.core.Claim` back from its JSON record (:meth:`Claim.to_dict`).
+    """A :class:`~reproduce.core.Claim` back from its JSON record (:meth:`Claim.to_dict`).
 
     Example:
         >>> c = Claim("s.x", "A below B", "Table 1", paper=(0.2, 0.4), relation="in", measured=0.3)
@@ -284,7 +284,7 @@ def claim_from_record(record: dict[str, Any]) -> Claim:
 
 
 def check_from_record(record: dict[str, Any]) -> Check:
-    """A :class:`~recipes.reproduce.core.Check` back from its JSON record."""
+    """A :class:`~reproduce.core.Check` back from its JSON record."""
     return Check(record["id"], record["check"], record["measured"], record["expected"],
                  tolerance=record.get("tolerance", 0.0), note=record.get("note", ""))
 
@@ -294,7 +294,7 @@ class ClaimsTable:
     """One system's reproduced claims from a saved run: the docs' table in a notebook, the CLI's in a terminal.
 
     Args:
-        system: the system's name (one of :data:`~recipes.reproduce.core.SYSTEMS`).
+        system: the system's name (one of :data:`~reproduce.core.SYSTEMS`).
         title: what runs (the system module's ``TITLE``).
         setting: the scale it ran at.
         claims: the claims, with the saved numbers (each verdict follows from them).
@@ -363,7 +363,7 @@ def claims_table(system: str, path: str | Path | None = None) -> ClaimsTable:
     """``system``'s claims as the saved run at ``path`` holds them (default :data:`FULL_RUN`); nothing runs.
 
     Args:
-        system: one of :data:`~recipes.reproduce.core.SYSTEMS`.
+        system: one of :data:`~reproduce.core.SYSTEMS`.
         path: a ``workbench reproduce --json`` output; :data:`QUICK_RUN` for the quick one.
 
     Raises:

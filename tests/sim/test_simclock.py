@@ -25,7 +25,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.schedule.executor import LaunchScorePolicy, PrefetchPolicy, Signals
-from workbench.schedule.simclock import SimConfig, simulate, simulate_method
+from workbench.sim.simclock import SimConfig, simulate, simulate_method
 
 ROOMY = [(4, 10.0), (4, 15.0), (8, 10.0)]
 """(workers, train_ms) where a DAG outlasts a step and the workers have room for more than two DAGs."""

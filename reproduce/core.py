@@ -394,9 +394,10 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def code_digest() -> str:
-    """SHA-256 (first 12 hex digits) of the recipes and their reproduction (``recipes/**/*.py``, by path and
-    content): a saved run records it (``code``), and the tests refuse a saved run whose claims were computed by
-    other recipe code (``make docs-data`` writes both runs anew).
+    """SHA-256 (first 12 hex digits) of the recipes and their reproduction (``recipes/**/*.py`` and
+    ``reproduce/**/*.py``, by path from the repository root and content): a saved run records it (``code``), and
+    the tests refuse a saved run whose claims were computed by other recipe code (``make docs-data`` writes both
+    runs anew).
 
     Example:
         >>> len(code_digest())
@@ -407,7 +408,7 @@ def code_digest() -> str:
 
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for package in ("recipes", "reproduce") for p in (root / package).rglob("*.py")):
         if "__pycache__" in path.parts:
             continue
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
@@ -415,11 +416,11 @@ def code_digest() -> str:
 
 
 def run_system(name: str, quick: bool = False) -> dict[str, Any]:
-    """Run one system's claims (module ``recipes.reproduce.NAME``, whose ``claims()`` returns its
+    """Run one system's claims (module ``reproduce.NAME``, whose ``claims()`` returns its
     :class:`Claim` s and :class:`Check` s): ``{"claims": [Claim], "checks": [Check], "seconds": s}``."""
     if name not in SYSTEMS:
         raise ValueError(f"unknown system {name!r}: one of {list(SYSTEMS)}")
-    module = importlib.import_module(f"recipes.reproduce.{name}")
+    module = importlib.import_module(f"reproduce.{name}")
     t0 = time.perf_counter()
     found = list(module.claims(quick=quick))
     return {"claims": [c for c in found if isinstance(c, Claim)], "checks": [c for c in found if isinstance(c, Check)],

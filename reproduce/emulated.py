@@ -1,9 +1,9 @@
 """Time claims measured on emulated hosts: DistDGL's partition ablation and PSC-GCN's per-iteration speed-ups.
 
-The modelled time claims of :mod:`recipes.reproduce.distdgl` (a network model at 100 Gbit/s that never charges
-the owner's sampling work) and :mod:`recipes.reproduce.psc_gcn` (a discrete-event account at a chosen
+The modelled time claims of :mod:`reproduce.distdgl` (a network model at 100 Gbit/s that never charges
+the owner's sampling work) and :mod:`reproduce.psc_gcn` (a discrete-event account at a chosen
 ``comm_ratio``) are measured here as real seconds instead: the recipes run as Dask ranks on the hosts of
-:class:`~workbench.testing.netcluster.NetCluster` (network namespaces on a bridge, each host's link shaped both
+:class:`~workbench.runtime.netcluster.NetCluster` (network namespaces on a bridge, each host's link shaped both
 ways with ``tbf``, one rank per host, each host on a core of its own where the machine has one per host), so
 every sample request, feature pull, halo row and all-reduce crosses a real, rate-limited TCP link and every
 owner computes what it is asked.
@@ -44,7 +44,7 @@ recipe's balanced split already gives every trainer an equal share of seeds, so 
 only act through locality. The ``prefetch`` exchange sends and receives in the rank's one thread
 (blocking ``all_to_all`` calls), so pipelining (PipeGCN's τ = 1, PSC-GCN's τ = 2) hides no communication behind
 compute here; a measured speed-up of ``pipegcn`` or of τ = 2 over τ = 1 can only come from noise or from bytes,
-and ``psc``'s from the bytes its sampling and cache save. The model of :mod:`recipes.reproduce.psc_gcn` is
+and ``psc``'s from the bytes its sampling and cache save. The model of :mod:`reproduce.psc_gcn` is
 where the overlap is accounted.
 
 Needs root (network namespaces, ``tc``): elsewhere both functions return the reason as a string. One cluster per
@@ -158,7 +158,7 @@ def _rotated(names: Sequence[str], i: int) -> list[str]:
 
 def _measure(system: str, configs, seeds: Sequence[int], variants: Sequence[str]) -> dict:
     """Start one cluster, run ``configs(seed)[variant]`` for every seed and variant; the per-seed figures."""
-    from workbench.testing.netcluster import NetCluster
+    from workbench.runtime.netcluster import NetCluster
 
     skip = SKIP[system]
     load = [os.getloadavg()[0]]
@@ -176,7 +176,7 @@ def _measure(system: str, configs, seeds: Sequence[int], variants: Sequence[str]
 
 
 def _unavailable() -> Optional[str]:
-    from workbench.testing.netcluster import unavailable_reason
+    from workbench.runtime.netcluster import unavailable_reason
 
     if os.environ.get(SWITCH) == "0":
         return f"the emulated cluster is switched off here ({SWITCH}=0)"

@@ -1,6 +1,6 @@
-"""The discrete-event timing account of pipelined iterations (workbench.train.pipeline_time)."""
+"""The discrete-event timing account of pipelined iterations (workbench.sim.pipeline_time)."""
 
-from workbench.train.pipeline_time import IterationCost, simulate_pipeline, time_to_accuracy
+from workbench.sim.pipeline_time import IterationCost, simulate_pipeline, time_to_accuracy
 
 
 def _cost(fetch=40.0, compute=1.0):

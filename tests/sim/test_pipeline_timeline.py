@@ -8,13 +8,13 @@ import random
 import pytest
 
 from workbench.events import PipelineCost, PipelineTimeline, RunLog, read_run_log
-from workbench.train.pipeline_time import (
+from workbench.sim.pipeline_time import (
     IterationCost, PipelineSimulator, TimelineRecorder, simulate_pipeline, timeline_event,
 )
 
 
 def _reference(costs, tau, bw, latency):
-    """The recurrence of :mod:`workbench.train.pipeline_time` written out on its own: seconds and blocked
+    """The recurrence of :mod:`workbench.sim.pipeline_time` written out on its own: seconds and blocked
     seconds per iteration."""
     W, T = len(costs), len(costs[0])
     free, done_f, done_b = [0.0] * W, [{} for _ in range(W)], [{} for _ in range(W)]

@@ -5,7 +5,7 @@ PipeGCN: ε = 1, τ = 1; PSC: ε = 0.1 with τ = 2 and τ = 1, and ε = 0.01 wit
 staleness and the **simulated** iteration times of the recipe's discrete-event account (one serial link per
 worker, bandwidth set so a synchronous iteration communicates ``comm_ratio = 3`` x its compute; only ratios mean
 anything, and they depend on that chosen ratio). The time claims (:data:`MEASURED`) are **measured** instead on
-2 emulated hosts with shaped 100 Mbit/s links (:mod:`recipes.reproduce.emulated`), the simulated values beside
+2 emulated hosts with shaped 100 Mbit/s links (:mod:`reproduce.emulated`), the simulated values beside
 them in the notes; without an emulated cluster (no root) they are not reproducible here. The estimator's variance and the caches' hit ratios are exact
 counts on one part's edges (:mod:`workbench.sample.psc_analysis`).
 
@@ -16,8 +16,8 @@ Example:
 
 from __future__ import annotations
 
-from recipes.reproduce import emulated
-from recipes.reproduce.core import SEEDS, Check, Claim, measured_in, not_reproducible, over_seeds, run_config
+from reproduce import emulated
+from reproduce.core import SEEDS, Check, Claim, measured_in, not_reproducible, over_seeds, run_config
 
 TITLE = "PSC-GCN: sampled full-graph GCN, τ-stale prefetch, inclusion-aware cache"
 WORKERS = 4
@@ -78,7 +78,7 @@ def _per_iteration(s: dict) -> float:
 MEASURED = {"psc_gcn.per_iteration_speedup": "sync/psc", "psc_gcn.per_update_speedup": "sync/psc eps=0.01",
             "psc_gcn.pipegcn_speedup": "sync/pipegcn", "psc_gcn.tau2_vs_tau1": "tau2_vs_tau1",
             "psc_gcn.convergence_speedup": "convergence sync/psc", "psc_gcn.wall_clock": "convergence sync/psc"}
-"""The time claims measured on emulated hosts (:func:`recipes.reproduce.emulated.psc_epochs`): claim id -> the
+"""The time claims measured on emulated hosts (:func:`reproduce.emulated.psc_epochs`): claim id -> the
 ratio they read (``wall_clock``: 1 - 1 ÷ it)."""
 
 
@@ -121,7 +121,7 @@ def _measured_times(out: list, timed) -> list:
 
 def claims(quick: bool = False) -> list[Claim]:
     """Every PSC-GCN claim, measured (``quick``: fewer iterations and variance draws)."""
-    from workbench.train.pipeline_time import time_to_accuracy
+    from workbench.sim.pipeline_time import time_to_accuracy
 
     per_seed = [_runs(_epochs(quick), seed) for seed in SEEDS]
     runs = per_seed[0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recipes.reproduce.core import Check, Claim, geomean, not_reproducible, run_config
+from reproduce.core import Check, Claim, geomean, not_reproducible, run_config
 
 TITLE = "HP-GCN: hypergraph-partitioned full-batch GCN"
 _SMALL = "sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0"
