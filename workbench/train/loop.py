@@ -31,7 +31,7 @@ __all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_o
            "StepOutput", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS"]
 
 OPTIMIZERS = ("adam", "sgd")
-#: G3 pipeline variants (``train.pipeline``; :mod:`workbench.train.bins_pipeline`)
+#: G3 pipeline variants (``train.pipeline``; :mod:`workbench.sim.bins_pipeline`)
 PIPELINES = ("sequential", "inter", "intra", "multi-level")
 
 

@@ -41,7 +41,7 @@ Bytes of iteration ``t`` on a rank (``b = 4``), given the sets: ``prefetch_req``
 input widths x b; ``prefetch_stats`` = 4 per halo row sent per estimate refresh; ``cache_fill`` /
 ``cache_refresh`` = (D x b + 8) per row entering the cache (the paper gives no byte formula).
 
-Simulated time: :mod:`workbench.train.pipeline_time` replays every rank's iterations (compute modelled
+Simulated time: :mod:`workbench.sim.pipeline_time` replays every rank's iterations (compute modelled
 from flops, bytes from the sets above) on one serial link per worker; the link bandwidth is scaled so
 that the synchronous exact iteration spends ``comm_ratio`` times its compute in communication. The same
 account is also made while the run goes: every rank logs its iteration's cost (:class:`RankTiming`, a
