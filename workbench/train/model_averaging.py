@@ -291,16 +291,13 @@ class _Payload:
 # --------------------------------------------------------------------------------------------------------
 
 
-@register_trainer("model_averaging")
+@register_trainer("model_averaging", name="catgnn", trainer="local training per part with model averaging (CATGNN)",
+                  provides=frozenset({"node labels"}))
 class ModelAveragingTrainer(Trainer):
     """Prepare the parts' subgraphs on the client; train locally and average on the ranks."""
 
-    name = "catgnn"
-    trainer = "local training per part with model averaging (CATGNN)"
-    provides = frozenset({"node labels"})
-
-    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Any = None):
-        super().__init__(config, graph=graph, node_part=node_part)
+    def __init__(self, config: Any, *, spec: Any, graph: Optional[Graph] = None, node_part: Any = None):
+        super().__init__(config, spec=spec, graph=graph, node_part=node_part)
         self.partition_result: Any = None
         self.shard_sizes: list[dict] = []
 
