@@ -541,16 +541,15 @@ class FullGraphTrainer(Trainer):
         summary["baseline_bytes"] = int(baseline)
         summary["comm_reduction"] = (1.0 - moved / baseline) if baseline else 0.0
         r0 = min(rank_results, key=lambda r: r.get("rank", 0))
-        skipped = r0.get("broadcast_skipped", [])
-        total = sum(len(layer) for epoch in skipped for layer in epoch)
-        n_skipped = sum(sum(layer) for epoch in skipped for layer in epoch)
+        skipped = r0.get("broadcast_skipped")   # None: an exchange that agrees no rounds (prefetch: its age is tau)
+        rounds = {} if skipped is None else {
+            "broadcast_skipped": skipped, "broadcasts_skipped": int(sum(sum(la) for ep in skipped for la in ep)),
+            "broadcast_rounds": int(sum(len(la) for ep in skipped for la in ep))}
         ex = cfg.exchange
         summary.update({
             "staleness": ex.staleness,
             "epsilon": ex.epsilon,
-            "broadcast_skipped": skipped,
-            "broadcasts_skipped": int(n_skipped),
-            "broadcast_rounds": int(total),
+            **rounds,
             "max_age": max(r.get("max_age", 0) for r in rank_results),
             "cache_bytes": max(r.get("cache_bytes", 0) for r in rank_results),
         })
@@ -573,6 +572,8 @@ class FullGraphTrainer(Trainer):
             summary["predicted_bytes_by_epoch"] = predicted_bytes_by_epoch(
                 flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows,
                 backward_widths=self._backward_widths or None)
+        elif info is not None and skipped is None:   # nothing skipped: every epoch moves the predicted bytes
+            summary["predicted_bytes_by_epoch"] = [summary["predicted_bytes_per_epoch"]] * summary["epochs"]
 
     def widths(self) -> list[int]:
         """Widths of the rows exchanged per layer (the model's ``exchange_widths``; needs ``prepare``)."""

@@ -409,9 +409,9 @@ class PrefetchRank(RankExchange):
         return events
 
     def result(self) -> dict:
-        epochs = sorted({r["iteration"] for r in self.records})
-        layers = max((len(r["fwd_age"]) for r in self.records), default=0)
-        return {"broadcast_skipped": [[[False] * self.plan.world_size for _ in range(layers)] for _ in epochs],
-                "max_age": max([a for r in self.records for a in r["fwd_age"] if a is not None], default=0),
-                "cache_bytes": 0, "prefetch_records": self.records, "prefetch_refreshes": self.refreshes,
+        """What this exchange has: the realised age of the rows it consumed, its iterations' records and
+        refreshes, and its sizes. No ``broadcast_skipped``: it agrees no rounds to skip (every iteration sends, the
+        age is tau by construction), nor ``cache_bytes``: it keeps no stale copies."""
+        return {"max_age": max([a for r in self.records for a in r["fwd_age"] if a is not None], default=0),
+                "prefetch_records": self.records, "prefetch_refreshes": self.refreshes,
                 "num_inner": self.n, "num_halo": self.nh, "full_edges": self.edges.num_edges}
