@@ -77,14 +77,14 @@ class SampledEdges:
         """The model's size, which the figures' all-reduce bytes are made of."""
         return {"num_params": sum(p.numel() for p in models[0].parameters())}
 
-    def summary(self) -> dict:
-        """The run's settings, in the summary before the per-epoch figures."""
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict], widths: list[int]) -> dict:
+        """The run summary (:meth:`Trainer.summarize <workbench.train.program.Trainer.summarize>`): its settings,
+        then the figures of :func:`prefetch_figures`."""
         cfg = self.config
-        return {"exchange": cfg.method("exchange"), "sample": cfg.method("sample"), "cache": cfg.method("cache")}
-
-    def figures(self, rank_results: list[dict], widths: list[int]) -> dict:
-        """The run's figures (:func:`prefetch_figures`)."""
-        return prefetch_figures(rank_results, widths, self.config)
+        summary = base({"exchange": cfg.method("exchange"), "sample": cfg.method("sample"),
+                        "cache": cfg.method("cache")})
+        summary.update(prefetch_figures(rank_results, widths, cfg))
+        return summary
 
 
 # named as full-graph runs are, after the exchange (``prefetch``): run lists and summaries have always said so

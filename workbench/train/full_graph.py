@@ -348,7 +348,7 @@ class FullGraphTrainer(Trainer):
     ``graph``/``node_part`` (runtime objects) replace loading and partitioning. Its record's ``component`` (the
     ``edge_sampled`` key's :class:`~workbench.train.edge_sampled.SampledEdges`) is what training on sampled edges
     adds: the sampler and cache it attaches to the exchange, the client's event sink, the rank's result and the
-    run's figures, which replace the full-graph ones (the predicted bytes of whole halos do not hold there).
+    run's summary, whose figures replace the full-graph ones (the predicted bytes of whole halos do not hold there).
     """
 
     def __init__(self, config: Any, *, spec: Any, graph: Optional[Graph] = None,
@@ -523,17 +523,12 @@ class FullGraphTrainer(Trainer):
             out["g3_plan"] = shard.rank_bins.for_client()
         return out if self.component is None else {**out, **self.component.rank_result(models)}
 
-    def summary(self, rank_results: list[dict]) -> dict:
-        if self.component is not None:
-            return self.component.summary()
-        return {"predicted": self.predicted or rank_results[0].get("predicted", {}),
-                "exchange": self.config.method("exchange"), "split_sizes": self.split_sizes}
-
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
-        if self.component is not None:
-            summary.update(self.component.figures(rank_results, self._widths))
-            return
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
+        if self.component is not None:   # sampled edges: its settings and figures (no whole-halo prediction holds)
+            return self.component.summarize(rank_results, base, self._widths)
         cfg = self.config
+        summary = base({"exchange": cfg.method("exchange"), "split_sizes": self.split_sizes},
+                       predicted=self.predicted or rank_results[0].get("predicted", {}))
         baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
         moved = sum(summary["bytes_by_epoch"])
         # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)
@@ -574,6 +569,7 @@ class FullGraphTrainer(Trainer):
                 backward_widths=self._backward_widths or None)
         elif info is not None and skipped is None:   # nothing skipped: every epoch moves the predicted bytes
             summary["predicted_bytes_by_epoch"] = [summary["predicted_bytes_per_epoch"]] * summary["epochs"]
+        return summary
 
     def widths(self) -> list[int]:
         """Widths of the rows exchanged per layer (the model's ``exchange_widths``; needs ``prepare``)."""

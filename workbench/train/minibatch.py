@@ -321,12 +321,11 @@ class MiniBatchTrainer(Trainer):
         source = self.component
         return MiniBatchSteps(ctx, self.config, shard, pipeline=None if source is None else source.pipeline(ctx, shard))
 
-    def summary(self, rank_results: list[dict]) -> dict:
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
         cfg = self.config
-        return {"sample": cfg.method("sample"), "cache": cfg.method("cache"), "fanouts": list(cfg.sample.fanouts),
-                "batch_size": cfg.sample.batch_size, "split_sizes": self.split_sizes}
-
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
+        summary = base({"sample": cfg.method("sample"), "cache": cfg.method("cache"),
+                        "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size,
+                        "split_sizes": self.split_sizes})
         epochs = summary["epochs"]
 
         def per_epoch(key):
@@ -341,6 +340,7 @@ class MiniBatchTrainer(Trainer):
         summary["cache_fill_bytes"] = int(sum(r["minibatch"]["fill_bytes"] for r in rank_results))
         if self.component is not None:
             summary.update(self.component.figures(rank_results))
+        return summary
 
 
 class MiniBatchSteps(Steps):

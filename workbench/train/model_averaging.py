@@ -395,15 +395,13 @@ class ModelAveragingTrainer(Trainer):
     def steps(self, ctx: RankContext, payload: _Payload, models: list) -> Steps:
         return AveragingSteps(ctx, models, self.config, payload)
 
-    def summary(self, rank_results: list[dict]) -> dict:
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
         cfg = self.config
-        return {"sample": cfg.method("sample"),
-                **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
-                   if cfg.sample is not None else {}),
-                "sync_interval": cfg.sync.interval, "halo_hops": cfg.sync.halo_hops,
-                "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes}
-
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
+        summary = base({"sample": cfg.method("sample"),
+                        **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
+                           if cfg.sample is not None else {}),
+                        "sync_interval": cfg.sync.interval, "halo_hops": cfg.sync.halo_hops,
+                        "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
         r0 = min(rank_results, key=lambda r: r.get("rank", 0))
         summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
                                            "num_params")})
@@ -411,6 +409,7 @@ class ModelAveragingTrainer(Trainer):
         p = len(rank_results)
         per_sync = sum(2 * (p - 1) * 4 * r0["num_params"] // p for _ in range(p)) if p > 1 else 0
         summary["predicted_model_avg_bytes"] = per_sync * r0["num_syncs"]
+        return summary
 
 
 class AveragingSteps(Steps):

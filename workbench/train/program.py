@@ -9,9 +9,10 @@ A trainer is the part of a run that the other stages plug into: it prepares what
   :func:`~workbench.train.full_graph.load_and_partition`, before any rank starts);
 * ``run_rank``: the kernel choice, the model replicas, the steps, the sync stage (``allreduce``, or the
   ``sync`` section's method), one :class:`~workbench.train.loop.TrainLoop`;
-* ``summarize``: :func:`~workbench.train.recorder.summarize_ranks` with every stage as it ran
-  (:func:`~workbench.composition.stages_summary`; a partition folder's method where the run trained on its
-  parts), then the trainer's own figures, and ``peak_rss_mb``: ``{"client": MiB, "ranks": [MiB per rank]}``,
+* ``summarize``: the trainer's :meth:`Trainer.summarize`, given what every run's summary holds
+  (:func:`~workbench.train.recorder.summarize_ranks` with every stage as it ran,
+  :func:`~workbench.composition.stages_summary`; a partition folder's method where the run trained on its
+  parts) to add its settings and figures to, and ``peak_rss_mb``: ``{"client": MiB, "ranks": [MiB per rank]}``,
   each process's peak resident memory (:func:`~workbench.train.recorder.peak_rss_mb`; thread ranks share the
   client's process, so each reports that process's peak).
 
@@ -143,13 +144,12 @@ class Trainer:
         """The sink of the ranks' events on the client (:meth:`workbench.runtime.program.Program.client_emit`)."""
         return emit
 
-    def summary(self, rank_results: list[dict]) -> dict:
-        """The trainer's entries of the run summary that :func:`summarize_ranks` reads (``predicted`` bytes) or
-        places before the per-epoch figures (its settings)."""
-        return {}
-
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
-        """Add the trainer's figures to ``summary`` (made of every rank's result; the run's stages in it)."""
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
+        """The run summary, made of every rank's result: ``base(settings, predicted=None)`` makes what every run's
+        summary holds (:func:`summarize_ranks`: the losses, bytes and times, with the run's stages), the trainer's
+        ``settings`` placed before the per-epoch figures and its ``predicted`` bytes compared with the counted ones;
+        the trainer adds its own figures to it. Default: ``base({})``."""
+        return base({})
 
     # -- rank side ---------------------------------------------------------------------------------------------
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
@@ -233,15 +233,16 @@ class TrainingProgram(Program):
         return out
 
     def summarize(self, rank_results: list[dict]) -> dict:
-        extra = self.trainer.summary(rank_results)
-        predicted = extra.pop("predicted", {})
-        stages = stages_summary(self.config)
-        folder = self.trainer.partition_summary()
-        if folder:   # the folder's parts trained, not the partition stage's
-            stages["partition"] = folder["partition"]
-            stages["stages"] = {**stages["stages"], "partition": folder["stage"]}
-        summary = summarize_ranks(rank_results, name=self.name, predicted=predicted, extra={**stages, **extra})
-        self.trainer.summarize(rank_results, summary)
+        def base(settings: dict, predicted: Optional[dict] = None) -> dict:
+            stages = stages_summary(self.config)
+            folder = self.trainer.partition_summary()
+            if folder:   # the folder's parts trained, not the partition stage's
+                stages["partition"] = folder["partition"]
+                stages["stages"] = {**stages["stages"], "partition": folder["stage"]}
+            return summarize_ranks(rank_results, name=self.name, predicted=predicted if predicted is not None else {},
+                                   extra={**stages, **settings})
+
+        summary = self.trainer.summarize(rank_results, base)
         ranks = sorted(rank_results, key=lambda r: r.get("rank", 0))
         summary["peak_rss_mb"] = {"client": peak_rss_mb(), "ranks": [r.get("peak_rss_mb") for r in ranks]}
         return summary
