@@ -223,3 +223,30 @@ def test_one_training_program_and_one_loop():
     # exchange's hooks, a schedule's pipeline of batches)
     assert bases["Steps"] >= {"FullGraphSteps", "MiniBatchSteps", "AveragingSteps"}
     assert not {"FullGraphSteps", "MiniBatchSteps", "AveragingSteps"} & set(bases)
+
+
+def test_no_trainer_class_derives_from_another():
+    """A trainer class derives from ``Trainer`` only: what differs between two ways to train that share one
+    (full-graph training with and without an edge sampler, mini-batch training with and without a schedule) is a
+    field of the trainer's record (``workbench.composition.TrainerSpec``: its words, capabilities, the component
+    it gives the class), never a subclass. Checked in the source, and on every registered record."""
+    from workbench.compose import load_stage_modules
+    from workbench.composition import TRAINERS
+    from workbench.train.program import Trainer
+
+    bases: dict[str, set[str]] = {}
+    for path in CORE_FILES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
+                    bases.setdefault(name, set()).add(node.name)
+    trainers = bases["Trainer"]
+    assert {"FullGraphTrainer", "MiniBatchTrainer", "ModelAveragingTrainer"} <= trainers
+    assert not trainers & set(bases), {t: bases[t] for t in trainers & set(bases)}
+    load_stage_modules()
+    assert {"full_graph", "minibatch", "scheduled", "edge_sampled", "model_averaging"} <= set(TRAINERS)
+    for key, spec in TRAINERS.items():
+        assert spec.key == key and spec.cls.__bases__ == (Trainer,), (key, spec.cls.__mro__)
+    assert TRAINERS["edge_sampled"].cls is TRAINERS["full_graph"].cls
+    assert TRAINERS["scheduled"].cls is TRAINERS["minibatch"].cls

@@ -1,12 +1,12 @@
 """What stages need from a run, declared as data, and the one check that refuses a run lacking it.
 
 Every stage method declares ``requires`` (capabilities it needs) and ``provides`` (capabilities it gives);
-every trainer declares what its training ``provides``. :func:`check_composition` takes the
-trainer a config trains with (:func:`trainer_class`), collects what it and the chosen stages provide,
-and refuses every stage whose needs are not met, all at once and with the one message template, before
-anything is loaded or any worker starts. A setting that would crash on a rank or be silently ignored
-(a cache that the batches never go through, staleness on an exchange that a mini-batch trainer never
-calls) is refused here instead.
+every trainer record (:class:`TrainerSpec`, one per key of :data:`TRAINERS`) declares what its training
+``provides``. :func:`check_composition` takes the trainer record a config trains with (:func:`trainer_class`),
+collects what it and the chosen stages provide, and refuses every stage whose needs are not met, all at once and
+with the one message template, before anything is loaded or any worker starts. A setting that would crash on a rank
+or be silently ignored (a cache that the batches never go through, staleness on an exchange that a mini-batch
+trainer never calls) is refused here instead.
 
 The capabilities (:data:`CAPABILITIES`):
 
@@ -51,6 +51,11 @@ are refused rather than ignored.
 A trainer may check more of the composition than capabilities say (:meth:`~workbench.train.program.Trainer.
 check_config`: model averaging's ``sync.eval_sample``, which depends on the graph being a partition folder).
 
+A record names the trainer class that runs it; one class may run several keys (``full_graph`` and
+``edge_sampled`` are one :class:`~workbench.train.full_graph.FullGraphTrainer`, ``minibatch`` and ``scheduled`` one
+:class:`~workbench.train.minibatch.MiniBatchTrainer`): what differs is the record's data and the component it
+gives its class, never a subclass.
+
 Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`` also ``whole-part layers``;
 ``prefetch`` runs in both trainers: without a sampler it is PipeGCN), and so does every edge sampler (with
 ``sampled-edge halos``, which ``prefetch`` provides); every cache a ``feature source`` (``inclusion`` also
@@ -65,19 +70,21 @@ Example:
     Traceback (most recent call last):
     ...
     workbench._validation.ParamError: The 'cache.method' parameter of RunConfig must be none or a method that mini-batch training with a schedule can use: 'inclusion' needs inclusion probabilities (each remote vertex's chance to be an input of a batch), provided by sample.method=bns|nodewise|psc|uniform_edge, mini-batch training on sampled blocks. Got 'inclusion' instead.
-    >>> trainer_class(cfg.replace(schedule=None)).__name__
-    'MiniBatchTrainer'
+    >>> spec = trainer_class(cfg.replace(schedule=None))
+    >>> spec.key, spec.cls.__name__, trainer_class(cfg).cls.__name__
+    ('minibatch', 'MiniBatchTrainer', 'MiniBatchTrainer')
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Callable, Mapping, Optional
 
 from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.stages import STAGE_SECTIONS, registry
 
-__all__ = ["CAPABILITIES", "TRAINERS", "register_trainer", "trainer_class", "trainer_for", "unmet_needs", "unavailable_methods",
-           "check_composition", "stage_classes", "stage_label", "stages_summary"]
+__all__ = ["CAPABILITIES", "TRAINERS", "TrainerSpec", "register_trainer", "trainer_class", "trainer_for", "unmet_needs",
+           "unavailable_methods", "check_composition", "stage_classes", "stage_label", "stages_summary"]
 
 CAPABILITIES: dict[str, str] = {
     "embedding exchange": "a trainer that moves layer embeddings between parts",
@@ -98,32 +105,85 @@ CAPABILITIES: dict[str, str] = {
 }
 """Capability -> what it is (the words of the refusals)."""
 
-TRAINERS: dict[str, type] = {}
+TRAINERS: dict[str, "TrainerSpec"] = {}
 """The trainers a config can pick, by key: ``full_graph``, ``minibatch``, ``scheduled``, ``edge_sampled``,
-``model_averaging`` (each module registers its trainer with :func:`register_trainer` when it is imported; the
-modules that register stages import them, :func:`workbench.compose.load_stage_modules`). The one
-:class:`~workbench.train.program.TrainingProgram` runs the chosen one. This module imports no trainer: trainers
-import it, so the imports point one way."""
+``model_averaging``, each a :class:`TrainerSpec` (each module registers its records with :func:`register_trainer`
+when it is imported; the modules that register stages import them, :func:`workbench.compose.load_stage_modules`).
+The one :class:`~workbench.train.program.TrainingProgram` runs the chosen one. This module imports no trainer:
+trainers import it, so the imports point one way."""
 
 
-def register_trainer(key: str):
+@dataclasses.dataclass(frozen=True, eq=False)
+class TrainerSpec:
+    """One way to train, as a record: the :class:`~workbench.train.program.Trainer` class that runs it and what
+    varies between the keys that class runs (the words of the refusals, the capabilities, the default exchange,
+    the component it is given). Two keys may name one class: ``edge_sampled`` is full-graph training given the
+    sampled-edge component, ``scheduled`` is mini-batch training given the schedule's batch source. No trainer
+    class derives from another: what varies is a field of this record.
+
+    Calling the record makes its trainer for a config (what :class:`~workbench.train.program.TrainingProgram`
+    does with the record :func:`check_composition` returns).
+
+    Attributes:
+        key: its key in :data:`TRAINERS`.
+        cls: the trainer class that runs it.
+        name: the run's name in run lists, or a function of the config giving it (``minibatch-degree``).
+        provides: what this training offers the stages (:data:`CAPABILITIES`).
+        trainer: how it trains, in the words of the composition errors ("mini-batch training (...)").
+        default_exchange: the exchange a config gets when its sample method switches to this training and it
+            gives none.
+        instead: section -> what this training offers instead of a refused method of that section (said in the
+            refusal).
+        rank_processes: whether each rank starts processes of its own (a schedule's sampling workers).
+        needs_in_degrees: whether a rank's shard holds every vertex's in-degree (a schedule's NSC cost model).
+        component: makes, from the config, what this key adds to its class's plain training (each class says
+            what it calls on it); ``None``: nothing.
+    """
+
+    key: str
+    cls: type
+    name: Any
+    provides: frozenset
+    trainer: str
+    default_exchange: Optional[str] = None
+    instead: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    rank_processes: bool = False
+    needs_in_degrees: bool = False
+    component: Optional[Callable[[Any], Any]] = None
+
+    def check_config(self, config: Any, errs: Any) -> None:
+        """What the trainer class refuses in ``config`` beyond the declared capabilities
+        (:meth:`~workbench.train.program.Trainer.check_config`)."""
+        self.cls.check_config(config, errs)
+
+    def run_name(self, config: Any) -> str:
+        """The run's name for ``config`` (:attr:`name`, or what it gives for the config)."""
+        return self.name(config) if callable(self.name) else self.name
+
+    def __call__(self, config: Any, *, graph: Any = None, node_part: Any = None) -> Any:
+        """The trainer of ``config`` (``graph``/``node_part``: runtime objects replacing loading and partitioning)."""
+        return self.cls(config, spec=self, graph=graph, node_part=node_part)
+
+
+def register_trainer(key: str, **record: Any) -> Callable[[type], type]:
     """Class decorator: make ``cls`` the trainer of ``key`` (what :func:`trainer_for` and a sample or sync method's
-    ``trains_with`` name)."""
+    ``trains_with`` name) with the :class:`TrainerSpec` fields ``record``. A class may be registered under
+    several keys (stack the decorator, or call it on the class from the module that owns the other key)."""
     def register(cls: type) -> type:
-        TRAINERS[key] = cls
+        TRAINERS[key] = TrainerSpec(key=key, cls=cls, **record)
         return cls
     return register
 
 
-def _trainer(key: str, owner: str, section: str, value: Any) -> type:
+def _trainer(key: str, owner: str, section: str, value: Any) -> TrainerSpec:
     if key not in TRAINERS:   # its module did not import (a stage module missing from this installation)
         raise ParamError([param_error(section, owner, f"a method whose trainer is installed (no {key!r} trainer is "
                                       f"registered; registered: {sorted(TRAINERS)})", value)])
     return TRAINERS[key]
 
 
-def trainer_class(cfg: Any) -> type:
-    """The trainer ``cfg`` trains with: the trainer a sync method names (``model_avg``: local training per
+def trainer_class(cfg: Any) -> TrainerSpec:
+    """The trainer record ``cfg`` trains with: the trainer a sync method names (``model_avg``: local training per
     part); else full-graph training when ``sample`` is none; the trainer a sample method names (edge samplers:
     edge-sampled training); mini-batch training with a schedule when ``schedule`` is set; mini-batch training
     otherwise."""
@@ -133,8 +193,9 @@ def trainer_class(cfg: Any) -> type:
                        sync=None if sync is None else cfg.method("sync"), owner=type(cfg).__name__)
 
 
-def trainer_for(sample: Any, *, scheduled: bool = False, sync: Any = None, owner: str = "RunConfig") -> type:
-    """The trainer of a sync method that trains its own way, else of a sample method (``None``: full-graph
+def trainer_for(sample: Any, *, scheduled: bool = False, sync: Any = None, owner: str = "RunConfig"
+                ) -> TrainerSpec:
+    """The trainer record of a sync method that trains its own way, else of a sample method (``None``: full-graph
     training), with or without a schedule."""
     own = getattr(registry("sync").get(sync), "trains_with", None) if sync else None
     if own:
@@ -171,8 +232,8 @@ def _providers(capability: str) -> str:
     return ", ".join(found) or "no registered method"
 
 
-def unmet_needs(cfg: Any) -> tuple[type, list[tuple[str, str, list[str]]]]:
-    """``(trainer class, [(setting, value, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised):
+def unmet_needs(cfg: Any) -> tuple[TrainerSpec, list[tuple[str, str, list[str]]]]:
+    """``(trainer record, [(setting, value, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised):
     ``("cache", "inclusion", [...])`` for a stage method, ``("train.bin_limit", 0, [...])`` for a field its
     config declares in ``field_requires`` and that is set away from its default."""
     program = trainer_class(cfg)
@@ -204,11 +265,11 @@ def unavailable_methods(cfg: Any) -> list[tuple[str, str, str]]:
             if (why := getattr(cls, "unavailable", lambda: None)()) is not None]
 
 
-def check_composition(cfg: Any) -> type:
+def check_composition(cfg: Any) -> TrainerSpec:
     """Refuse ``cfg`` when a chosen stage needs what neither its trainer nor the other stages provide.
 
     Returns:
-        The trainer class ``cfg`` trains with.
+        The :class:`TrainerSpec` ``cfg`` trains with (calling it makes the trainer).
 
     Raises:
         ParamError: one message per stage whose needs are unmet, naming ``SECTION.method``, what the method
@@ -235,7 +296,7 @@ def check_composition(cfg: Any) -> type:
             continue
         needed = section == "exchange" and program.default_exchange is not None   # it trains through one
         optional = section in ("sample", "cache", "exchange", "schedule") and not needed
-        instead = getattr(program, "instead", {}).get(section)
+        instead = program.instead.get(section)
         errs.add(param_error(f"{section}.method", type(cfg).__name__,
                              f"{'none or ' if optional else ''}a method that {program.trainer} can use: {method!r} "
                              f"needs {needs}" + (f" ({instead})" if instead else ""), method))

@@ -51,12 +51,13 @@ def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
     """The byte formulas of :mod:`workbench.train.prefetch` given the sampled sets, per iteration and rank,
     against what the transport counted."""
     from workbench.testing import run_program
-    from workbench.train.prefetch import EdgeSampledTrainer
+    from workbench.train.edge_sampled import SampledEdges
+    from workbench.train.full_graph import FullGraphTrainer
 
     cfg = psc_gcn.recipe(**SMALL).with_strings({"sample.epsilon": "0.3", "sample.refresh": "2", "exchange.tau": "1",
                                                 "cache.ratio": "0.3", "model.num_layers": "3"})
     program = cfg.build()
-    assert isinstance(program.trainer, EdgeSampledTrainer)
+    assert type(program.trainer) is FullGraphTrainer and isinstance(program.trainer.component, SampledEdges)
     summary, results, events = run_program(program, 3)
     D, hidden = 8, [8, 8]
     for t in range(5):   # the transport counts at the sender, the records at the receiver: compare sums over ranks

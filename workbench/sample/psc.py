@@ -6,8 +6,9 @@ keeps each of its in-edges ``j -> i`` with probability ``p_ij``; a kept edge wei
 (Eq. 15, unbiased), a dropped one 0, and the **same** draw serves every layer of an iteration (Eq. 16 relies on it).
 So these methods are :class:`EdgeSampler` s, not :class:`~workbench.sample.base.Sampler` s: they decide
 on a part's :class:`PartEdges` (inner targets, inner-or-boundary sources) and name the trainer that
-trains with them (``trains_with = "edge_sampled"``): :class:`workbench.train.prefetch.EdgeSampledTrainer`, which
-:meth:`workbench.compose.RunConfig.build` picks from the sample method (no other special case).
+trains with them (``trains_with = "edge_sampled"``): full-graph training given
+:class:`workbench.train.edge_sampled.SampledEdges`, which :meth:`workbench.compose.RunConfig.build` picks from the
+sample method (no other special case).
 
 Methods (``--set sample.method=NAME``):
 

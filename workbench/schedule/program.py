@@ -1,8 +1,9 @@
 """Mini-batch training fed by sampling DAGs: ByteGNN's S-Worker / T-Worker split on one machine (VLDB 2022).
 
-:class:`ScheduledTrainer` is the mini-batch trainer (:mod:`workbench.train.minibatch`) with one change: a
-trainer's training batches come from a :class:`~workbench.schedule.executor.Pipeline` (sampling worker
-processes under the run's ``schedule`` method) instead of being sampled inline, step by step. The batches
+:class:`ScheduledSource` is what the ``scheduled`` trainer record adds to the mini-batch trainer
+(:mod:`workbench.train.minibatch`), its one change: a trainer's training batches come from a
+:class:`~workbench.schedule.executor.Pipeline` (sampling worker processes under the run's ``schedule`` method)
+instead of being sampled inline, step by step. The batches
 are the sample stage's keyed batches of the same steps and the trainer takes them in step order, so the
 losses, weights and accuracies are those of the same run with any other scheduler (tested), and of the
 plain mini-batch program up to float summation order. Evaluation samples inline, as the mini-batch program
@@ -34,8 +35,9 @@ Example:
     >>> from workbench.compose import RunConfig
     >>> cfg = RunConfig.compose(graph="karate", num_parts=1, sample="neighbor", fanouts=(5, 5), batch_size=8,
     ...                         epochs=1, schedule="prefetch")
-    >>> type(cfg.build().trainer).__name__
-    'ScheduledTrainer'
+    >>> program = cfg.build()
+    >>> type(program.trainer).__name__, program.trainer.spec.key, program.name
+    ('MiniBatchTrainer', 'scheduled', 'bytegnn-prefetch')
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from collections import defaultdict
 from typing import Any, Callable, Optional
 
 import numpy as np
-import torch
 
 from workbench.composition import register_trainer
 from workbench.events import Event, ScheduleStats, ScheduleTrace
@@ -54,53 +55,41 @@ from workbench.runtime.program import RankContext
 from workbench.schedule.executor import trace_samples
 from workbench.schedule.graphstore import GraphStoreServer, PartStore, exchange_addresses
 from workbench.stages import registry
-from workbench.train.minibatch import MiniBatchShard, MiniBatchSteps, MiniBatchTrainer
+from workbench.train.minibatch import MiniBatchShard, MiniBatchTrainer
 from workbench.train.objective import LinkTargets, loss_of
 
-__all__ = ["ScheduledTrainer", "ScheduledBatches", "schedule_summary"]
+__all__ = ["ScheduledSource", "ScheduledBatches", "schedule_summary"]
 
 
-@register_trainer("scheduled")
-class ScheduledTrainer(MiniBatchTrainer):
-    """The mini-batch trainer with a pipelined sampler (module docstring).
+class ScheduledSource:
+    """Where a scheduled run's training batches come from: the component of the ``scheduled`` record, which
+    :class:`~workbench.train.minibatch.MiniBatchTrainer` is given (module docstring).
 
     Its sampling workers hold the rank's part (``graph_store = "owners"``) or the whole graph (``"local"``) and
-    hand the trainer finished batches; with a cache the trainer pulls their input rows through the feature source
-    (module docstring), so it provides one. Inclusion probabilities are not pre-sampled here (the workers sample
-    the batches)."""
+    hand the trainer finished batches (:class:`ScheduledBatches`); with a cache the trainer pulls their input rows
+    through the feature source, so the record provides one. Inclusion probabilities are not pre-sampled here (the
+    workers sample the batches).
 
-    provides = frozenset({"sampling tasks", "feature source", "node labels", "link pairs", "a global seed split",
-                          "sampled evaluation"})
-    trainer = "mini-batch training with a schedule"
-    rank_processes = True  # each rank starts its sampling worker processes (an embedded Dask cluster allows it)
-    needs_in_degrees = True  # the NSC cost model's (N,) in-degrees, summed on the ranks from their parts
+    Args:
+        config: the run config (its ``schedule`` section).
+    """
 
-    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
-        super().__init__(config, graph=graph, node_part=node_part)
-        self.name = f"bytegnn-{config.method('schedule')}"
+    def __init__(self, config: Any):
+        self.config = config
+        self.parts_on_ranks = config.schedule.graph_store == "owners"
+        """Whether the ranks may read their own parts of a partition folder: with ``owners`` each serves its part to
+        the other ranks' workers; ``local`` gives every worker the whole graph, so the client loads it."""
 
-    def parts_on_ranks(self, world_size: int) -> bool:
-        """With ``graph_store="owners"`` each rank reads its own part of a partition folder, as the mini-batch
-        trainer's ranks do, and serves it to the other ranks' sampling workers; ``"local"`` gives every worker
-        the whole graph, so the client loads it."""
-        return self.config.schedule.graph_store == "owners" and super().parts_on_ranks(world_size)
-
-    def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
-        from workbench.train.loop import load_training_graph
-
-        if self.parts_on_ranks(world_size):
-            return super().prepare(world_size, emit)
-        if not isinstance(self._graph, Graph):
-            self._graph_from_config = self._graph is None   # a partition folder's parts stay the partition
-            self._graph = load_training_graph(self._graph if self._graph is not None else self.config.graph,
-                                              type(self).__name__)
-        shards = super().prepare(world_size, emit)
+    def shards(self, shards: list[MiniBatchShard], graph: Graph) -> list[MiniBatchShard]:
+        """The client's shards with what the workers read: the whole graph (``local``), or every vertex's in-degree
+        (``owners``: the NSC cost model's, ``(N,)``)."""
         local = self.config.schedule.graph_store == "local"
-        in_degrees = None if local else self._graph.in_degrees().numpy()   # the NSC cost model's, (N,)
-        return [dataclasses.replace(s, graph=self._graph if local else None, in_degrees=in_degrees)
-                for s in shards]
+        in_degrees = None if local else graph.in_degrees().numpy()
+        return [dataclasses.replace(s, graph=graph if local else None, in_degrees=in_degrees) for s in shards]
 
-    def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> MiniBatchSteps:
+    def pipeline(self, ctx: RankContext, shard: MiniBatchShard) -> Callable[[Any, bool], ScheduledBatches]:
+        """What the rank's :class:`~workbench.train.minibatch.MiniBatchSteps` make their training batches' source
+        with (from the steps' sampler and whether a cache serves the input rows)."""
         cfg = self.config
         objective = loss_of(cfg)
         links = objective.config.num_negative if objective.targets is LinkTargets else 0   # the loss scores pairs
@@ -108,12 +97,23 @@ class ScheduledTrainer(MiniBatchTrainer):
         def pipeline(sampler: Any, cached: bool) -> ScheduledBatches:
             return ScheduledBatches(ctx, cfg, shard, sampler, fetch_features=not cached, num_negative=links)
 
-        return MiniBatchSteps(ctx, cfg, shard, pipeline=pipeline)
+        return pipeline
 
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
-        super().summarize(rank_results, summary)
-        summary.update(schedule_summary([r["schedule"] for r in rank_results]))
-        summary["schedule"] = self.config.method("schedule")
+    def figures(self, rank_results: list[dict]) -> dict:
+        """The run's scheduling figures (:func:`schedule_summary`) and its ``schedule`` method."""
+        return {**schedule_summary([r["schedule"] for r in rank_results]), "schedule": self.config.method("schedule")}
+
+
+def bytegnn_name(config: Any) -> str:
+    """``bytegnn-`` and the schedule method (``bytegnn-prefetch``)."""
+    return f"bytegnn-{config.method('schedule')}"
+
+
+register_trainer("scheduled", name=bytegnn_name, trainer="mini-batch training with a schedule",
+                 provides=frozenset({"sampling tasks", "feature source", "node labels", "link pairs",
+                                     "a global seed split", "sampled evaluation"}),
+                 # each rank starts its sampling worker processes (an embedded Dask cluster allows it)
+                 rank_processes=True, needs_in_degrees=True, component=ScheduledSource)(MiniBatchTrainer)
 
 
 def schedule_summary(per_rank: list[dict]) -> dict:

@@ -8,6 +8,6 @@
 * :mod:`~workbench.sim.simclock`: ByteGNN's coarse and fine schedulers (the real policies, ready queue and DAGs)
   on a discrete-event clock, with no processes.
 
-Training code feeds them measured costs (:mod:`workbench.train.prefetch`, :mod:`workbench.train.bins_program`);
+Training code feeds them measured costs (:mod:`workbench.train.edge_sampled`, :mod:`workbench.train.bins_program`);
 they import no trainer. This package imports none of its modules, so importing one loads only what it needs.
 """

@@ -1,7 +1,8 @@
 """The train stage: one program, one training loop, the trainers that plug into it, the exchange and model stages.
 
 * :mod:`workbench.train.program`: :class:`TrainingProgram` (the one program) and :class:`Trainer` (how a run trains:
-  full graph, sampled blocks, a schedule, sampled edges, local parts with model averaging).
+  full graph, sampled blocks, local parts with model averaging; a schedule's batches and sampled edges are
+  components of the mini-batch and full-graph trainers, :mod:`workbench.train.edge_sampled`).
 * :mod:`workbench.train.loop`: :class:`TrainLoop` (the one epoch loop) and the :class:`Steps` a trainer plugs in.
 * :mod:`workbench.train.exchange`: the ``exchange`` stage registry; methods ``halo``
   (:mod:`workbench.train.full_graph`) and ``block_row`` (:mod:`workbench.train.block_row`, CAGNET 1-D).
@@ -32,11 +33,12 @@ from workbench.train.models import MODELS, GNNModel
 from workbench.train.sancus import SancusConfig, compare_runs, staleness_table
 from workbench.train.staleness import StalenessPolicy
 from workbench.train.program import Trainer, TrainingProgram
-from workbench.train.prefetch import EdgeSampledTrainer, PrefetchExchange  # noqa: E402 (registers ``prefetch``)
+from workbench.train.prefetch import PrefetchExchange  # noqa: E402 (registers ``prefetch``)
+from workbench.train.edge_sampled import SampledEdges  # noqa: E402 (registers the ``edge_sampled`` trainer)
 from workbench.train.sync import SYNCS, Sync  # noqa: E402 (registers ``allreduce`` and ``model_avg``)
 
 __all__ = ["FullGraphConfig", "FullGraphTrainer", "FullGraphSteps", "TrainingProgram", "Trainer", "Steps",
-           "EdgeSampledTrainer", "BlockRowConfig", "SancusConfig", "TrainLoop",
+           "SampledEdges", "BlockRowConfig", "SancusConfig", "TrainLoop",
            "TrainLoopConfig", "StepOutput", "EXCHANGES", "Exchange", "RankExchange", "OwnerComputeHalo",
            "BlockRowBroadcast", "StalenessPolicy", "MODELS", "GNNModel", "HaloExchangePlan", "build_halo_plans",
            "predicted_halo_bytes", "compare_runs", "staleness_table", "SYNCS", "Sync", "EVALUATORS", "Evaluator",

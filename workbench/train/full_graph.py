@@ -55,6 +55,12 @@ __all__ = ["FullGraphConfig", "FullGraphTrainer", "FullGraphSteps", "OwnerComput
            "build_halo_shard", "halo_shard", "load_and_partition"]
 
 
+FULL_GRAPH_INSTEAD = {"cache": "full-graph training moves the first layer's remote input rows through the exchange, "
+                               "and exchange.pin_static_input=true caches all of them: sent in the first epoch, never "
+                               "again (layer 0 then aggregates first)"}
+"""What full-graph training offers instead of a refused cache (the refusal says it)."""
+
+
 def FullGraphConfig(**settings: Any):
     """A run config with the ``halo`` exchange (owner-compute full-graph training).
 
@@ -327,28 +333,31 @@ class _HaloRank(RankExchange):
         return SpMM.apply(self.a, self.a_t, self.plan.exchange(h, self.comm, layer))   # (num_inner, F_layer)
 
 
-@register_trainer("full_graph")
+def full_graph_name(config: Any) -> str:
+    """Run lists name the composition: ``full_graph`` (halo), ``block_row``, and the staleness policy if any."""
+    exchange, staleness = config.method("exchange"), getattr(config.exchange, "staleness", "none")
+    return ("full_graph" if exchange == "halo" else exchange) + ("" if staleness == "none" else f"-{staleness}")
+
+
+@register_trainer("full_graph", name=full_graph_name, trainer="full-graph training (sample.method=none)",
+                  provides=frozenset({"embedding exchange", "whole-part layers", "node labels",
+                                      "whole-part logits"}),
+                  default_exchange="halo", instead=FULL_GRAPH_INSTEAD)
 class FullGraphTrainer(Trainer):
     """Full-graph training with any registered exchange, SPMD over the ranks (see the module docstring).
 
-    ``graph``/``node_part`` (runtime objects) replace loading and partitioning.
+    ``graph``/``node_part`` (runtime objects) replace loading and partitioning. Its record's ``component`` (the
+    ``edge_sampled`` key's :class:`~workbench.train.edge_sampled.SampledEdges`) is what training on sampled edges
+    adds: the sampler and cache it attaches to the exchange, the client's event sink, the rank's result and the
+    run's summary, whose figures replace the full-graph ones (the predicted bytes of whole halos do not hold there).
     """
 
-    name = "full_graph"
-    provides = frozenset({"embedding exchange", "whole-part layers", "node labels", "whole-part logits"})
-    trainer = "full-graph training (sample.method=none)"
-    default_exchange = "halo"
-    instead = {"cache": "full-graph training moves the first layer's remote input rows through the exchange, "
-                        "and exchange.pin_static_input=true caches all of them: sent in the first epoch, never "
-                        "again (layer 0 then aggregates first)"}
-
-    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
-        super().__init__(config, graph=graph, node_part=node_part)
-        exchange, staleness = config.method("exchange"), getattr(config.exchange, "staleness", "none")
-        # run lists name the composition: full_graph (halo), block_row, and the staleness policy if any
-        self.name = ("full_graph" if exchange == "halo" else exchange) + ("" if staleness == "none" else f"-{staleness}")
+    def __init__(self, config: Any, *, spec: Any, graph: Optional[Graph] = None,
+                 node_part: Optional[torch.Tensor] = None):
+        super().__init__(config, spec=spec, graph=graph, node_part=node_part)
         self.predicted: dict = {}
         self.layout_info: Optional[ExchangeLayout] = None
+        self.world_size = 1
         self._widths: list[int] = []
         self._backward_widths: list[int] = []
         self._largest_bin = None        # G3: the graph's largest one-vertex bin, found before partitioning
@@ -440,6 +449,7 @@ class FullGraphTrainer(Trainer):
 
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
+        self.world_size = world_size
         if self.parts_on_ranks():
             return self._prepare_on_ranks(world_size, emit)
         graph, node_part, result = self._load_and_partition(world_size, emit)
@@ -494,8 +504,12 @@ class FullGraphTrainer(Trainer):
         return [self.build_model(ctx, shard.data.features.shape[1], shard.num_classes,
                                  pinned=self._pinned(self.exchange()))]
 
+    def client_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        return self.component.client_emit(emit, self.world_size) if self.component is not None else emit
+
     def steps(self, ctx: RankContext, shard: Any, models: list) -> Steps:
-        exchange = self.exchange().attach(ctx, shard)
+        more = self.component.attach_args(ctx, models[0], self._widths) if self.component is not None else {}
+        exchange = self.exchange().attach(ctx, shard, **more)
         exchange.setup_model(models[0])
         step = None   # every layer on the whole part
         if getattr(shard, "bins", None) is not None:
@@ -508,14 +522,14 @@ class FullGraphTrainer(Trainer):
         out = {"predicted": shard.predicted}
         if getattr(shard, "rank_bins", None) is not None:   # the client gathers the bins the ranks planned
             out["g3_plan"] = shard.rank_bins.for_client()
-        return out
+        return out if self.component is None else {**out, **self.component.rank_result(models)}
 
-    def summary(self, rank_results: list[dict]) -> dict:
-        return {"predicted": self.predicted or rank_results[0].get("predicted", {}),
-                "exchange": self.config.method("exchange"), "split_sizes": self.split_sizes}
-
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
+        if self.component is not None:   # sampled edges: its settings and figures (no whole-halo prediction holds)
+            return self.component.summarize(rank_results, base, self._widths)
         cfg = self.config
+        summary = base({"exchange": cfg.method("exchange"), "split_sizes": self.split_sizes},
+                       predicted=self.predicted or rank_results[0].get("predicted", {}))
         baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
         moved = sum(summary["bytes_by_epoch"])
         # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)
@@ -523,16 +537,15 @@ class FullGraphTrainer(Trainer):
         summary["baseline_bytes"] = int(baseline)
         summary["comm_reduction"] = (1.0 - moved / baseline) if baseline else 0.0
         r0 = min(rank_results, key=lambda r: r.get("rank", 0))
-        skipped = r0.get("broadcast_skipped", [])
-        total = sum(len(layer) for epoch in skipped for layer in epoch)
-        n_skipped = sum(sum(layer) for epoch in skipped for layer in epoch)
+        skipped = r0.get("broadcast_skipped")   # None: an exchange that agrees no rounds (prefetch: its age is tau)
+        rounds = {} if skipped is None else {
+            "broadcast_skipped": skipped, "broadcasts_skipped": int(sum(sum(la) for ep in skipped for la in ep)),
+            "broadcast_rounds": int(sum(len(la) for ep in skipped for la in ep))}
         ex = cfg.exchange
         summary.update({
             "staleness": ex.staleness,
             "epsilon": ex.epsilon,
-            "broadcast_skipped": skipped,
-            "broadcasts_skipped": int(n_skipped),
-            "broadcast_rounds": int(total),
+            **rounds,
             "max_age": max(r.get("max_age", 0) for r in rank_results),
             "cache_bytes": max(r.get("cache_bytes", 0) for r in rank_results),
         })
@@ -555,6 +568,9 @@ class FullGraphTrainer(Trainer):
             summary["predicted_bytes_by_epoch"] = predicted_bytes_by_epoch(
                 flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows,
                 backward_widths=self._backward_widths or None)
+        elif info is not None and skipped is None:   # nothing skipped: every epoch moves the predicted bytes
+            summary["predicted_bytes_by_epoch"] = [summary["predicted_bytes_per_epoch"]] * summary["epochs"]
+        return summary
 
     def widths(self) -> list[int]:
         """Widths of the rows exchanged per layer (the model's ``exchange_widths``; needs ``prepare``)."""

@@ -1,7 +1,7 @@
 """The steps of a full-graph rank: one step per epoch, every layer on the whole part, through the exchange.
 
-Every full-graph trainer runs these steps in the one loop (:class:`~workbench.train.full_graph.FullGraphTrainer`,
-and PSC-GCN's :class:`~workbench.train.prefetch.EdgeSampledTrainer`). What varies is given to them, not
+The full-graph trainer runs these steps in the one loop (:class:`~workbench.train.full_graph.FullGraphTrainer`,
+PSC-GCN's sampled edges included: :mod:`workbench.train.edge_sampled`). What varies is given to them, not
 subclassed:
 
 * the ``step``, how one forward runs: :class:`WholePartStep` (each layer's aggregation through the exchange), or

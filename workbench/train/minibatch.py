@@ -80,14 +80,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from workbench._validation import ErrorCollector
 from workbench.composition import register_trainer
 from workbench.events import Event, SampleStats
-from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
 from workbench.train.batch_prefetch import BatchPrefetcher, check_prefetch
@@ -230,18 +229,18 @@ def block_forward(model: GNNModel, aggregators: list[BlockAggregator], x: torch.
 # --------------------------------------------------------------------------------------------------------
 
 
-@register_trainer("minibatch")
+def minibatch_name(config: Any) -> str:
+    """``minibatch``, and the cache method if any (``minibatch-degree``)."""
+    return "minibatch" + ("" if config.cache is None else f"-{config.method('cache')}")
+
+
+@register_trainer("minibatch", name=minibatch_name, trainer="mini-batch training on sampled blocks",
+                  provides=frozenset({"feature source", "sampling tasks", "inclusion probabilities", "node labels",
+                                      "trainer-sampled batches", "a global seed split", "sampled evaluation"}))
 class MiniBatchTrainer(Trainer):
-    """Mini-batch training with a sampler, a feature cache and a model (see the module docstring)."""
-
-    name = "minibatch"
-    provides = frozenset({"feature source", "sampling tasks", "inclusion probabilities", "node labels",
-                          "trainer-sampled batches", "a global seed split", "sampled evaluation"})
-    trainer = "mini-batch training on sampled blocks"
-
-    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Optional[torch.Tensor] = None):
-        super().__init__(config, graph=graph, node_part=node_part)
-        self.name = "minibatch" + ("" if config.cache is None else f"-{config.method('cache')}")
+    """Mini-batch training with a sampler, a feature cache and a model (see the module docstring). Its record's
+    ``component`` (the ``scheduled`` key's :class:`~workbench.schedule.program.ScheduledSource`) is where the
+    training batches come from when this thread does not sample them: a schedule's sampling workers."""
 
     # -- client side ---------------------------------------------------------------------------------------
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
@@ -289,19 +288,15 @@ class MiniBatchTrainer(Trainer):
         plans = build_halo_plans(graph, node_part, world_size)
         emit(_partition_event(graph, node_part, world_size, self.partition_method(), result,
                               [p.num_halo for p in plans], graph.num_features))
-        return shards
-
-    reads_parts: ClassVar[bool] = True
-    needs_in_degrees: ClassVar[bool] = False
-    """Whether a rank's shard holds every vertex's in-degree (:attr:`MiniBatchShard.in_degrees`)."""
-    """Whether a run on a partition folder may hand each rank its part to read (:meth:`parts_on_ranks`)."""
+        return shards if self.component is None else self.component.shards(shards, graph)   # what its workers read
 
     def parts_on_ranks(self, world_size: int) -> bool:
         """Whether each rank reads its own part of a partition folder (:func:`build_minibatch_shard`): a folder
-        run with one trainer per rank (not the single-process reference of several); the client then reads the
-        manifest only."""
-        return (self.reads_parts and self._graph is None and self.partition_folder() is not None
-                and self.config.sample.trainers in (None, world_size))
+        run with one trainer per rank (not the single-process reference of several) whose batch source, if any,
+        allows it; the client then reads the manifest only."""
+        return (self._graph is None and self.partition_folder() is not None
+                and self.config.sample.trainers in (None, world_size)
+                and (self.component is None or self.component.parts_on_ranks))
 
     def _prepare_on_ranks(self, world_size: int, emit: Callable[[Event], None]) -> list:
         from workbench.train.part_source import part_refs, start_folder_run
@@ -317,20 +312,20 @@ class MiniBatchTrainer(Trainer):
         if not isinstance(payload, PartRef):
             return payload
         return build_minibatch_shard(payload, ctx.comm, split_mode=self.config.sample.split,
-                                     degrees=self.config.cache is not None, in_degrees=self.needs_in_degrees)
+                                     degrees=self.config.cache is not None, in_degrees=self.spec.needs_in_degrees)
 
     def models(self, ctx: RankContext, shard: MiniBatchShard) -> list:
         return [self.build_model(ctx, shard.features.shape[1], shard.num_classes)]
 
     def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> Steps:
-        return MiniBatchSteps(ctx, self.config, shard)
+        source = self.component
+        return MiniBatchSteps(ctx, self.config, shard, pipeline=None if source is None else source.pipeline(ctx, shard))
 
-    def summary(self, rank_results: list[dict]) -> dict:
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
         cfg = self.config
-        return {"sample": cfg.method("sample"), "cache": cfg.method("cache"), "fanouts": list(cfg.sample.fanouts),
-                "batch_size": cfg.sample.batch_size, "split_sizes": self.split_sizes}
-
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
+        summary = base({"sample": cfg.method("sample"), "cache": cfg.method("cache"),
+                        "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size,
+                        "split_sizes": self.split_sizes})
         epochs = summary["epochs"]
 
         def per_epoch(key):
@@ -343,6 +338,9 @@ class MiniBatchTrainer(Trainer):
         summary["cache_hit_rate"] = [h / r if r else 0.0 for h, r in
                                      zip(summary["cache_hits"], summary["remote_feature_rows"])]
         summary["cache_fill_bytes"] = int(sum(r["minibatch"]["fill_bytes"] for r in rank_results))
+        if self.component is not None:
+            summary.update(self.component.figures(rank_results))
+        return summary
 
 
 class MiniBatchSteps(Steps):

@@ -292,16 +292,13 @@ class _Payload:
 # --------------------------------------------------------------------------------------------------------
 
 
-@register_trainer("model_averaging")
+@register_trainer("model_averaging", name="catgnn", trainer="local training per part with model averaging (CATGNN)",
+                  provides=frozenset({"node labels", "one model per part"}))
 class ModelAveragingTrainer(Trainer):
     """Prepare the parts' subgraphs on the client; train locally and average on the ranks."""
 
-    name = "catgnn"
-    trainer = "local training per part with model averaging (CATGNN)"
-    provides = frozenset({"node labels", "one model per part"})
-
-    def __init__(self, config: Any, *, graph: Optional[Graph] = None, node_part: Any = None):
-        super().__init__(config, graph=graph, node_part=node_part)
+    def __init__(self, config: Any, *, spec: Any, graph: Optional[Graph] = None, node_part: Any = None):
+        super().__init__(config, spec=spec, graph=graph, node_part=node_part)
         self.partition_result: Any = None
         self.shard_sizes: list[dict] = []
 
@@ -399,15 +396,13 @@ class ModelAveragingTrainer(Trainer):
     def steps(self, ctx: RankContext, payload: _Payload, models: list) -> Steps:
         return AveragingSteps(ctx, models, self.config, payload)
 
-    def summary(self, rank_results: list[dict]) -> dict:
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
         cfg = self.config
-        return {"sample": cfg.method("sample"),
-                **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
-                   if cfg.sample is not None else {}),
-                "sync_interval": cfg.sync.interval, "halo_hops": cfg.sync.halo_hops,
-                "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes}
-
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
+        summary = base({"sample": cfg.method("sample"),
+                        **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
+                           if cfg.sample is not None else {}),
+                        "sync_interval": cfg.sync.interval, "halo_hops": cfg.sync.halo_hops,
+                        "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
         r0 = min(rank_results, key=lambda r: r.get("rank", 0))
         summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
                                            "num_params")})
@@ -415,6 +410,7 @@ class ModelAveragingTrainer(Trainer):
         p = len(rank_results)
         per_sync = sum(2 * (p - 1) * 4 * r0["num_params"] // p for _ in range(p)) if p > 1 else 0
         summary["predicted_model_avg_bytes"] = per_sync * r0["num_syncs"]
+        return summary
 
 
 class AveragingSteps(Steps):

@@ -1,5 +1,6 @@
-"""The ``prefetch`` exchange and the program of full-graph training on sampled edges (PSC-GCN, Wang et al.;
-PipeGCN with ``tau = 1`` and no sampler).
+"""The ``prefetch`` exchange: the boundary rows of full-graph training on sampled edges (PSC-GCN, Wang et al.;
+PipeGCN with ``tau = 1`` and no sampler). What training on sampled edges adds around it (the sampler, the cache,
+the timing account and the run's figures) is :mod:`workbench.train.edge_sampled`.
 
 Every rank owns one part (inner rows) and holds its 1-hop boundary as halo slots, as in the ``halo``
 exchange. Each iteration ``t`` trains on the draw ``TG_t`` of an edge sampler (:mod:`workbench.sample.psc`;
@@ -27,10 +28,10 @@ does not fit here: it decides per epoch whether a block is *sent* and reuses cac
 sends every iteration and fixes the age by construction; the exchange therefore refuses ``staleness`` and
 emits the same ``Staleness`` events (ages = tau) so the staleness view shows it.
 
-Figures of a run (:func:`prefetch_figures`, per iteration): ``cache_hit_rate`` (hits / distinct boundary
-rows asked at layer 0), ``remote_feature_rows``, ``feature_bytes``, ``staleness_realised`` (forward) and
-``staleness_realised_backward`` (None in warm-up), ``sampled_boundary_rows`` against
-``expected_boundary_rows`` (sum of inclusion probabilities), ``variance`` (Eq. 16 for VR and for uniform
+Figures of a run on sampled edges (:func:`~workbench.train.edge_sampled.prefetch_figures`, per iteration):
+``cache_hit_rate`` (hits / distinct boundary rows asked at layer 0), ``remote_feature_rows``, ``feature_bytes``,
+``staleness_realised`` (forward) and ``staleness_realised_backward`` (None in warm-up), ``sampled_boundary_rows``
+against ``expected_boundary_rows`` (sum of inclusion probabilities), ``variance`` (Eq. 16 for VR and for uniform
 at each refresh, summed over ranks), ``probability_age`` (iterations since p was refreshed when the draw
 ``t + tau`` was made; it is used ``tau`` later), ``simulated_iteration_s``, ``simulated_blocked_s`` (seconds
 the slowest worker waited on a fetch issued ``tau`` earlier) and ``simulated_compute_s``.
@@ -44,10 +45,11 @@ input widths x b; ``prefetch_stats`` = 4 per halo row sent per estimate refresh;
 Simulated time: :mod:`workbench.sim.pipeline_time` replays every rank's iterations (compute modelled
 from flops, bytes from the sets above) on one serial link per worker; the link bandwidth is scaled so
 that the synchronous exact iteration spends ``comm_ratio`` times its compute in communication. The same
-account is also made while the run goes: every rank logs its iteration's cost (:class:`RankTiming`, a
-:class:`~workbench.events.PipelineCost` going to the client with its other events, no traffic between
-ranks) and the program's :meth:`EdgeSampledTrainer.client_emit` simulates each iteration once every rank's
-cost is in, logging :class:`~workbench.events.PipelineTimeline` events (the pipeline view).
+account is also made while the run goes: every rank logs its iteration's cost
+(:class:`~workbench.train.edge_sampled.RankTiming`, a :class:`~workbench.events.PipelineCost` going to the client
+with its other events, no traffic between ranks) and the client's event sink
+(:meth:`SampledEdges.client_emit <workbench.train.edge_sampled.SampledEdges.client_emit>`) simulates each
+iteration once every rank's cost is in, logging :class:`~workbench.events.PipelineTimeline` events (the pipeline view).
 
 Example:
     >>> EXCHANGES.build("prefetch", tau=2).config.tau
@@ -62,21 +64,14 @@ from typing import Annotated, Any, Optional
 import torch
 
 from workbench._validation import ErrorCollector
-from workbench.composition import register_trainer
 from workbench.constraints import Interval
-from workbench.events import PipelineCost, SampleStats, Staleness
+from workbench.events import SampleStats, Staleness
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
-from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, OwnerComputeHalo, halo_shard
-from workbench.train.objective import loss_of
+from workbench.train.full_graph import OwnerComputeHalo, halo_shard
 from workbench.train.part_source import agree_halo
 from workbench.train.models import SpMM, sparse_aggregator
-from workbench.sim.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
 
-__all__ = ["PrefetchExchange", "EdgeSampledTrainer", "FLOPS_PER_S"]
-
-FLOPS_PER_S = 1e9
-"""Nominal compute rate of the timing account (only ratios matter: the bandwidth is scaled to it)."""
-ID_BYTES = 8
+__all__ = ["PrefetchExchange", "PrefetchRank"]
 _KINDS = {"halo_fwd": "prefetch_fwd", "halo_bwd": "prefetch_bwd"}   # the halo exchange's kinds, as this one counts them
 
 
@@ -155,7 +150,7 @@ class PrefetchRank(RankExchange):
     """One rank of the ``prefetch`` exchange (see the module docstring)."""
 
     def __init__(self, stage: PrefetchExchange, ctx, shard, *, sampler=None, cache=None,
-                 timing: Optional["RankTiming"] = None):
+                 timing: Any = None):
         kinds = ["prefetch_fwd", "prefetch_bwd"]
         if sampler is not None:
             kinds += ["prefetch_req", "prefetch_stats"]
@@ -167,7 +162,8 @@ class PrefetchRank(RankExchange):
         self.tau = int(stage.config.tau)
         self.full_eval = bool(stage.config.full_eval)
         self.timing = timing
-        """What this rank's :class:`~workbench.events.PipelineCost` events are made of (None: no such events)."""
+        """What this rank's :class:`~workbench.events.PipelineCost` events are made of
+        (:class:`~workbench.train.edge_sampled.RankTiming`; None: no such events)."""
         self.plan = plan = shard.plan
         self.shard = shard
         self.n, self.nh = plan.num_inner, plan.num_halo
@@ -413,169 +409,9 @@ class PrefetchRank(RankExchange):
         return events
 
     def result(self) -> dict:
-        epochs = sorted({r["iteration"] for r in self.records})
-        layers = max((len(r["fwd_age"]) for r in self.records), default=0)
-        return {"broadcast_skipped": [[[False] * self.plan.world_size for _ in range(layers)] for _ in epochs],
-                "max_age": max([a for r in self.records for a in r["fwd_age"] if a is not None], default=0),
-                "cache_bytes": 0, "prefetch_records": self.records, "prefetch_refreshes": self.refreshes,
+        """What this exchange has: the realised age of the rows it consumed, its iterations' records and
+        refreshes, and its sizes. No ``broadcast_skipped``: it agrees no rounds to skip (every iteration sends, the
+        age is tau by construction), nor ``cache_bytes``: it keeps no stale copies."""
+        return {"max_age": max([a for r in self.records for a in r["fwd_age"] if a is not None], default=0),
+                "prefetch_records": self.records, "prefetch_refreshes": self.refreshes,
                 "num_inner": self.n, "num_halo": self.nh, "full_edges": self.edges.num_edges}
-
-
-@register_trainer("edge_sampled")
-class EdgeSampledTrainer(FullGraphTrainer):
-    """Full-graph training on sampled edges with prefetched boundary rows: the PSC-GCN composition, chosen when the
-    sample method names it (every :class:`~workbench.sample.psc.EdgeSampler`); the exchange must be ``prefetch``."""
-
-    name = "psc_gcn"
-    provides = frozenset({"embedding exchange", "feature source", "node labels", "whole-part logits"})
-    trainer = "full-graph training on sampled edges"
-    default_exchange = "prefetch"
-
-    def __init__(self, config, *, graph=None, node_part=None):
-        super().__init__(config, graph=graph, node_part=node_part)
-        self._world_size = 1
-
-    def prepare(self, world_size, emit):
-        self._world_size = world_size
-        return super().prepare(world_size, emit)
-
-    def client_emit(self, emit):
-        """The ranks' :class:`~workbench.events.PipelineCost` events become the run's
-        :class:`~workbench.events.PipelineTimeline` (simulated on the client as the iterations complete)."""
-        ex = self.config.exchange
-        return TimelineRecorder(emit, self._world_size, int(ex.tau), float(ex.comm_ratio),
-                                last_iteration=int(self.config.train.epochs) - 1)
-
-    def models(self, ctx, shard):
-        cfg = self.config
-        return [self.build_model(ctx, shard.data.features.shape[1], shard.num_classes,
-                                 pinned=self.exchange().pinned_layers(cfg.model.num_layers))]
-
-    def steps(self, ctx, shard, models):
-        from workbench.cache.policies import CACHES
-        from workbench.sample.base import SAMPLERS
-
-        cfg, model = self.config, models[0]
-        sampler = SAMPLERS.build(cfg.method("sample"), cfg.sample)
-        cache = CACHES.build(cfg.method("cache"), cfg.cache) if cfg.cache is not None else None
-        timing = RankTiming(widths=list(self._widths), cached=cache is not None, sampled=cfg.sample is not None,
-                            allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()), ctx.world_size))
-        exchange = self.exchange().attach(ctx, shard, sampler=sampler, cache=cache, timing=timing)
-        exchange.setup_model(model)
-        return FullGraphSteps(ctx, exchange=exchange, shard=shard, objective=loss_of(self.config))
-
-    def rank_result(self, shard, models):
-        return {"predicted": shard.predicted, "num_params": sum(p.numel() for p in models[0].parameters())}
-
-    def summary(self, rank_results):
-        return {"exchange": "prefetch", "sample": self.config.method("sample"), "cache": self.config.method("cache")}
-
-    def summarize(self, rank_results, summary):
-        summary.update(prefetch_figures(rank_results, self._widths, self.config))
-
-
-@dataclasses.dataclass
-class RankTiming:
-    """What a rank needs to cost its iterations for the live timeline (the figures' :func:`iteration_cost`)."""
-
-    widths: list
-    cached: bool
-    sampled: bool
-    allreduce_bytes: float
-
-    def cost(self, ex: "PrefetchRank", rec: dict, exact: bool = False) -> IterationCost:
-        return iteration_cost(rec, self.widths, num_inner=ex.n, num_halo=ex.nh, full_edges=ex.edges.num_edges,
-                              cached=self.cached, sampled=self.sampled, allreduce_bytes=self.allreduce_bytes,
-                              exact=exact)
-
-    def event(self, ex: "PrefetchRank", rec: dict, epoch: int) -> PipelineCost:
-        """This rank's cost of iteration ``epoch`` (with the exact synchronous cost at the first one)."""
-        c = self.cost(ex, rec)
-        exact = dataclasses.asdict(self.cost(ex, rec, exact=True)) if epoch == 0 else None
-        return PipelineCost(rank=ex.plan.rank, epoch=epoch, fwd_s=c.fwd_s, bwd_s=c.bwd_s, fetch_bytes=c.fetch_bytes,
-                            grad_bytes=c.grad_bytes, allreduce_bytes=c.allreduce_bytes, exact=exact)
-
-
-def allreduce_bytes(num_params: int, world_size: int) -> float:
-    """Bytes one worker moves in a ring all-reduce of ``num_params`` float32 weight gradients."""
-    return 2 * (world_size - 1) / world_size * num_params * 4 if world_size > 1 else 0.0
-
-
-def iteration_cost(rec: dict, widths: list[int], *, num_inner: int, num_halo: int, full_edges: int, cached: bool,
-                   sampled: bool, allreduce_bytes: float, exact: bool = False) -> IterationCost:
-    """One rank's iteration in the timing account, from its record (``prefetch_records``): compute from
-    flops on the kept edges (``exact``: every edge, every halo row, no cache: a synchronous exact iteration)
-    and the bytes of the streams (module docstring)."""
-    D = widths[0]
-    nnz = rec["kept_edges"] if not exact else full_edges
-    rows_f = rec["sg_rows"] if not exact else num_halo
-    rows_b = rec["tg_rows"] if not exact else num_halo
-    out_w = [*widths[1:], max(widths[-1], 1)]
-    fwd = [(2 * nnz * w + 2 * num_inner * w * o) / FLOPS_PER_S for w, o in zip(widths, out_w)]
-    bwd = [2 * f for f in fwd]
-    fmiss = rec["feature_misses"] if (rec["feature_misses"] is not None and not exact) else rows_f
-    fetch = [(fmiss * (D * 4 + (ID_BYTES if cached and not exact else 0))) if l == 0 else rows_f * w * 4
-             for l, w in enumerate(widths)]
-    if not exact and rec["sg_rows"] and sampled:
-        fetch[0] += ID_BYTES * rec["sg_rows"]
-    grad = [0 if l == 0 else rows_b * w * 4 for l, w in enumerate(widths)]
-    return IterationCost(fwd_s=fwd, bwd_s=bwd, fetch_bytes=fetch, grad_bytes=grad, allreduce_bytes=allreduce_bytes)
-
-
-def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -> dict:
-    """The PSC-GCN figures of a run (per epoch = iteration): cache hit rate, remote feature rows and bytes,
-    realised staleness per stream, sampled vs expected boundary rows, variance, simulated time."""
-    results = sorted(rank_results, key=lambda r: r.get("rank", 0))
-    recs = [r["prefetch_records"] for r in results]
-    T = len(recs[0])
-    D = widths[0]
-    cached = getattr(config, "cache", None) is not None
-    remote_rows = [sum(r[t]["sg_rows"] for r in recs) for t in range(T)]
-    misses = [sum((r[t]["feature_misses"] if r[t]["feature_misses"] is not None else r[t]["sg_rows"]) for r in recs)
-              for t in range(T)]
-    feature_bytes = [m * (D * 4 + (ID_BYTES if cached else 0)) for m in misses]
-    hit = [1.0 - m / rr if rr else None for m, rr in zip(misses, remote_rows)]
-
-    def realised(key):
-        out = []
-        for t in range(T):
-            ages = [a for r in recs for a in r[t][key] if a is not None]
-            out.append(max(ages) if ages else None)
-        return out
-
-    refreshes = [r["prefetch_refreshes"] for r in results]
-    variance = []
-    for k in range(len(refreshes[0])):
-        rows = [r[k] for r in refreshes]
-        item = {"iteration": rows[0]["iteration"], "expected_boundary_rows": sum(x["expected_rows"] for x in rows)}
-        if all("variance_vr" in x for x in rows):
-            item["variance_vr"] = sum(x["variance_vr"] for x in rows)
-            item["variance_uniform"] = sum(x["variance_uniform"] for x in rows)
-        variance.append(item)
-    # timing account
-    tau = int(config.exchange.tau)
-    world = len(results)
-    ar = allreduce_bytes(int(results[0].get("num_params", 0)), world)
-    sampled = getattr(config, "sample", None) is not None
-
-    def cost(r, t, exact=False):
-        return iteration_cost(r["prefetch_records"][t], widths, num_inner=r["num_inner"], num_halo=r["num_halo"],
-                              full_edges=r["full_edges"], cached=cached, sampled=sampled, allreduce_bytes=ar,
-                              exact=exact)
-
-    exact = [cost(r, 0, exact=True) for r in results]
-    bw = scaled_bandwidth(exact, config.exchange.comm_ratio)
-    detail: dict = {}
-    sim = simulate_pipeline([[cost(r, t) for t in range(T)] for r in results], tau, bw, record=detail)
-    sync = simulate_pipeline([[c] * 2 for c in exact], 0, bw)[-1]
-    return {
-        "tau": tau, "cache_hit_rate": hit, "remote_feature_rows": remote_rows, "feature_bytes": feature_bytes,
-        "staleness_realised": realised("fwd_age"), "staleness_realised_backward": realised("bwd_age"),
-        "sampled_boundary_rows": [sum(r[t]["tg_rows"] for r in recs) for t in range(T)],
-        "expected_boundary_rows": [sum(r[t]["expected_rows"] for r in recs) for t in range(T)],
-        "kept_edges": [sum(r[t]["kept_edges"] for r in recs) for t in range(T)],
-        "variance": variance, "simulated_iteration_s": sim, "simulated_time_s": [sum(sim[:t + 1]) for t in range(T)],
-        "simulated_sync_iteration_s": sync, "simulated_bandwidth_Bps": bw,
-        "simulated_blocked_s": detail["blocked_s"], "simulated_compute_s": detail["compute_s"],
-        "probability_age": [r[t]["p_age"] for t in range(T) for r in recs[:1]],
-    }

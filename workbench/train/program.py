@@ -9,24 +9,34 @@ A trainer is the part of a run that the other stages plug into: it prepares what
   :func:`~workbench.train.full_graph.load_and_partition`, before any rank starts);
 * ``run_rank``: the kernel choice, the model replicas, the steps, the sync stage (``allreduce``, or the
   ``sync`` section's method), the ``evaluate`` stage, one :class:`~workbench.train.loop.TrainLoop`;
-* ``summarize``: :func:`~workbench.train.recorder.summarize_ranks` with every stage as it ran
-  (:func:`~workbench.composition.stages_summary`; a partition folder's method where the run trained on its
-  parts), then the trainer's own figures, and ``peak_rss_mb``: ``{"client": MiB, "ranks": [MiB per rank]}``,
+* ``summarize``: the trainer's :meth:`Trainer.summarize`, given what every run's summary holds
+  (:func:`~workbench.train.recorder.summarize_ranks` with every stage as it ran,
+  :func:`~workbench.composition.stages_summary`; a partition folder's method where the run trained on its
+  parts) to add its settings and figures to, and ``peak_rss_mb``: ``{"client": MiB, "ranks": [MiB per rank]}``,
   each process's peak resident memory (:func:`~workbench.train.recorder.peak_rss_mb`; thread ranks share the
   client's process, so each reports that process's peak).
 
-The trainers (:data:`workbench.composition.TRAINERS`; a sample or sync method may name its own):
+The trainers (:data:`workbench.composition.TRAINERS`; a sample or sync method may name its own) are records
+(:class:`~workbench.composition.TrainerSpec`), each naming the :class:`Trainer` class that runs it. No trainer class
+derives from another: two keys that train alike share one class, and what differs is the record's data and the
+component it gives the class (:attr:`Trainer.component`):
 
-======================  =====================================================  ==============================
-trainer                 when                                                    steps
-======================  =====================================================  ==============================
-``FullGraphTrainer``    ``sample`` none                                         whole parts through an exchange
-                                                                                (G3 bins when set)
-``MiniBatchTrainer``    a block sampler                                         sampled blocks, a feature source
-``ScheduledTrainer``    a block sampler and a ``schedule``                      blocks from sampling workers
-``EdgeSampledTrainer``  an edge sampler (PSC-GCN)                               sampled edges, prefetched halos
-``ModelAveragingTrainer``  ``sync.method=model_avg`` (CATGNN)                   local parts, averaged models
-======================  =====================================================  ==============================
+===================  =========================  ===================================  ==================================
+key                  class (component)          when                                 steps
+===================  =========================  ===================================  ==================================
+``full_graph``       ``FullGraphTrainer``       ``sample`` none                      whole parts through an exchange
+                                                                                     (G3 bins when set)
+``edge_sampled``     ``FullGraphTrainer``       an edge sampler (PSC-GCN)            sampled edges, prefetched halos
+                     (``SampledEdges``)
+``minibatch``        ``MiniBatchTrainer``       a block sampler                      sampled blocks, a feature source
+``scheduled``        ``MiniBatchTrainer``       a block sampler and a ``schedule``   blocks from sampling workers
+                     (``ScheduledSource``)
+``model_averaging``  ``ModelAveragingTrainer``  ``sync.method=model_avg`` (CATGNN)   local parts, averaged models
+===================  =========================  ===================================  ==================================
+
+The components: :class:`~workbench.train.edge_sampled.SampledEdges` (the sampler and cache attached to the
+``prefetch`` exchange, the live pipeline timeline, the run's figures) and
+:class:`~workbench.schedule.program.ScheduledSource` (training batches from a schedule's sampling workers).
 
 Example:
     >>> from workbench.compose import RunConfig
@@ -37,7 +47,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
@@ -59,27 +69,24 @@ class Trainer:
     """How a run trains: the client side (the ranks' payloads, the trainer's summary figures) and the rank side
     (the model replicas and the :class:`~workbench.train.loop.Steps`) of one way to train.
 
-    Class attributes are read by the composition check (:mod:`workbench.composition`) before anything loads.
+    What the composition check reads (:mod:`workbench.composition`) is not here: it is the trainer's record
+    (:class:`~workbench.composition.TrainerSpec`), which names this class and makes it. One class may run several
+    records (full-graph training with and without an edge sampler); no trainer class derives from another.
 
     Args:
         config: the run config.
+        spec: the record this trainer runs (its name, capabilities, and the component it adds).
         graph: a :class:`~workbench.graph.Graph` replacing ``config.graph`` (runtime object).
         node_part: a vertex -> part assignment replacing the partitioner.
     """
 
-    name: str = "trainer"
-    """Name shown in run lists (an instance may refine it: ``minibatch-degree``)."""
-    provides: ClassVar[frozenset[str]] = frozenset()
-    """What this trainer offers the stages (``workbench.composition.CAPABILITIES``)."""
-    trainer: ClassVar[str] = "this trainer"
-    """How it trains, in the words of the composition errors ("mini-batch training (...)")."""
-    default_exchange: ClassVar[Optional[str]] = None
-    """The exchange a config gets when its sample method switches to this trainer and it gives none."""
-    instead: ClassVar[dict] = {}
-    """Section -> what this trainer offers instead of a refused method of that section (said in the refusal)."""
-
-    def __init__(self, config: Any, *, graph: Any = None, node_part: Optional[torch.Tensor] = None):
+    def __init__(self, config: Any, *, spec: Any, graph: Any = None, node_part: Optional[torch.Tensor] = None):
         self.config = config
+        self.spec = spec
+        self.name: str = spec.run_name(config)
+        """Name shown in run lists (``minibatch-degree``)."""
+        self.component: Any = spec.component(config) if spec.component is not None else None
+        """What the record adds to this class's plain training (``None``: nothing; each class says what it calls)."""
         self._graph = graph
         self._node_part = node_part
         self._graph_from_config = False
@@ -138,13 +145,12 @@ class Trainer:
         """The sink of the ranks' events on the client (:meth:`workbench.runtime.program.Program.client_emit`)."""
         return emit
 
-    def summary(self, rank_results: list[dict]) -> dict:
-        """The trainer's entries of the run summary that :func:`summarize_ranks` reads (``predicted`` bytes) or
-        places before the per-epoch figures (its settings)."""
-        return {}
-
-    def summarize(self, rank_results: list[dict], summary: dict) -> None:
-        """Add the trainer's figures to ``summary`` (made of every rank's result; the run's stages in it)."""
+    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
+        """The run summary, made of every rank's result: ``base(settings, predicted=None)`` makes what every run's
+        summary holds (:func:`summarize_ranks`: the losses, bytes and times, with the run's stages), the trainer's
+        ``settings`` placed before the per-epoch figures and its ``predicted`` bytes compared with the counted ones;
+        the trainer adds its own figures to it. Default: ``base({})``."""
+        return base({})
 
     # -- rank side ---------------------------------------------------------------------------------------------
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
@@ -179,16 +185,16 @@ class TrainingProgram(Program):
 
     Args:
         config: the run config (its composition already checked).
-        trainer: the :class:`Trainer` class the composition chose.
+        trainer: the :class:`~workbench.composition.TrainerSpec` the composition chose (it makes the trainer).
         graph, node_part: runtime objects replacing loading and partitioning.
     """
 
-    def __init__(self, config: Any, trainer: type, *, graph: Any = None, node_part: Optional[torch.Tensor] = None):
+    def __init__(self, config: Any, trainer: Any, *, graph: Any = None, node_part: Optional[torch.Tensor] = None):
         super().__init__(config)
         self.trainer: Trainer = trainer(config, graph=graph, node_part=node_part)
         self.trainer.notes = self.notes   # one list: the trainer adds what it sized (G3's memory budget)
         self.name = self.trainer.name
-        self.rank_processes = bool(getattr(self.trainer, "rank_processes", False))
+        self.rank_processes = bool(trainer.rank_processes)
 
     def world_size_for(self, requested: Optional[int]) -> int:
         return self.trainer.world_size_for(requested)
@@ -228,15 +234,16 @@ class TrainingProgram(Program):
         return out
 
     def summarize(self, rank_results: list[dict]) -> dict:
-        extra = self.trainer.summary(rank_results)
-        predicted = extra.pop("predicted", {})
-        stages = stages_summary(self.config)
-        folder = self.trainer.partition_summary()
-        if folder:   # the folder's parts trained, not the partition stage's
-            stages["partition"] = folder["partition"]
-            stages["stages"] = {**stages["stages"], "partition": folder["stage"]}
-        summary = summarize_ranks(rank_results, name=self.name, predicted=predicted, extra={**stages, **extra})
-        self.trainer.summarize(rank_results, summary)
+        def base(settings: dict, predicted: Optional[dict] = None) -> dict:
+            stages = stages_summary(self.config)
+            folder = self.trainer.partition_summary()
+            if folder:   # the folder's parts trained, not the partition stage's
+                stages["partition"] = folder["partition"]
+                stages["stages"] = {**stages["stages"], "partition": folder["stage"]}
+            return summarize_ranks(rank_results, name=self.name, predicted=predicted if predicted is not None else {},
+                                   extra={**stages, **settings})
+
+        summary = self.trainer.summarize(rank_results, base)
         ranks = sorted(rank_results, key=lambda r: r.get("rank", 0))
         summary["peak_rss_mb"] = {"client": peak_rss_mb(), "ranks": [r.get("peak_rss_mb") for r in ranks]}
         return summary
