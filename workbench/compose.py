@@ -35,8 +35,8 @@ and returns the program: full-graph training when ``sample`` is None, the mini-b
 
 Example:
     >>> cfg = RunConfig.compose(graph="karate", partition="random", epochs=3)
-    >>> cfg.method("partition"), cfg.train.epochs, cfg.epochs
-    ('random', 3, 3)
+    >>> cfg.method("partition"), cfg.train.epochs
+    ('random', 3)
     >>> cfg = cfg.with_strings({"exchange.staleness": "epoch-fixed", "exchange.epsilon": "2"})
     >>> cfg.exchange.staleness, cfg.exchange.epsilon
     ('epoch-fixed', 2.0)
@@ -294,16 +294,6 @@ class RunConfig(Config):
             d = cfg.to_dict()
             out[section] = {"method": self.method(section), **d} if section in STAGE_SECTIONS else d
         return out
-
-    def __getattr__(self, name: str) -> Any:
-        """Flat read access to a section's field: ``cfg.epochs`` is ``cfg.train.epochs``."""
-        if name.startswith("_") or "train" not in self.__dict__:
-            raise AttributeError(name)
-        for section in self.section_names():
-            cfg = self.__dict__.get(section)
-            if cfg is not None and name in type(cfg).field_names():
-                return getattr(cfg, name)
-        raise AttributeError(f"{type(self).__name__} has no attribute or section field {name!r}")
 
     # -- settings ------------------------------------------------------------------------------------------
     @classmethod

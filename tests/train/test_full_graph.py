@@ -103,7 +103,7 @@ def test_bad_config_reports_all_errors():
 def test_unknown_setting_lists_valid_names():
     with pytest.raises(ParamError, match="Valid options"):
         FullGraphConfig().with_strings({"epochz": "3"})
-    assert FullGraphConfig().with_strings({"epochs": "3", "num_parts": "2"}).epochs == 3
+    assert FullGraphConfig().with_strings({"epochs": "3", "num_parts": "2"}).train.epochs == 3
 
 
 def test_too_many_parts_fails_before_work():
