@@ -73,6 +73,18 @@ def test_optional_sections():
         cfg.with_strings({"partition.method": "none"})
 
 
+def test_a_method_is_chosen_by_method_or_the_section_name_only():
+    """``SECTION.method=NAME`` and ``SECTION=NAME`` choose a method; ``cache.policy`` / ``schedule.policy`` no longer
+    do (no cache or schedule method has a field of that name)."""
+    cfg = RunConfig.compose(graph="karate", sample="neighbor")
+    assert cfg.with_strings({"cache.method": "degree"}).method("cache") == "degree"
+    assert cfg.with_strings({"cache": "degree"}).method("cache") == "degree"
+    with pytest.raises(ParamError, match="RunConfig has no option 'cache.policy'"):
+        cfg.with_strings({"cache": "lru", "cache.policy": "degree"})
+    with pytest.raises(ParamError, match="RunConfig has no option 'schedule.policy'"):
+        cfg.with_strings({"schedule": "fifo", "schedule.policy": "prefetch"})
+
+
 def test_flat_legacy_recipe_names_still_work():
     from recipes import sancus
 

@@ -22,7 +22,7 @@ A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(b
 :meth:`RunConfig.replace` / :meth:`RunConfig.with_strings`:
 
 * ``SECTION.method=NAME`` switches a section's method (fields of the same name are kept; ``none`` empties
-  an optional section); ``SECTION=NAME`` is the same, and so is ``cache.policy=NAME``;
+  an optional section); ``SECTION=NAME`` is the same;
 * ``SECTION.FIELD=VALUE`` sets a field of the chosen method;
 * a flat ``FIELD=VALUE`` (today's recipes: ``epochs``, ``hidden``, ``staleness``, ``epsilon``, ...) sets
   the one section that has that field; ``seed`` seeds every section that has a seed (weights,
@@ -64,8 +64,6 @@ __all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "STAGE_ENTRY_POIN
 
 OPTIONAL_SECTIONS = ("sample", "cache", "exchange", "schedule")
 """Sections that may be empty (method ``none``)."""
-METHOD_ALIASES = {"cache": "policy", "schedule": "policy"}
-"""``cache.policy=degree`` is ``cache.method=degree`` (unless a cache method has a field of that name)."""
 NONE = "none"
 
 _STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache",
@@ -321,7 +319,7 @@ class RunConfig(Config):
             if dot:
                 if section not in self.section_names():
                     self._unknown(errs, name)
-                elif section in STAGE_SECTIONS and (field == "method" or self._is_method_alias(section, field)):
+                elif section in STAGE_SECTIONS and field == "method":
                     methods[section] = (name, value)
                 else:
                     fields.setdefault(section, {})[field] = value
@@ -414,11 +412,6 @@ class RunConfig(Config):
         if target:
             chosen["exchange"] = target
         derived["exchange.method"] = "sample.method" if "sample" in methods else "sync.method"
-
-    @staticmethod
-    def _is_method_alias(section: str, field: str) -> bool:
-        return METHOD_ALIASES.get(section) == field and not any(
-            field in stage.Config.field_names() for stage in registry(STAGE_SECTIONS[section]).values())
 
     def _switch(self, errs: ErrorCollector, section: str, used: str, current: Any,
                 value: Any) -> tuple[Any, Optional[str]]:
