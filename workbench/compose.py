@@ -81,22 +81,16 @@ STAGE_ENTRY_POINTS = "workbench.stages"
 
 
 def load_stage_modules() -> None:
-    """Import the packages that register stage methods (missing optional packages are skipped; each
-    package is looked up once per process), then the modules that installed packages name in the
-    ``workbench.stages`` entry-point group (:data:`STAGE_ENTRY_POINTS`): their methods are then selectable with
-    ``--set`` like the built-in ones."""
+    """Import the packages that register stage methods (each once per process), then the modules that installed
+    packages name in the ``workbench.stages`` entry-point group (:data:`STAGE_ENTRY_POINTS`): their methods are
+    then selectable with ``--set`` like the built-in ones."""
     if STAGE_ENTRY_POINTS not in _LOADED:
         _LOADED.add(STAGE_ENTRY_POINTS)   # first: a plugin importing workbench modules calls this again
         _load_entry_points()
     for name in _STAGE_MODULES:
-        if name in _LOADED:
-            continue
-        try:
+        if name not in _LOADED:
             importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if not (exc.name and name.startswith(exc.name)):
-                raise
-        _LOADED.add(name)
+            _LOADED.add(name)
     for kind in STAGE_SECTIONS.values():
         registry(kind)
 
