@@ -113,6 +113,17 @@ def test_fanouts_alone_set_the_layer_count():
     assert distdgl.recipe(fanouts=(5, 5), num_layers=2).model.num_layers == 2                       # both, agreeing
 
 
+def test_the_derived_settings_are_named_rules_each_leaving_its_note():
+    from workbench.compose_settings import DERIVED_RULES
+
+    assert [rule.target for rule in DERIVED_RULES] == ["model.num_layers", "exchange.method"]
+    cfg = RunConfig.compose(graph="karate", sample="neighbor", fanouts=(5, 5, 5))
+    assert [note.partition("=")[0] for note in cfg.notes()] == [rule.target for rule in DERIVED_RULES]
+    assert cfg.with_strings({"model.num_layers": "3", "exchange.method": "none"}).notes() == cfg.notes()  # same values
+    assert cfg.with_strings({"sample.fanouts": "5,5", "model.num_layers": "2", "exchange.method": "prefetch"}
+                            ).notes() == []   # the user's own values replace both
+
+
 def test_fanouts_and_layers_set_to_different_counts_are_one_error_naming_both():
     from recipes import distdgl
 

@@ -5,8 +5,9 @@ lists the forms a setting may take).
 :func:`apply_settings` sorts the settings into top-level fields, method switches, section fields and flat
 names; switches a section's method (:func:`~workbench.stages.switch_config` keeps the fields of the same name);
 gives a flat name to the one section that has it; sets and, for strings, converts each field; then applies the
-two settings that follow others: the layer count follows the fan-outs (``model.num_layers`` from
-``sample.fanouts``) and the exchange follows a switch of the sampler or the sync method. Every unknown name
+settings that follow others (:data:`DERIVED_RULES`, each noted in :meth:`~workbench.compose.RunConfig.notes`):
+the layer count follows the fan-outs (``model.num_layers`` from ``sample.fanouts``) and the exchange follows a
+switch of the sampler or the sync method. Every unknown name
 and bad value is reported at once (:class:`~workbench._validation.ParamError`), with the valid names and the
 closest match.
 
@@ -21,13 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from workbench._validation import Config, ErrorCollector, ParamError, coerce_field, param_error
 from workbench.composition import trainer_for
 from workbench.stages import STAGE_SECTIONS, registry, switch_config
 
-__all__ = ["apply_settings", "settable", "as_text", "NONE", "OPTIONAL_SECTIONS"]
+__all__ = ["apply_settings", "settable", "as_text", "NONE", "OPTIONAL_SECTIONS", "DerivedRule", "DERIVED_RULES"]
 
 OPTIONAL_SECTIONS = ("sample", "cache", "exchange", "schedule")
 """Sections that may be empty (method ``none``)."""
@@ -95,8 +96,7 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
             fields.setdefault(section, {}).setdefault(name, value)
     for section, changes in fields.items():
         new[section] = _set_fields(run, errs, section, new[section], changes, strings)
-    derived = _layers_from_fanouts(run, errs, new, methods, fields)
-    _exchange_follows_sample(run, new, methods, fields, chosen, derived)
+    derived = _derive(_Given(run, errs, new, methods, fields, chosen))
     if strings:
         top = {name: value if name == "graph" else coerce_field(type(run), name, str(value))
                for name, value in top.items()}
@@ -104,66 +104,118 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
     return dataclasses.replace(run, **top, **new, _methods=chosen, _derived=derived)
 
 
-def _layers_from_fanouts(run: Any, errs: ErrorCollector, new: dict, methods: dict, fields: dict) -> dict:
+@dataclasses.dataclass
+class _Given:
+    """What a :class:`DerivedRule` sees: the config before, the errors so far, the new sections and what
+    these settings gave (method switches, section fields, the method names chosen)."""
+
+    run: Any
+    errs: ErrorCollector
+    new: dict
+    methods: dict
+    fields: dict
+    chosen: dict
+
+    def given(self, section: str, field: str) -> bool:
+        """Whether these settings give ``section.field``: the field, or a whole ``Config``."""
+        return field in self.fields.get(section, {}) or isinstance(self.methods.get(section, (None, None))[1],
+                                                                   Config)
+
+    def name_of(self, section: str) -> Optional[str]:
+        """The method the new settings chose for ``section`` (None: empty)."""
+        cfg = self.new[section]
+        return None if cfg is None else self.chosen.get(section) or registry(STAGE_SECTIONS[section]).name_of(cfg)
+
+
+@dataclasses.dataclass(frozen=True)
+class DerivedRule:
+    """A setting that follows others when these settings do not give it; the run notes it
+    (:meth:`~workbench.compose.RunConfig.notes`: ``TARGET=VALUE (from SOURCE)``)."""
+
+    target: str
+    """The dotted name the rule sets (``model.num_layers``)."""
+    overridden: Callable[[_Given], bool]
+    """Whether these settings set ``target`` themselves: its earlier note is dropped."""
+    derive: Callable[[_Given], Optional[str]]
+    """Sets ``target`` in the new sections when it follows; returns the setting it followed (the note's
+    source), else None."""
+
+
+def _layers_overridden(g: _Given) -> bool:
+    return g.given("model", "num_layers") and getattr(g.new["model"], "num_layers", None) != getattr(
+        g.run.model, "num_layers", None)
+
+
+def _layers_from_fanouts(g: _Given) -> Optional[str]:
     """DGL's examples take the number of layers from the fan-outs: when these settings give
     ``sample.fanouts`` and not ``model.num_layers``, the model gets one layer per fan-out; when they give
-    both, they must agree. Returns the new ``_derived``."""
-    derived = dict(run._derived)
-
-    def given(section: str, field: str) -> bool:   # by these settings: the field, or a whole Config
-        return field in fields.get(section, {}) or isinstance(methods.get(section, (None, None))[1], Config)
-
-    fanouts, model = getattr(new["sample"], "fanouts", None), new["model"]
-    if given("model", "num_layers") and getattr(model, "num_layers", None) != getattr(run.model, "num_layers", None):
-        derived.pop("model.num_layers", None)   # the user's count replaces the derived one
-    if not given("sample", "fanouts") or not isinstance(fanouts, tuple) or not hasattr(model, "num_layers"):
-        return derived
-    if given("model", "num_layers"):
+    both, they must agree."""
+    fanouts, model = getattr(g.new["sample"], "fanouts", None), g.new["model"]
+    if not g.given("sample", "fanouts") or not isinstance(fanouts, tuple) or not hasattr(model, "num_layers"):
+        return None
+    if g.given("model", "num_layers"):
         if model.num_layers != len(fanouts):
-            errs.add(param_error("sample.fanouts", type(run).__name__, f"one fan-out per model layer, as "
-                                 f"model.num_layers={model.num_layers} was also set (set only sample.fanouts "
-                                 "and the layer count follows it)", fanouts))
-        return derived
-    if model.num_layers != len(fanouts):
-        try:
-            new["model"] = dataclasses.replace(model, num_layers=len(fanouts))
-        except ParamError as exc:
-            errs.errors.extend(f"{e} (model.num_layers is taken from sample.fanouts={as_text(fanouts)})"
-                               for e in exc.errors)
-            return derived
-        derived["model.num_layers"] = "sample.fanouts"
-    return derived
+            g.errs.add(param_error("sample.fanouts", type(g.run).__name__, f"one fan-out per model layer, as "
+                                   f"model.num_layers={model.num_layers} was also set (set only sample.fanouts "
+                                   "and the layer count follows it)", fanouts))
+        return None
+    if model.num_layers == len(fanouts):
+        return None
+    try:
+        g.new["model"] = dataclasses.replace(model, num_layers=len(fanouts))
+    except ParamError as exc:
+        g.errs.errors.extend(f"{e} (model.num_layers is taken from sample.fanouts={as_text(fanouts)})"
+                             for e in exc.errors)
+        return None
+    return "sample.fanouts"
 
 
-def _exchange_follows_sample(run: Any, new: dict, methods: dict, fields: dict, chosen: dict, derived: dict) -> None:
+def _exchange_overridden(g: _Given) -> bool:
+    return "exchange" in g.methods and g.run.method("exchange") != (g.name_of("exchange") or NONE)
+
+
+def _exchange_follows_sample(g: _Given) -> Optional[str]:
     """When these settings switch the sample or sync method and give no exchange, an exchange that the new
     program cannot use becomes that program's ``default_exchange`` (full-graph training ``halo``,
-    edge sampling ``prefetch``, mini-batch training none), noted in ``derived``. An exchange given in
-    the same settings is never replaced: :func:`~workbench.composition.check_composition` judges it."""
-    def name_of(section: str) -> Optional[str]:   # the method the new settings chose (None: empty)
-        cfg = new[section]
-        return None if cfg is None else chosen.get(section) or registry(STAGE_SECTIONS[section]).name_of(cfg)
-
-    exchange = name_of("exchange")
-    if "exchange" in methods and run.method("exchange") != (exchange or NONE):
-        derived.pop("exchange.method", None)   # the user's exchange replaces the derived one
-    if not {"sample", "sync"} & set(methods) or "exchange" in methods or "exchange" in fields:
-        return
+    edge sampling ``prefetch``, mini-batch training none). An exchange given in the same settings is never
+    replaced: :func:`~workbench.composition.check_composition` judges it."""
+    if not {"sample", "sync"} & set(g.methods) or "exchange" in g.methods or "exchange" in g.fields:
+        return None
     try:
-        program = trainer_for(name_of("sample"), scheduled=new.get("schedule") is not None,
-                              sync=name_of("sync"))
+        program = trainer_for(g.name_of("sample"), scheduled=g.new.get("schedule") is not None,
+                              sync=g.name_of("sync"))
     except ParamError:
-        return
+        return None
+    exchange = g.name_of("exchange")
     cls = registry("exchange").get(exchange) if exchange else None
     if (cls is not None and set(cls.requires) <= set(program.provides)) or (
             exchange is None and program.default_exchange is None):
-        return
+        return None
     target = program.default_exchange
-    new["exchange"] = registry("exchange").config_class(target)() if target else None
-    chosen.pop("exchange", None)
+    g.new["exchange"] = registry("exchange").config_class(target)() if target else None
+    g.chosen.pop("exchange", None)
     if target:
-        chosen["exchange"] = target
-    derived["exchange.method"] = "sample.method" if "sample" in methods else "sync.method"
+        g.chosen["exchange"] = target
+    return "sample.method" if "sample" in g.methods else "sync.method"
+
+
+DERIVED_RULES: list[DerivedRule] = [
+    DerivedRule("model.num_layers", _layers_overridden, _layers_from_fanouts),
+    DerivedRule("exchange.method", _exchange_overridden, _exchange_follows_sample),
+]
+"""The settings that follow others, applied in this order after the settings' own fields are set."""
+
+
+def _derive(g: _Given) -> dict:
+    """Apply :data:`DERIVED_RULES`; returns the new ``_derived`` (dotted name -> the setting it followed)."""
+    derived = dict(g.run._derived)
+    for rule in DERIVED_RULES:
+        if rule.overridden(g):
+            derived.pop(rule.target, None)   # the user's value replaces the derived one
+        source = rule.derive(g)
+        if source is not None:
+            derived[rule.target] = source
+    return derived
 
 
 def _switch(run: Any, errs: ErrorCollector, section: str, used: str, current: Any,
