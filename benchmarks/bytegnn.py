@@ -40,7 +40,7 @@ def configs(graph: str, fanouts: tuple, batch_size: int, epochs: int, workers: i
     sched = bytegnn.recipe(**common)
     out = {"distdgl": base}
     for policy in ("prefetch", "launch-score", *(("fifo",) if include_fifo else ())):
-        out[policy] = sched.with_strings({"schedule.policy": policy, "schedule.workers": str(workers)})
+        out[policy] = sched.with_strings({"schedule.method": policy, "schedule.workers": str(workers)})
     if include_fifo:
         out["launch-score/eff"] = out["launch-score"].with_strings({"schedule.sample_time": "effective"})
     return out

@@ -43,9 +43,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.communicate.netmodel import modelled_seconds  # noqa: E402
+from workbench.compose import RunConfig  # noqa: E402
 from workbench.data import load_graph  # noqa: E402
 from workbench.events import ListSink, Traffic  # noqa: E402
-from workbench.train.full_graph import FullGraphConfig  # noqa: E402
 
 DEFAULT_GRAPH = "sbm:num_nodes=100000,num_blocks=16,avg_degree=40,num_features=64,seed=0"
 QUICK_GRAPH = "sbm:num_nodes=5000,num_blocks=8,avg_degree=20,num_features=32,seed=0"
@@ -81,9 +81,9 @@ def run_workbench(graph, world_size: int, args) -> dict:
     """Train on ``world_size`` thread ranks; returns the summary plus the traffic events."""
     from workbench.runtime.runners import RunEnv, run_inprocess
 
-    cfg = FullGraphConfig(graph=graph.name, num_parts=world_size, partition=args.partition, model="gcn",
-                          num_layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=0.01, seed=0,
-                          kernel=args.kernel)
+    cfg = RunConfig.compose(graph=graph.name, num_parts=world_size, partition=args.partition, model="gcn",
+                            num_layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=0.01, seed=0,
+                            kernel=args.kernel)
     program = cfg.build(graph=graph)
     sink = ListSink()
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 * **schedule**: ``launch-score``: each trainer's batches are sampled by 2 worker processes running
   per-batch DAGs of one-hop NSC, merge and FF tasks over chunks of 256 vertices; a DAG is launched when
   ``T_gap * f(C_util) * balance >= sigma`` and ready tasks run by (DAG id, cost). ``--set
-  schedule.policy=prefetch`` (DistDGL-style depth 2), ``asap`` or ``fifo`` (FIFO ready queue) swap it. The
+  schedule.method=prefetch`` (DistDGL-style depth 2), ``asap`` or ``fifo`` (FIFO ready queue) swap it. The
   workers hold their rank's part and read other parts from the owners' graph stores (``schedule.graph_store=
   owners``; ``local`` gives every worker the whole graph, remote reads uncounted, for comparison);
 * **model**: GraphSAGE-mean (or GCN: ``recipe:gcn``), 2 layers of 32 (the paper's hidden size); **train**:
@@ -39,7 +39,7 @@ Example:
     >>> cfg = recipe(epochs=2)
     >>> cfg.method("partition"), cfg.method("schedule"), cfg.sample.fanouts
     ('bytegnn', 'launch-score', (10, 5))
-    >>> recipe().with_strings({"schedule.policy": "prefetch"}).method("schedule")
+    >>> recipe().with_strings({"schedule.method": "prefetch"}).method("schedule")
     'prefetch'
 """
 
@@ -76,12 +76,12 @@ def gcn(**overrides) -> RunConfig:
 
 def prefetch(**overrides) -> RunConfig:
     """DistDGL-style fixed-depth prefetch (depth 2) instead of the launch score: the coarse baseline."""
-    return recipe().with_strings({"schedule.policy": "prefetch"}).replace(**overrides)
+    return recipe().with_strings({"schedule.method": "prefetch"}).replace(**overrides)
 
 
 def fifo(**overrides) -> RunConfig:
     """The launch score with a FIFO ready queue: the fine scheduler's baseline."""
-    return recipe().with_strings({"schedule.policy": "fifo"}).replace(**overrides)
+    return recipe().with_strings({"schedule.method": "fifo"}).replace(**overrides)
 
 
 def unsupervised(**overrides) -> RunConfig:

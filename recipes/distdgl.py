@@ -15,7 +15,7 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
   same number of steps over distinct seeds (``--set sample.split=own``: each trainer exactly its part's
   training vertices, short trainers repeating batches up to ``max_r ceil(n_r / batch_size)`` steps);
 * **cache**: ``none`` by default: every remote input row is pulled from its owner like DistDGL's KVStore
-  (kinds ``feature_req``/``feature``); ``--set cache.policy=degree --set cache.ratio=0.1`` adds PaGraph's
+  (kinds ``feature_req``/``feature``); ``--set cache.method=degree --set cache.ratio=0.1`` adds PaGraph's
   static degree cache;
 * **model**: GraphSAGE-mean on the sampled blocks; **train**: Adam, gradients all-reduced every step.
 
@@ -36,7 +36,7 @@ Example:
     >>> cfg = recipe(epochs=2)
     >>> cfg.method("sample"), cfg.sample.fanouts, cfg.sample.split, cfg.method("cache")
     ('neighbor', (15, 10, 5), 'balanced', 'none')
-    >>> recipe().with_strings({"cache.policy": "degree", "cache.ratio": "0.1"}).method("cache")
+    >>> recipe().with_strings({"cache.method": "degree", "cache.ratio": "0.1"}).method("cache")
     'degree'
 """
 
@@ -72,4 +72,4 @@ def gcn(**overrides) -> RunConfig:
 
 def degree_cache(ratio: float = 0.1, **overrides) -> RunConfig:
     """With PaGraph's static cache of the highest-degree remote vertices (``ratio`` of them)."""
-    return recipe().with_strings({"cache.policy": "degree", "cache.ratio": str(ratio)}).replace(**overrides)
+    return recipe().with_strings({"cache.method": "degree", "cache.ratio": str(ratio)}).replace(**overrides)

@@ -18,7 +18,7 @@ Composition: graph, METIS partition, ``halo`` exchange (no staleness), GCN, the 
 
 Example:
     >>> from recipes.full_graph import recipe
-    >>> recipe(epochs=5).epochs
+    >>> recipe(epochs=5).train.epochs
     5
     >>> cfg = recipe().with_strings({"exchange.staleness": "epoch-fixed", "exchange.epsilon": "1"})
     >>> cfg.method("exchange"), cfg.exchange.staleness

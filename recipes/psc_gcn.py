@@ -37,7 +37,7 @@ Example:
     >>> cfg = recipe()
     >>> cfg.method("sample"), cfg.sample.epsilon, cfg.exchange.tau, cfg.method("cache")
     ('psc', 0.1, 2, 'inclusion')
-    >>> cfg = recipe().with_strings({"sample.epsilon": "0.3", "exchange.tau": "1", "cache.policy": "degree"})
+    >>> cfg = recipe().with_strings({"sample.epsilon": "0.3", "exchange.tau": "1", "cache.method": "degree"})
     >>> cfg.sample.epsilon, cfg.exchange.tau, cfg.method("cache"), cfg.cache.ratio
     (0.3, 1, 'degree', 0.3)
     >>> sync().sample.epsilon, sync().exchange.tau

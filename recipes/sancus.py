@@ -30,11 +30,11 @@ Simplified: CPU ranks instead of 8 GPUs, generated SBM graphs instead of Reddit/
 
 Example:
     >>> from recipes.sancus import recipe, cagnet_baseline
-    >>> recipe(staleness="variation-gap", epsilon=0.02).staleness
+    >>> recipe(staleness="variation-gap", epsilon=0.02).exchange.staleness
     'variation-gap'
-    >>> cagnet_baseline().staleness
+    >>> cagnet_baseline().exchange.staleness
     'none'
-    >>> skipg(2).skip, skipg(2).epsilon
+    >>> skipg(2).exchange.skip, skipg(2).exchange.epsilon
     ('gradients', 2.0)
 """
 

@@ -66,7 +66,7 @@ def _schedule_losses(n: int, epochs: int) -> dict:
         keep[split] = k
     graph = graph.with_data(**keep)
     common = dict(graph=graph, num_parts=1, epochs=epochs, batch_size=64)
-    return {name: run_config(bytegnn.recipe(**common).with_strings({"schedule.policy": name}), 1)["losses"]
+    return {name: run_config(bytegnn.recipe(**common).with_strings({"schedule.method": name}), 1)["losses"]
             for name in ("launch-score", "fifo", "prefetch")}
 
 

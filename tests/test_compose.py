@@ -23,7 +23,7 @@ def test_dotted_and_flat_names_set_the_same_fields():
     a = RunConfig.compose(graph="karate").with_strings({"train.epochs": "3", "model.hidden": "8",
                                                         "exchange.staleness": "epoch-fixed"})
     b = RunConfig.compose(graph="karate").with_strings({"epochs": "3", "hidden": "8", "staleness": "epoch-fixed"})
-    assert a == b and a.epochs == a.train.epochs == 3 and a.staleness == "epoch-fixed"
+    assert a == b and a.train.epochs == 3 and a.exchange.staleness == "epoch-fixed"
 
 
 def test_method_switch_keeps_shared_fields_and_options_reach_the_stage():
@@ -73,6 +73,18 @@ def test_optional_sections():
         cfg.with_strings({"partition.method": "none"})
 
 
+def test_a_method_is_chosen_by_method_or_the_section_name_only():
+    """``SECTION.method=NAME`` and ``SECTION=NAME`` choose a method; ``cache.policy`` / ``schedule.policy`` no longer
+    do (no cache or schedule method has a field of that name)."""
+    cfg = RunConfig.compose(graph="karate", sample="neighbor")
+    assert cfg.with_strings({"cache.method": "degree"}).method("cache") == "degree"
+    assert cfg.with_strings({"cache": "degree"}).method("cache") == "degree"
+    with pytest.raises(ParamError, match="RunConfig has no option 'cache.policy'"):
+        cfg.with_strings({"cache": "lru", "cache.policy": "degree"})
+    with pytest.raises(ParamError, match="RunConfig has no option 'schedule.policy'"):
+        cfg.with_strings({"schedule": "fifo", "schedule.policy": "prefetch"})
+
+
 def test_flat_legacy_recipe_names_still_work():
     from recipes import sancus
 
@@ -90,15 +102,26 @@ def test_fanouts_alone_set_the_layer_count():
     assert cfg.model.num_layers == 2 and cfg.notes() == ["model.num_layers=2 (from sample.fanouts)"]
     assert cfg.with_strings({"model.hidden": "16"}).notes() == cfg.notes()   # later settings keep the note
     assert cfg.with_strings(cfg.to_strings()).notes() == cfg.notes()         # and the round trip
-    assert distdgl.recipe(fanouts=(4, 4)).num_layers == distdgl.gcn(fanouts=(4, 4)).num_layers == 2
-    assert bytegnn.recipe(fanouts=(3, 3, 3)).num_layers == 3
+    assert distdgl.recipe(fanouts=(4, 4)).model.num_layers == distdgl.gcn(fanouts=(4, 4)).model.num_layers == 2
+    assert bytegnn.recipe(fanouts=(3, 3, 3)).model.num_layers == 3
     built = RunConfig.compose(graph="karate", sample="neighbor", fanouts=(5, 5, 5))
     assert built.model.num_layers == 3 and built.notes() == ["model.num_layers=3 (from sample.fanouts)",
                                                              "exchange.method=none (from sample.method)"]
     assert built.with_strings(built.to_strings()).notes() == built.notes()
     assert built.replace(exchange="halo").notes() == ["model.num_layers=3 (from sample.fanouts)"]
     assert distdgl.recipe().notes() == [] and distdgl.recipe(fanouts=(1, 2, 3)).notes() == []   # nothing changed
-    assert distdgl.recipe(fanouts=(5, 5), num_layers=2).num_layers == 2                       # both, agreeing
+    assert distdgl.recipe(fanouts=(5, 5), num_layers=2).model.num_layers == 2                       # both, agreeing
+
+
+def test_the_derived_settings_are_named_rules_each_leaving_its_note():
+    from workbench.compose_settings import DERIVED_RULES
+
+    assert [rule.target for rule in DERIVED_RULES] == ["model.num_layers", "exchange.method"]
+    cfg = RunConfig.compose(graph="karate", sample="neighbor", fanouts=(5, 5, 5))
+    assert [note.partition("=")[0] for note in cfg.notes()] == [rule.target for rule in DERIVED_RULES]
+    assert cfg.with_strings({"model.num_layers": "3", "exchange.method": "none"}).notes() == cfg.notes()  # same values
+    assert cfg.with_strings({"sample.fanouts": "5,5", "model.num_layers": "2", "exchange.method": "prefetch"}
+                            ).notes() == []   # the user's own values replace both
 
 
 def test_fanouts_and_layers_set_to_different_counts_are_one_error_naming_both():

@@ -26,7 +26,7 @@ REFUSED = [
     ("bytegnn", {"cache.method": "inclusion"}, "cache.method", "inclusion probabilities"),
     ("distdgl", {"exchange.method": "halo", "exchange.staleness": "epoch-fixed"}, "exchange.method",
      "layer embeddings"),
-    ("psc_gcn", {"schedule.policy": "fifo"}, "schedule.method", "worker processes"),
+    ("psc_gcn", {"schedule.method": "fifo"}, "schedule.method", "worker processes"),
     ("g3", {"sample.method": "neighbor"}, "train.memory_budget", "whole parts"),   # G3 bins under sampling
     ("distdgl", {"train.bin_limit": "16"}, "train.bin_limit", "whole parts"),
 ]

@@ -27,7 +27,6 @@ import dataclasses
 import html
 import importlib
 import inspect
-import pkgutil
 import threading
 import typing
 from typing import Any, Callable, Optional
@@ -49,39 +48,18 @@ def discover_recipes() -> dict[str, Callable[[], Config]]:
     """Recipe name -> function returning a config, named as ``workbench run`` names them.
 
     ``recipes/sancus.py:recipe`` is ``sancus``, its variant ``epoch_fixed`` is ``sancus:epoch_fixed``.
-    Uses ``workbench.runtime.recipes`` when present, else scans the ``recipes`` package; falls back to
-    the training configs themselves.
+    Names them as :mod:`workbench.runtime.recipes` does; empty when the ``recipes`` package is not importable
+    (the dashboard started outside the repository).
     """
-    found = _scan_recipe_package()
-    if not found:
-        from workbench.train.full_graph import FullGraphConfig
-        from workbench.train.sancus import SancusConfig
+    from workbench.runtime.recipes import available_recipes, recipe_variants
 
-        found = {"full_graph": FullGraphConfig, "sancus": SancusConfig}
-    return found
-
-
-def _scan_recipe_package() -> dict[str, Callable[[], Config]]:
-    try:
-        from workbench.runtime.recipes import available_recipes, recipe_variants
-    except ImportError:
-        available_recipes = recipe_variants = None
-    try:
-        pkg = importlib.import_module("recipes")
-    except ImportError:
-        return {}
-    names = (available_recipes() if available_recipes else
-             sorted(m.name for m in pkgutil.iter_modules(getattr(pkg, "__path__", [])) if not m.name.startswith("_")))
     out: dict[str, Callable[[], Config]] = {}
-    for mod_name in names:
+    for mod_name in available_recipes():
         try:
             mod = importlib.import_module(f"recipes.{mod_name}")
         except Exception:  # a broken recipe must not hide the others
             continue
-        variants = (recipe_variants(mod) if recipe_variants else
-                    [n for n, f in inspect.getmembers(mod, inspect.isfunction)
-                     if not n.startswith("_") and f.__module__ == mod.__name__])
-        for fname in variants:
+        for fname in recipe_variants(mod):
             fn = getattr(mod, fname)
             if any(p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                    for p in inspect.signature(fn).parameters.values()):

@@ -36,13 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod_name in _CORE_COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc:  # a stage package not built yet
-            if exc.name and exc.name.startswith(mod_name.rsplit(".", 1)[0]):
-                continue
-            raise
-        mod.register(sub)
+        importlib.import_module(mod_name).register(sub)
     _register_entry_points(sub)
     return parser
 

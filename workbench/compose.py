@@ -19,16 +19,21 @@ Sections (each a nested, validated config)::
     train       epochs, lr, optimizer, weight_decay, seed (the training loop)
 
 A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(balance_train=True)``);
-``cfg.method("partition")`` names it. Settings use dotted names, on the command line
+``cfg.method("partition")`` names it, and a field is read through its section (``cfg.train.epochs``,
+``cfg.model.hidden``). Settings are applied by :mod:`workbench.compose_settings`, the same on the command line
 (``--set partition.method=random``, ``--set exchange.staleness=epoch-fixed``), in the dashboard form and in
-:meth:`RunConfig.replace` / :meth:`RunConfig.with_strings`:
+:meth:`RunConfig.replace` / :meth:`RunConfig.with_strings` / :meth:`RunConfig.compose`. These forms exist, and
+no others:
 
-* ``SECTION.method=NAME`` switches a section's method (fields of the same name are kept; ``none`` empties
-  an optional section); ``SECTION=NAME`` is the same, and so is ``cache.policy=NAME``;
-* ``SECTION.FIELD=VALUE`` sets a field of the chosen method;
+* ``graph=SPEC`` and ``num_parts=N``: the top-level fields;
+* ``SECTION.method=NAME`` switches a stage section's method (fields of the same name are kept; ``none``
+  empties an optional section: sample, cache, exchange, schedule); ``SECTION=NAME`` is the same;
+* ``SECTION=CONFIG`` (a method's ``Config`` object) or ``SECTION=None`` and ``train=TrainLoopConfig(...)``:
+  Python values, in ``replace`` and ``compose`` only;
+* ``SECTION.FIELD=VALUE`` sets a field of the section's chosen method (``train.FIELD`` a field of the loop);
 * a flat ``FIELD=VALUE`` (today's recipes: ``epochs``, ``hidden``, ``staleness``, ``epsilon``, ...) sets
-  the one section that has that field; ``seed`` seeds every section that has a seed (weights,
-  partitioner, sampler).
+  the one section that has that field (an error names the choices when several do); ``seed`` seeds every
+  section that has a seed (weights, partitioner, sampler).
 
 Unknown names and bad values are all reported at once, with the valid names. Methods are looked up in
 the registries when the config is validated, so a stage registered later (a new sampler) is accepted
@@ -37,8 +42,8 @@ and returns the program: full-graph training when ``sample`` is None, the mini-b
 
 Example:
     >>> cfg = RunConfig.compose(graph="karate", partition="random", epochs=3)
-    >>> cfg.method("partition"), cfg.train.epochs, cfg.epochs
-    ('random', 3, 3)
+    >>> cfg.method("partition"), cfg.train.epochs
+    ('random', 3)
     >>> cfg = cfg.with_strings({"exchange.staleness": "epoch-fixed", "exchange.epsilon": "2"})
     >>> cfg.exchange.staleness, cfg.exchange.epsilon
     ('epoch-fixed', 2.0)
@@ -53,22 +58,17 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 from typing import Annotated, Any, Mapping, Optional
 
-from workbench._validation import Config, ErrorCollector, ParamError, coerce_field, param_error
+from workbench._validation import Config, ErrorCollector
 from workbench.constraints import Interval, OneOf
-from workbench.composition import check_composition, trainer_for
-from workbench.stages import STAGE_SECTIONS, registry, switch_config
+from workbench.compose_settings import NONE, OPTIONAL_SECTIONS, apply_settings, as_text, settable
+from workbench.composition import check_composition
+from workbench.stages import STAGE_SECTIONS, registry
 
 __all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "STAGE_ENTRY_POINTS", "load_stage_modules", "as_text"]
 
-OPTIONAL_SECTIONS = ("sample", "cache", "exchange", "schedule")
-"""Sections that may be empty (method ``none``)."""
-METHOD_ALIASES = {"cache": "policy", "schedule": "policy"}
-"""``cache.policy=degree`` is ``cache.method=degree`` (unless a cache method has a field of that name)."""
-NONE = "none"
 
 _STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache",
                   "workbench.schedule", "workbench.train.minibatch", "workbench.train.model_averaging",
@@ -85,22 +85,16 @@ STAGE_ENTRY_POINTS = "workbench.stages"
 
 
 def load_stage_modules() -> None:
-    """Import the packages that register stage methods (missing optional packages are skipped; each
-    package is looked up once per process), then the modules that installed packages name in the
-    ``workbench.stages`` entry-point group (:data:`STAGE_ENTRY_POINTS`): their methods are then selectable with
-    ``--set`` like the built-in ones."""
+    """Import the packages that register stage methods (each once per process), then the modules that installed
+    packages name in the ``workbench.stages`` entry-point group (:data:`STAGE_ENTRY_POINTS`): their methods are
+    then selectable with ``--set`` like the built-in ones."""
     if STAGE_ENTRY_POINTS not in _LOADED:
         _LOADED.add(STAGE_ENTRY_POINTS)   # first: a plugin importing workbench modules calls this again
         _load_entry_points()
     for name in _STAGE_MODULES:
-        if name in _LOADED:
-            continue
-        try:
+        if name not in _LOADED:
             importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if not (exc.name and name.startswith(exc.name)):
-                raise
-        _LOADED.add(name)
+            _LOADED.add(name)
     for kind in STAGE_SECTIONS.values():
         registry(kind)
 
@@ -110,17 +104,6 @@ def _load_entry_points() -> None:
 
     for ep in entry_points(group=STAGE_ENTRY_POINTS):
         ep.load()   # a module (or an object in it): importing it registers its methods
-
-
-def as_text(value: Any) -> str:
-    """A value as the ``--set`` syntax writes it (``none``, ``true``, ``10,5``)."""
-    if value is None:
-        return NONE
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(as_text(v) for v in value)
-    return str(value)
 
 
 def _default(kind: str, method: str):
@@ -276,7 +259,7 @@ class RunConfig(Config):
 
     def settable_names(self) -> list[str]:
         """The dotted names of this config (``graph``, ``partition.method``, ``partition.seed``, ...)."""
-        return _settable(self.sections())
+        return settable(self.sections())
 
     def to_strings(self) -> dict[str, str]:
         """``{dotted name: text}`` of every setting (what ``with_strings`` reads back)."""
@@ -299,16 +282,6 @@ class RunConfig(Config):
             out[section] = {"method": self.method(section), **d} if section in STAGE_SECTIONS else d
         return out
 
-    def __getattr__(self, name: str) -> Any:
-        """Flat read access to a section's field: ``cfg.epochs`` is ``cfg.train.epochs``."""
-        if name.startswith("_") or "train" not in self.__dict__:
-            raise AttributeError(name)
-        for section in self.section_names():
-            cfg = self.__dict__.get(section)
-            if cfg is not None and name in type(cfg).field_names():
-                return getattr(cfg, name)
-        raise AttributeError(f"{type(self).__name__} has no attribute or section field {name!r}")
-
     # -- settings ------------------------------------------------------------------------------------------
     @classmethod
     def compose(cls, **settings: Any) -> "RunConfig":
@@ -325,193 +298,7 @@ class RunConfig(Config):
 
     def _apply(self, settings: Mapping[str, Any], *, strings: bool) -> "RunConfig":
         load_stage_modules()
-        errs = ErrorCollector(type(self).__name__)
-        top: dict[str, Any] = {}
-        methods: dict[str, tuple[str, Any]] = {}          # section -> (name used, method or Config or None)
-        fields: dict[str, dict[str, Any]] = {}             # section -> {field: value}
-        flat: list[tuple[str, Any]] = []
-        for name, value in settings.items():
-            section, dot, field = name.partition(".")
-            if dot:
-                if section not in self.section_names():
-                    self._unknown(errs, name)
-                elif section in STAGE_SECTIONS and (field == "method" or self._is_method_alias(section, field)):
-                    methods[section] = (name, value)
-                else:
-                    fields.setdefault(section, {})[field] = value
-            elif name in ("graph", "num_parts"):
-                top[name] = value
-            elif name in STAGE_SECTIONS:
-                methods[name] = (name, value)
-            elif name == "train" and isinstance(value, Config):
-                top["train"] = value
-            else:
-                flat.append((name, value))
-        new = {s: getattr(self, s) for s in self.section_names()}
-        if "train" in top:
-            new["train"] = top.pop("train")
-        chosen = dict(self._methods)
-        for section, (used, value) in methods.items():
-            new[section], name = self._switch(errs, section, used, new[section], value)
-            chosen.pop(section, None)
-            if name is not None:
-                chosen[section] = name
-        for name, value in flat:
-            for section in self._sections_with(name, new, errs):
-                fields.setdefault(section, {}).setdefault(name, value)
-        for section, changes in fields.items():
-            new[section] = self._set_fields(errs, section, new[section], changes, strings)
-        derived = self._layers_from_fanouts(errs, new, methods, fields)
-        self._exchange_follows_sample(new, methods, fields, chosen, derived)
-        if strings:
-            top = self._coerce_top(top)
-        errs.raise_if_any()
-        return dataclasses.replace(self, **top, **new, _methods=chosen, _derived=derived)
-
-    def _layers_from_fanouts(self, errs: ErrorCollector, new: dict, methods: dict, fields: dict) -> dict:
-        """DGL's examples take the number of layers from the fan-outs: when these settings give
-        ``sample.fanouts`` and not ``model.num_layers``, the model gets one layer per fan-out; when they give
-        both, they must agree. Returns the new ``_derived``."""
-        derived = dict(self._derived)
-
-        def given(section: str, field: str) -> bool:   # by these settings: the field, or a whole Config
-            return field in fields.get(section, {}) or isinstance(methods.get(section, (None, None))[1], Config)
-
-        fanouts, model = getattr(new["sample"], "fanouts", None), new["model"]
-        if given("model", "num_layers") and getattr(model, "num_layers", None) != getattr(self.model, "num_layers",
-                                                                                           None):
-            derived.pop("model.num_layers", None)   # the user's count replaces the derived one
-        if not given("sample", "fanouts") or not isinstance(fanouts, tuple) or not hasattr(model, "num_layers"):
-            return derived
-        if given("model", "num_layers"):
-            if model.num_layers != len(fanouts):
-                errs.add(param_error("sample.fanouts", type(self).__name__, f"one fan-out per model layer, as "
-                                     f"model.num_layers={model.num_layers} was also set (set only sample.fanouts "
-                                     "and the layer count follows it)", fanouts))
-            return derived
-        if model.num_layers != len(fanouts):
-            try:
-                new["model"] = dataclasses.replace(model, num_layers=len(fanouts))
-            except ParamError as exc:
-                errs.errors.extend(f"{e} (model.num_layers is taken from sample.fanouts={as_text(fanouts)})"
-                                   for e in exc.errors)
-                return derived
-            derived["model.num_layers"] = "sample.fanouts"
-        return derived
-
-    def _exchange_follows_sample(self, new: dict, methods: dict, fields: dict, chosen: dict, derived: dict) -> None:
-        """When these settings switch the sample or sync method and give no exchange, an exchange that the new
-        program cannot use becomes that program's ``default_exchange`` (full-graph training ``halo``,
-        edge sampling ``prefetch``, mini-batch training none), noted in ``derived``. An exchange given in
-        the same settings is never replaced: :func:`~workbench.composition.check_composition` judges it."""
-        def name_of(section: str) -> Optional[str]:   # the method the new settings chose (None: empty)
-            cfg = new[section]
-            return None if cfg is None else chosen.get(section) or registry(STAGE_SECTIONS[section]).name_of(cfg)
-
-        exchange = name_of("exchange")
-        if "exchange" in methods and self.method("exchange") != (exchange or NONE):
-            derived.pop("exchange.method", None)   # the user's exchange replaces the derived one
-        if not {"sample", "sync"} & set(methods) or "exchange" in methods or "exchange" in fields:
-            return
-        try:
-            program = trainer_for(name_of("sample"), scheduled=new.get("schedule") is not None,
-                                  sync=name_of("sync"))
-        except ParamError:
-            return
-        cls = registry("exchange").get(exchange) if exchange else None
-        if (cls is not None and set(cls.requires) <= set(program.provides)) or (
-                exchange is None and program.default_exchange is None):
-            return
-        target = program.default_exchange
-        new["exchange"] = registry("exchange").config_class(target)() if target else None
-        chosen.pop("exchange", None)
-        if target:
-            chosen["exchange"] = target
-        derived["exchange.method"] = "sample.method" if "sample" in methods else "sync.method"
-
-    @staticmethod
-    def _is_method_alias(section: str, field: str) -> bool:
-        return METHOD_ALIASES.get(section) == field and not any(
-            field in stage.Config.field_names() for stage in registry(STAGE_SECTIONS[section]).values())
-
-    def _switch(self, errs: ErrorCollector, section: str, used: str, current: Any,
-                value: Any) -> tuple[Any, Optional[str]]:
-        """``(the section's new config, the method name chosen or None)``."""
-        if isinstance(value, Config) or (value is None and section in OPTIONAL_SECTIONS):
-            return value, None
-        choices = self.method_choices(section)
-        name = str(value)
-        current_name = self.method(section) if current is getattr(self, section) else None
-        if name not in choices:
-            hint = difflib.get_close_matches(name, choices, n=1)
-            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-            errs.add(param_error(used, type(self).__name__, f"one of {choices}{extra}", value))
-            return current, current_name
-        if name == NONE:
-            return None, None
-        if current is not None and current_name == name:
-            return current, name
-        try:
-            return switch_config(current, registry(STAGE_SECTIONS[section]).config_class(name)), name
-        except ParamError as exc:
-            errs.errors.extend(exc.errors)
-            return current, current_name
-
-    def _sections_with(self, name: str, new: dict, errs: ErrorCollector) -> list[str]:
-        """The sections a flat name sets (every seeded section for ``seed``)."""
-        have = [s for s, cfg in new.items() if cfg is not None and name in type(cfg).field_names()]
-        if name == "seed" or len(have) == 1:
-            if have:
-                return have
-        elif len(have) > 1:
-            errs.add(f"{type(self).__name__}: {name!r} is a field of several sections; set one of "
-                     f"{', '.join(f'{s}.{name}' for s in have)}.")
-            return []
-        self._unknown(errs, name, new)
-        return []
-
-    def _unknown(self, errs: ErrorCollector, name: str, new: Optional[dict] = None) -> None:
-        field = name.rpartition(".")[2]
-        elsewhere = [f"{section}.method={method}" for section, kind in STAGE_SECTIONS.items()
-                     for method, stage in sorted(registry(kind).items()) if field in stage.Config.field_names()]
-        valid = _settable(self.sections() if new is None else new)
-        hint = difflib.get_close_matches(name, valid, n=1) or difflib.get_close_matches(
-            name, [v.rpartition(".")[2] for v in valid], n=1)
-        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-        where = f" It is an option of {', '.join(elsewhere)}: choose that method first." if elsewhere else ""
-        errs.add(f"{type(self).__name__} has no option {name!r}{extra}.{where} Valid options: {', '.join(valid)}.")
-
-    def _set_fields(self, errs: ErrorCollector, section: str, cfg: Any, changes: dict, strings: bool) -> Any:
-        if cfg is None:
-            errs.add(param_error(f"{section}.method", type(self).__name__,
-                                 f"set (one of {self.method_choices(section)[1:]}) before {section} options "
-                                 f"({', '.join(sorted(changes))})", NONE))
-            return cfg
-        cls = type(cfg)
-        valid = cls.field_names()
-        unknown = [f for f in changes if f not in valid]
-        for f in unknown:
-            self._unknown(errs, f"{section}.{f}")
-        changes = {f: v for f, v in changes.items() if f in valid}
-        if strings:
-            coerced = {}
-            for f, text in changes.items():
-                try:
-                    coerced[f] = coerce_field(cls, f, str(text))
-                except (TypeError, ValueError) as exc:
-                    errs.add(param_error(f"{section}.{f}", cls.__qualname__, str(exc), text))
-            changes = coerced
-        if not changes:
-            return cfg
-        try:
-            return dataclasses.replace(cfg, **changes)
-        except ParamError as exc:
-            errs.errors.extend(exc.errors)
-            return cfg
-
-    def _coerce_top(self, top: dict) -> dict:
-        return {name: value if name == "graph" else coerce_field(type(self), name, str(value))
-                for name, value in top.items()}
+        return apply_settings(self, settings, strings=strings)
 
     # -- build ---------------------------------------------------------------------------------------------
     def build(self, *, graph: Any = None, node_part: Any = None):
@@ -529,12 +316,3 @@ class RunConfig(Config):
 
         return TrainingProgram(self, trainer, graph=graph, node_part=node_part)
 
-
-def _settable(new: dict) -> list[str]:
-    out = ["graph", "num_parts"]
-    for section, cfg in new.items():
-        if section in STAGE_SECTIONS:
-            out.append(f"{section}.method")
-        if cfg is not None:
-            out += [f"{section}.{f}" for f in type(cfg).field_names()]
-    return out

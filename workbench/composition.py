@@ -176,7 +176,7 @@ def register_trainer(key: str, **record: Any) -> Callable[[type], type]:
 
 
 def _trainer(key: str, owner: str, section: str, value: Any) -> TrainerSpec:
-    if key not in TRAINERS:   # its module did not import (a stage module missing from this installation)
+    if key not in TRAINERS:   # a method names a trainer that no module registered (a plugin's ``trains_with``)
         raise ParamError([param_error(section, owner, f"a method whose trainer is installed (no {key!r} trainer is "
                                       f"registered; registered: {sorted(TRAINERS)})", value)])
     return TRAINERS[key]

@@ -126,7 +126,7 @@ def test_probabilities_at_t0_come_from_the_features_and_the_initial_weights(monk
 
 
 def test_recipe_json_has_the_psc_figures(tmp_path):
-    cfg = psc_gcn.recipe(**SMALL).with_strings({"sample.epsilon": "0.1", "exchange.tau": "2", "cache.policy": "inclusion",
+    cfg = psc_gcn.recipe(**SMALL).with_strings({"sample.epsilon": "0.1", "exchange.tau": "2", "cache.method": "inclusion",
                                                 "cache.ratio": "0.2", "sample.refresh": "2"})
     s = _run(cfg, tmp_path)
     for key in ("cache_hit_rate", "remote_feature_rows", "feature_bytes", "staleness_realised",
@@ -148,9 +148,9 @@ def test_non_prefetch_exchange_with_an_edge_sampler_is_refused():
 
 
 @pytest.mark.parametrize("settings", [
-    {"sample.method": "nodewise"}, {"sample.method": "bns", "cache.policy": "degree"},
-    {"sample.estimator": "features", "cache.policy": "random"}, {"sample.estimator": "none", "exchange.full_eval": "false"},
-    {"model.method": "sage", "cache.policy": "none"}])
+    {"sample.method": "nodewise"}, {"sample.method": "bns", "cache.method": "degree"},
+    {"sample.estimator": "features", "cache.method": "random"}, {"sample.estimator": "none", "exchange.full_eval": "false"},
+    {"model.method": "sage", "cache.method": "none"}])
 def test_every_edge_sampler_and_option_trains(settings, tmp_path):
     import math
 

@@ -85,8 +85,8 @@ def test_recipes_return_configs_with_required_fields():
             assert name in cfg.field_names()
         assert cfg.build() is not None
     s = sancus.recipe().with_strings({"staleness": "variation-gap", "epsilon": "0.02"})
-    assert (s.staleness, s.epsilon) == ("variation-gap", 0.02)
-    assert sancus.recipe(staleness="epoch-adaptive", epsilon=2).epsilon == 2
+    assert (s.exchange.staleness, s.exchange.epsilon) == ("variation-gap", 0.02)
+    assert sancus.recipe(staleness="epoch-adaptive", epsilon=2).exchange.epsilon == 2
 
 
 def test_single_and_local_runners_agree(tmp_path):

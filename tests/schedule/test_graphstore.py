@@ -180,7 +180,7 @@ def test_a_fresh_process_starts_its_workers_without_hanging():
 
     code = ("from recipes.bytegnn import recipe\nfrom workbench.runtime import launch\n"
             "cfg = recipe(graph='products-like:num_nodes=1500,seed=0', num_parts=1, epochs=1, batch_size=64)\n"
-            "print(launch(cfg.with_strings({'schedule.policy': 'prefetch'}), runner='single', out=None).wait()"
+            "print(launch(cfg.with_strings({'schedule.method': 'prefetch'}), runner='single', out=None).wait()"
             "['losses'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("["), done.stderr[-2000:]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from workbench.compose import RunConfig
 from workbench.testing import assert_same_run, assert_same_weights, run_program, tiny_graph, weight_checksums
-from workbench.train.full_graph import FullGraphConfig
 
 
 def _summary(**weights: torch.Tensor) -> dict:
@@ -56,7 +56,8 @@ def test_rtol_zero_is_bit_for_bit(cancelling):
 
 
 def test_a_run_summary_carries_the_three_checksums_of_its_weights():
-    summary, results, _ = run_program(FullGraphConfig(graph="tiny", epochs=2, hidden=4, seed=0).build(graph=tiny_graph()), 1)
+    cfg = RunConfig.compose(graph="tiny", epochs=2, hidden=4, seed=0)
+    summary, results, _ = run_program(cfg.build(graph=tiny_graph()), 1)
     sums = weight_checksums(summary)
     assert sums.keys() == results[0]["params"].keys()
     for name, w in results[0]["params"].items():

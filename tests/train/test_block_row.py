@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from workbench.compose import RunConfig
 from workbench.testing import run_program, tiny_graph
-from workbench.train.block_row import BlockRowConfig, predicted_broadcast_bytes
-from workbench.train.full_graph import FullGraphConfig
+from workbench.train.block_row import predicted_broadcast_bytes
 from workbench.train.models import MODELS
 
 
@@ -15,9 +15,9 @@ from workbench.train.models import MODELS
 def test_block_row_matches_single_process(model, directed):
     g = tiny_graph(directed=directed, seed=4)
     kw = dict(graph="tiny", model=model, num_layers=3, hidden=8, epochs=3, seed=1)
-    single, r1, _ = run_program(FullGraphConfig(**kw).build(graph=g), 1)
+    single, r1, _ = run_program(RunConfig.compose(**kw).build(graph=g), 1)
     part = torch.randint(0, 3, (g.num_nodes,), generator=torch.Generator().manual_seed(2))
-    multi, rp, _ = run_program(BlockRowConfig(**kw).build(graph=g, node_part=part), 3)
+    multi, rp, _ = run_program(RunConfig.compose(exchange="block_row", **kw).build(graph=g, node_part=part), 3)
     for a, b in zip(multi["losses"], single["losses"]):
         assert abs(a - b) <= 1e-5 * abs(b)
     for name, ref in r1[0]["params"].items():
@@ -50,8 +50,9 @@ def test_block_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypa
                 torch.testing.assert_close(r[rows] * c[cols], w.to(torch.float32))
     pytest.importorskip("dgl")
     kw = dict(graph="tiny", model=model, num_layers=2, hidden=8, epochs=3, seed=1)
-    reference, r_ref, _ = run_program(BlockRowConfig(**kw, kernel="numba").build(graph=g, node_part=part), 3)
-    forced, r_dgl, _ = run_program(BlockRowConfig(**kw, kernel="dgl").build(graph=g, node_part=part), 3)
+    block_row = dict(exchange="block_row", **kw)
+    reference, r_ref, _ = run_program(RunConfig.compose(**block_row, kernel="numba").build(graph=g, node_part=part), 3)
+    forced, r_dgl, _ = run_program(RunConfig.compose(**block_row, kernel="dgl").build(graph=g, node_part=part), 3)
     for a, b in zip(forced["losses"], reference["losses"]):
         assert abs(a - b) <= 1e-5 * abs(b)
     for name, ref in r_ref[0]["params"].items():
@@ -60,7 +61,8 @@ def test_block_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypa
 
 def test_block_row_with_partitioner():
     g = tiny_graph()
-    summary, _, _ = run_program(BlockRowConfig(graph="tiny", partition="metis", epochs=2).build(graph=g), 2)
+    cfg = RunConfig.compose(exchange="block_row", graph="tiny", partition="metis", epochs=2)
+    summary, _, _ = run_program(cfg.build(graph=g), 2)
     assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"] > 0
 
 
@@ -71,10 +73,11 @@ def test_transform_first_layers_and_pinned_layers_bytes_as_predicted(exchange):
     a pinned static input); every epoch's bytes still equal the prediction."""
     g = tiny_graph()
     part = torch.arange(g.num_nodes) % 2
-    cfg = BlockRowConfig(graph="tiny", hidden=4, num_layers=2, epochs=3, **exchange)
+    cfg = RunConfig.compose(exchange="block_row", graph="tiny", hidden=4, num_layers=2, epochs=3, **exchange)
     summary, _, _ = run_program(cfg.build(graph=g, node_part=part), 2)
     if "weight_grad" in exchange:   # cagnet's δ broadcasts come on top of the prediction: same as printed order
-        printed = BlockRowConfig(graph="tiny", hidden=4, num_layers=2, epochs=3, order="aggregate-first", **exchange)
+        printed = RunConfig.compose(exchange="block_row", graph="tiny", hidden=4, num_layers=2, epochs=3,
+                                    order="aggregate-first", **exchange)
         expected = run_program(printed.build(graph=g, node_part=part), 2)[0]["bytes_by_epoch"]
     else:
         expected = summary["predicted_bytes_by_epoch"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from workbench.compose import RunConfig
 from workbench.testing import rel_error as _rel, run_program, tiny_graph
-from workbench.train.full_graph import FullGraphConfig
 from workbench.train.models import GNNModel, dropout_mask
 
 
@@ -30,8 +30,8 @@ def test_dropout_is_off_in_eval():
 
 def test_distributed_equals_single_process_with_dropout():
     g = tiny_graph()
-    cfg = FullGraphConfig(graph="tiny", partition="random", epochs=4, seed=3, dropout=0.5, init="glorot",
-                          weight_decay=5e-4, weight_decay_layers="first")
+    cfg = RunConfig.compose(graph="tiny", partition="random", epochs=4, seed=3, dropout=0.5, init="glorot",
+                            weight_decay=5e-4, weight_decay_layers="first")
     (s1, r1, _), (s2, r2, _) = run_program(cfg.build(graph=g), 1), run_program(cfg.build(graph=g), 2)
     for a, b in zip(s2["losses"], s1["losses"]):
         assert abs(a - b) <= 1e-5 * abs(b)
@@ -41,7 +41,7 @@ def test_distributed_equals_single_process_with_dropout():
     # the no-dropout pass for accuracy is evaluation traffic: the epoch's bytes stay exactly the prediction
     assert s2["bytes_per_epoch"] == s2["predicted_bytes_per_epoch"] > 0
     assert s2["bytes_by_kind"]["eval_halo_fwd"] == s2["bytes_by_kind"]["halo_fwd"]
-    plain = run_program(FullGraphConfig(graph="tiny", partition="random", epochs=4, seed=3).build(graph=g), 1)[0]
+    plain = run_program(RunConfig.compose(graph="tiny", partition="random", epochs=4, seed=3).build(graph=g), 1)[0]
     assert plain["losses"][1] != s1["losses"][1]
 
 

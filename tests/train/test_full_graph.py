@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from workbench._validation import ParamError
+from workbench.compose import RunConfig
 from workbench.events import EpochEnd, PartitionComputed, Traffic
 from workbench.testing import assert_same_training as _assert_same_training, rel_error as _rel, run_program, tiny_graph
-from workbench.train.full_graph import FullGraphConfig
 from workbench.train.halo import comm_rows_from_parts, predicted_halo_bytes
 
 
@@ -17,7 +17,7 @@ from workbench.train.halo import comm_rows_from_parts, predicted_halo_bytes
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_matches_single_process_gcn(method, world_size):
     g = tiny_graph()
-    cfg = FullGraphConfig(graph="tiny", partition=method, epochs=4, seed=3)
+    cfg = RunConfig.compose(graph="tiny", partition=method, epochs=4, seed=3)
     single = run_program(cfg.build(graph=g), 1)
     multi = run_program(cfg.build(graph=g), world_size)
     _assert_same_training(single, multi)
@@ -32,8 +32,8 @@ def test_matches_single_process_gcn(method, world_size):
 def test_directed_graph_and_deeper_models(model, num_layers, order):
     g = tiny_graph(directed=True, seed=2)
     part = torch.randint(0, 3, (g.num_nodes,), generator=torch.Generator().manual_seed(0))
-    cfg = FullGraphConfig(graph="tiny", model=model, num_layers=num_layers, hidden=8, epochs=3, optimizer="sgd",
-                          lr=0.5, order=order)
+    cfg = RunConfig.compose(graph="tiny", model=model, num_layers=num_layers, hidden=8, epochs=3, optimizer="sgd",
+                            lr=0.5, order=order)
     single = run_program(cfg.build(graph=g), 1)
     multi = run_program(cfg.build(graph=g, node_part=part), 3)
     _assert_same_training(single, multi)
@@ -51,7 +51,7 @@ def test_dgl_kernel_trains_as_the_compiled_one(model, monkeypatch):
     """The factored DGL kernel (large graphs on CPU) gives the numba kernel's training, on one and two ranks."""
     pytest.importorskip("dgl")
     g = tiny_graph(directed=True, seed=4)
-    cfg = FullGraphConfig(graph="tiny", model=model, epochs=3, seed=1, kernel="numba")
+    cfg = RunConfig.compose(graph="tiny", model=model, epochs=3, seed=1, kernel="numba")
     reference = run_program(cfg.build(graph=g), 1)
     forced = cfg.with_strings({"train.kernel": "dgl"})
     _assert_same_training(reference, run_program(forced.build(graph=g), 1))
@@ -60,7 +60,7 @@ def test_dgl_kernel_trains_as_the_compiled_one(model, monkeypatch):
 
 def test_summary_and_events():
     g = tiny_graph()
-    summary, _, events = run_program(FullGraphConfig(graph="tiny", partition="random", epochs=3).build(graph=g), 2)
+    summary, _, events = run_program(RunConfig.compose(graph="tiny", partition="random", epochs=3).build(graph=g), 2)
     for key in ("losses", "accuracy", "bytes_by_kind", "bytes_per_epoch", "predicted_bytes_per_epoch", "epoch_times"):
         assert key in summary
     assert len(summary["losses"]) == 3 and set(summary["accuracy"]) == {"train", "val", "test"}
@@ -78,7 +78,7 @@ def test_summary_and_events():
 def test_summary_has_the_peak_rss_of_the_client_and_of_every_rank():
     from workbench.runtime import launch
 
-    cfg = FullGraphConfig(graph="karate", partition="random", epochs=2)
+    cfg = RunConfig.compose(graph="karate", partition="random", epochs=2)
     summary = launch(cfg, runner="local", workers=2, out=None).wait(timeout=120)
     peak = summary["peak_rss_mb"]
     assert set(peak) == {"client", "ranks"} and len(peak["ranks"]) == 2
@@ -87,7 +87,7 @@ def test_summary_has_the_peak_rss_of_the_client_and_of_every_rank():
 
 
 def test_training_learns_on_sbm(small_sbm):
-    cfg = FullGraphConfig(graph="sbm", partition="metis", epochs=30, hidden=16, lr=0.05)
+    cfg = RunConfig.compose(graph="sbm", partition="metis", epochs=30, hidden=16, lr=0.05)
     summary, _, _ = run_program(cfg.build(graph=small_sbm), 2)
     assert summary["losses"][-1] < summary["losses"][0]
     assert summary["accuracy"]["train"] > 0.5
@@ -95,28 +95,28 @@ def test_training_learns_on_sbm(small_sbm):
 
 def test_bad_config_reports_all_errors():
     with pytest.raises(ParamError) as info:
-        FullGraphConfig(model="gat", num_layers=7, lr=-1.0)
+        RunConfig.compose(model="gat", num_layers=7, lr=-1.0)
     text = str(info.value)
     assert "'model'" in text and "'num_layers'" in text and "'lr'" in text and "gat" in text
 
 
 def test_unknown_setting_lists_valid_names():
     with pytest.raises(ParamError, match="Valid options"):
-        FullGraphConfig().with_strings({"epochz": "3"})
-    assert FullGraphConfig().with_strings({"epochs": "3", "num_parts": "2"}).epochs == 3
+        RunConfig.compose().with_strings({"epochz": "3"})
+    assert RunConfig.compose().with_strings({"epochs": "3", "num_parts": "2"}).train.epochs == 3
 
 
 def test_too_many_parts_fails_before_work():
     g = tiny_graph(num_nodes=12)
     with pytest.raises(ParamError, match="num_parts"):
-        FullGraphConfig(graph="tiny", num_parts=20).build(graph=g).prepare(20, lambda e: None)
+        RunConfig.compose(graph="tiny", num_parts=20).build(graph=g).prepare(20, lambda e: None)
 
 
 def test_world_size_from_config_or_runner():
-    assert FullGraphConfig(num_parts=3).build().world_size_for(2) == 3
-    assert FullGraphConfig().build().world_size_for(2) == 2
+    assert RunConfig.compose(num_parts=3).build().world_size_for(2) == 3
+    assert RunConfig.compose().build().world_size_for(2) == 2
 
 
 def test_karate_spec_end_to_end():
-    summary, _, _ = run_program(FullGraphConfig(graph="karate", epochs=2, partition="random").build(), 2)
+    summary, _, _ = run_program(RunConfig.compose(graph="karate", epochs=2, partition="random").build(), 2)
     assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"]

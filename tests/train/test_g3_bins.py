@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from workbench._validation import ParamError
+from workbench.compose import RunConfig
 from workbench.events import Progress
 from workbench.testing import assert_same_training as _assert_same_training, rel_error as _rel, run_program, tiny_graph
 from workbench.train.bins import binned_forward, build_schedule, largest_vertex_bin, priority_order, working_set_bytes
 from workbench.sim.bins_pipeline import VARIANTS, simulate_all
-from workbench.train.full_graph import FullGraphConfig, build_shards
+from workbench.train.full_graph import build_shards
 from workbench.train.models import GNNModel, SpMM, sparse_aggregator
 
 
@@ -44,8 +45,8 @@ def test_binned_logits_equal_whole_graph_logits(model, num_layers, bin_limit):
     ("gcn", 2, 3, 2, "sequential"), ("sage", 3, 11, 3, "multi-level"), ("gcn", 4, 1, 3, "intra")])
 def test_binned_training_matches_single_process(model, num_layers, bin_limit, world_size, pipeline):
     g = tiny_graph(seed=3)
-    cfg = FullGraphConfig(graph="tiny", partition="random", model=model, num_layers=num_layers, hidden=8, epochs=3,
-                          seed=2)
+    cfg = RunConfig.compose(graph="tiny", partition="random", model=model, num_layers=num_layers, hidden=8, epochs=3,
+                            seed=2)
     single = run_program(cfg.build(graph=g), 1)
     # the variant only changes the simulated account, never the numbers
     binned = cfg.with_strings({"train.bin_limit": str(bin_limit), "train.pipeline": pipeline})
@@ -61,7 +62,7 @@ def test_binned_training_matches_single_process(model, num_layers, bin_limit, wo
 def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():
     g = tiny_graph(num_nodes=90, seed=0)
     # binned runs compute every layer aggregate-first: probe the working set in that order
-    cfg = FullGraphConfig(graph="tiny", partition="random", hidden=16, epochs=2, seed=0, order="aggregate-first")
+    cfg = RunConfig.compose(graph="tiny", partition="random", hidden=16, epochs=2, seed=0, order="aggregate-first")
     probe = cfg.build(graph=g)
     shards = probe.prepare(2, lambda e: None)
     widths = probe.trainer.widths()
@@ -78,18 +79,19 @@ def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():
 
 
 def test_bin_settings_are_validated():
-    cfg = FullGraphConfig(graph="tiny")
+    cfg = RunConfig.compose(graph="tiny")
     with pytest.raises(ParamError, match="'pipeline' parameter"):
         cfg.with_strings({"train.pipeline": "fifo"})
     with pytest.raises(ParamError, match="'bin_limit' parameter"):
         cfg.with_strings({"train.bin_limit": "0"})            # 0 = from the budget, which is missing
-    other = FullGraphConfig(graph="tiny").replace(exchange="block_row").with_strings({"train.bin_limit": "4"})
+    other = RunConfig.compose(graph="tiny").replace(exchange="block_row").with_strings({"train.bin_limit": "4"})
     with pytest.raises(ParamError, match=r"'train.bin_limit' parameter of RunConfig must be None with full-graph "
                                          r"training .*: train.bin_limit needs an exchange that sends each layer's "
                                          r"halo rows point to point, every round fresh \(no staleness\), provided by "
                                          r"exchange.method=halo"):
         other.build(graph=tiny_graph())                   # refused at build, before the graph loads
-    stale = FullGraphConfig(graph="tiny").with_strings({"train.memory_budget": "auto", "exchange.staleness": "epoch-fixed"})
+    stale = RunConfig.compose(graph="tiny").with_strings({"train.memory_budget": "auto",
+                                                          "exchange.staleness": "epoch-fixed"})
     with pytest.raises(ParamError, match=r"'train.memory_budget' parameter .* needs an exchange that sends"):
         stale.build()
 
@@ -173,7 +175,7 @@ def test_a_budget_too_small_is_refused_before_partitioning_naming_the_smallest_t
 
 def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
     g = tiny_graph(num_nodes=90, seed=0)
-    cfg = FullGraphConfig(graph="tiny", partition="random", hidden=16, epochs=2, seed=0).with_strings(
+    cfg = RunConfig.compose(graph="tiny", partition="random", hidden=16, epochs=2, seed=0).with_strings(
         {"train.memory_budget": "auto"})
     with pytest.raises(ParamError, match=r"at least the working set of part \d \(\d+ bytes\) for whole-part "
                                          r"training .*auto gives \d+ bytes, (half of part \d's whole-part working "
@@ -210,7 +212,7 @@ def test_inter_variant_is_simulated_on_consecutive_id_bins():
     """The paper's inter-layer ablation packs consecutive vertex ids (no BFS, no priority; §7.7): the plan holds
     those bins beside the executed priority bins, every vertex once, in id order, under the same caps."""
     g = tiny_graph(num_nodes=90, seed=1)
-    cfg = FullGraphConfig(graph="tiny", partition="random", hidden=8, epochs=2, seed=0)
+    cfg = RunConfig.compose(graph="tiny", partition="random", hidden=8, epochs=2, seed=0)
     program = cfg.with_strings({"train.bin_limit": "7"}).build(graph=g)
     summary = run_program(program, 2)[0]
     schedules, deps = program.trainer.bin_plan.consecutive
@@ -240,7 +242,7 @@ def test_simulated_epoch_charges_per_epoch_costs_not_the_one_off_packing(monkeyp
 
     monkeypatch.setattr(bins_program, "build_schedule", slow_first_packing)
     g = tiny_graph(num_nodes=90, seed=1)
-    cfg = FullGraphConfig(graph="tiny", partition="random", hidden=8, epochs=3, seed=0)
+    cfg = RunConfig.compose(graph="tiny", partition="random", hidden=8, epochs=3, seed=0)
     summary, results, _ = run_program(cfg.with_strings({"train.bin_limit": "7"}).build(graph=g), 2)
     g3 = summary["g3"]
     assert g3["one_off_s"] >= one_off                                 # reported, once

@@ -13,9 +13,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from workbench.compose import RunConfig
 from workbench.testing import assert_same_weights, run_program, tiny_graph
-from workbench.train.full_graph import FullGraphConfig
-from workbench.train.sancus import SancusConfig
 
 
 def _free_port() -> int:
@@ -65,9 +64,10 @@ def _run_gloo(program, world_size, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("make", [
-    lambda: FullGraphConfig(graph="tiny", partition="random", epochs=3, model="sage"),
-    lambda: SancusConfig(graph="tiny", partition="random", epochs=4, staleness="variation-gap", epsilon=0.05),
-    lambda: FullGraphConfig(graph="tiny", partition="random", epochs=4, staleness="epoch-fixed", epsilon=1),
+    lambda: RunConfig.compose(graph="tiny", partition="random", epochs=3, model="sage"),
+    lambda: RunConfig.compose(exchange="block_row", graph="tiny", partition="random", epochs=4,
+                              staleness="variation-gap", epsilon=0.05),
+    lambda: RunConfig.compose(graph="tiny", partition="random", epochs=4, staleness="epoch-fixed", epsilon=1),
 ], ids=["full_graph", "sancus", "halo_stale"])
 def test_gloo_matches_inprocess(make, tmp_path):
     g = tiny_graph(directed=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from workbench.compose import RunConfig
 from workbench.events import Staleness
 from workbench.testing import run_program, tiny_graph
-from workbench.train.full_graph import FullGraphConfig
 from workbench.train.halo import comm_rows_from_parts
 from workbench.train.models import MODELS
 from workbench.train.staleness import epoch_fixed_flags, predicted_bytes_by_epoch
@@ -20,7 +20,7 @@ def graph():
 
 def _run(graph, world_size, epochs=6, **exchange):
     part = torch.arange(graph.num_nodes) % world_size
-    cfg = FullGraphConfig(graph="tiny", epochs=epochs, hidden=8, num_layers=3, **exchange)
+    cfg = RunConfig.compose(graph="tiny", epochs=epochs, hidden=8, num_layers=3, **exchange)
     return run_program(cfg.build(graph=graph, node_part=part), world_size), part
 
 

@@ -7,16 +7,16 @@ from collections import Counter
 import pytest
 
 from workbench._validation import ParamError
+from workbench.compose import RunConfig
 from workbench.events import EpochEnd, Progress, Traffic
 from workbench.runtime import launch
-from workbench.train.full_graph import FullGraphConfig
 from workbench.train.loop import TRAFFIC_DETAIL_EPOCHS, TRAFFIC_WINDOW_EPOCHS
 
 EPOCHS = TRAFFIC_DETAIL_EPOCHS + 2 * TRAFFIC_WINDOW_EPOCHS + 17   # two whole windows and a partial one
 
 
 def _run(detail: str, tmp_path, epochs: int = EPOCHS):
-    cfg = FullGraphConfig(graph="karate", partition="random", epochs=epochs, hidden=4, traffic_detail=detail)
+    cfg = RunConfig.compose(graph="karate", partition="random", epochs=epochs, hidden=4, traffic_detail=detail)
     handle = launch(cfg, runner="local", workers=2, out=tmp_path, run_id=f"detail-{detail}", blocking=True)
     handle.wait()
     return handle
@@ -76,4 +76,4 @@ def test_progress_events_of_a_real_run(tmp_path):
 
 def test_traffic_detail_is_validated():
     with pytest.raises(ParamError, match="traffic_detail"):
-        FullGraphConfig(graph="karate", traffic_detail="sometimes").validate()
+        RunConfig.compose(graph="karate", traffic_detail="sometimes").validate()

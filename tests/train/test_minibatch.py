@@ -56,7 +56,7 @@ def test_ranks_equal_the_single_process_reference(workers, model, split):
 
 @pytest.mark.parametrize("policy,ratio", [("none", 0.0), ("degree", 0.1), ("random", 0.3), ("lru", 0.2)])
 def test_feature_bytes_are_the_cache_misses(policy, ratio):
-    config = _config() if policy == "none" else _config().with_strings({"cache.policy": policy,
+    config = _config() if policy == "none" else _config().with_strings({"cache.method": policy,
                                                                        "cache.ratio": str(ratio)})
     out = _run(config)
     width = 100  # products-like features
@@ -70,7 +70,7 @@ def test_feature_bytes_are_the_cache_misses(policy, ratio):
 
 
 def test_a_full_cache_moves_no_feature_rows_during_training():
-    out = _run(_config().with_strings({"cache.policy": "degree", "cache.ratio": "1.0"}))
+    out = _run(_config().with_strings({"cache.method": "degree", "cache.ratio": "1.0"}))
     assert out["cache_hit_rate"] == [1.0] * 3 and out["feature_bytes"] == [0] * 3
     assert out["bytes_by_kind"]["cache_fill"] == out["cache_fill_bytes"] > 0
 
@@ -79,13 +79,13 @@ def test_degree_cache_beats_random_on_a_power_law_graph():
     """Chung-Lu degrees follow a power law: high-degree vertices are sampled far more often (PaGraph's
     premise). products-like graphs here are much flatter (max/mean degree ~4), where the gap is small."""
     graph = "chunglu:num_nodes=2000,avg_degree=10,seed=0"
-    rates = {p: np.mean(_run(_config(graph=graph).with_strings({"cache.policy": p, "cache.ratio": "0.1"}))
+    rates = {p: np.mean(_run(_config(graph=graph).with_strings({"cache.method": p, "cache.ratio": "0.1"}))
                         ["cache_hit_rate"]) for p in ("degree", "random")}
     assert rates["degree"] > 1.5 * rates["random"] > 0
 
 
 def test_events_are_per_epoch_and_rank():
-    handle = launch(_config().with_strings({"cache.policy": "degree"}), runner="local", workers=2, out=None)
+    handle = launch(_config().with_strings({"cache.method": "degree"}), runner="local", workers=2, out=None)
     events = []
     handle.add_listener(events.append)
     handle.wait()
@@ -97,8 +97,8 @@ def test_events_are_per_epoch_and_rank():
 
 
 def test_bad_settings_are_one_message_before_any_rank_starts():
-    with pytest.raises(ParamError, match="'cache.method' parameter|'cache.policy' parameter"):
-        _config().with_strings({"cache.policy": "belady"})
+    with pytest.raises(ParamError, match="'cache.method' parameter"):
+        _config().with_strings({"cache.method": "belady"})
     with pytest.raises(ParamError, match=r"'sample.fanouts' .* model.num_layers=3 was also set"):
         _run(_config(fanouts=(5, 5), num_layers=3))
     with pytest.raises(ParamError, match="sample.trainers"):
@@ -110,7 +110,7 @@ def test_cli_json_has_the_per_epoch_figures(capsys):
 
     code = main(["run", "distdgl", "--graph", GRAPH, "--workers", "2", "--runner", "local", "--json",
                  "--set", "sample.fanouts=5,5,5", "--set", "sample.batch_size=32", "--set", "epochs=2",
-                 "--set", "cache.policy=degree", "--set", "cache.ratio=0.1"])
+                 "--set", "cache.method=degree", "--set", "cache.ratio=0.1"])
     assert code == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     for key in ("losses", "accuracy", "bytes_by_kind", "cache_hit_rate", "sampled_edges", "remote_feature_rows",

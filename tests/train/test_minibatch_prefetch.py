@@ -42,7 +42,7 @@ def _prefetch_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.endswith("-prefetch")]
 
 
-@pytest.mark.parametrize("strings", [{}, {"sample.trainers": "2"}, {"cache.policy": "lru", "cache.ratio": "0.2"}],
+@pytest.mark.parametrize("strings", [{}, {"sample.trainers": "2"}, {"cache.method": "lru", "cache.ratio": "0.2"}],
                          ids=["plain", "two-trainer-reference", "lru-cache"])
 def test_prefetch_trains_exactly_as_the_inline_run(strings):
     inline = _run(_config(0, **strings))

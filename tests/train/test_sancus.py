@@ -6,10 +6,11 @@ import pytest
 import torch
 
 from workbench._validation import ParamError
+from workbench.compose import RunConfig
 from workbench.events import Staleness
 from workbench.testing import assert_same_run, run_program, tiny_graph
 from workbench.train.block_row import clip_threshold
-from workbench.train.sancus import SancusConfig, variation_gap
+from workbench.train.sancus import variation_gap
 
 P = 3
 
@@ -23,7 +24,7 @@ def setup():
 
 def _run(setup, **kw):
     g, part = setup
-    cfg = SancusConfig(graph="tiny", epochs=kw.pop("epochs", 6), hidden=8, **kw)
+    cfg = RunConfig.compose(exchange="block_row", graph="tiny", epochs=kw.pop("epochs", 6), hidden=8, **kw)
     return run_program(cfg.build(graph=g, node_part=part), P)
 
 
@@ -116,9 +117,9 @@ def test_variation_gap_norms():
 
 def test_bad_epsilon():
     with pytest.raises(ParamError, match="epsilon"):
-        SancusConfig(staleness="epoch-fixed", epsilon=1.5)
+        RunConfig.compose(exchange="block_row", staleness="epoch-fixed", epsilon=1.5)
     with pytest.raises(ParamError, match="staleness"):
-        SancusConfig(staleness="sometimes")
+        RunConfig.compose(exchange="block_row", staleness="sometimes")
 
 
 def test_paper_effect_on_sbm():
@@ -131,7 +132,8 @@ def test_paper_effect_on_sbm():
     results = {}
     for staleness, eps in [("none", 0), ("epoch-fixed", 1), ("epoch-fixed", 2), ("epoch-fixed", 3),
                            ("variation-gap", 0.05)]:
-        summary, _, _ = run_program(SancusConfig(staleness=staleness, epsilon=eps, **kw).build(graph=g), 4)
+        cfg = RunConfig.compose(exchange="block_row", staleness=staleness, epsilon=eps, **kw)
+        summary, _, _ = run_program(cfg.build(graph=g), 4)
         results[(staleness, eps)] = summary
     red = [results[("epoch-fixed", e)]["comm_reduction"] for e in (1, 2, 3)]
     assert 0 < red[0] < red[1] < red[2] < 1
@@ -149,8 +151,8 @@ def test_accuracy_is_a_fresh_forward_that_leaves_training_alone():
     from workbench.train.models import MODELS, edge_weights, with_self_loops
 
     g = load_graph("sbm:num_nodes=400,num_blocks=4,avg_degree=8,num_features=16,seed=0")
-    cfg = SancusConfig(graph="sbm", epochs=6, hidden=16, lr=0.02, partition="metis", seed=0,
-                       staleness="epoch-fixed", epsilon=2)
+    cfg = RunConfig.compose(exchange="block_row", graph="sbm", epochs=6, hidden=16, lr=0.02, partition="metis", seed=0,
+                             staleness="epoch-fixed", epsilon=2)
     fresh, results, _ = run_program(cfg.build(graph=g), 4)
     # the reference: the final weights on the whole graph, one dense aggregation
     model = MODELS.build(cfg.method("model"), cfg.model).build(in_dim=g.num_features, out_dim=g.num_classes, seed=0)
@@ -197,8 +199,10 @@ def test_skipg_skips_gradient_blocks_only(setup, eps):
 
 def test_skipg_needs_the_epoch_bound_and_exact_gradients():
     with pytest.raises(ParamError, match="'staleness'.*skip='gradients'"):
-        SancusConfig(graph="karate", skip="gradients", staleness="variation-gap", epsilon=0.1).validate()
+        RunConfig.compose(exchange="block_row", graph="karate", skip="gradients", staleness="variation-gap",
+                          epsilon=0.1).validate()
     with pytest.raises(ParamError, match="'weight_grad'"):
-        SancusConfig(graph="karate", skip="gradients", weight_grad="cagnet").validate()
+        RunConfig.compose(exchange="block_row", graph="karate", staleness="epoch-fixed", skip="gradients",
+                          weight_grad="cagnet").validate()
     with pytest.raises(ParamError, match="'skip'.*Got 'weights'"):
-        SancusConfig(graph="karate", skip="weights").validate()
+        RunConfig.compose(exchange="block_row", graph="karate", staleness="epoch-fixed", skip="weights").validate()

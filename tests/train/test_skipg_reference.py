@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import torch
 
+from workbench.compose import RunConfig
 from workbench.testing import run_program, tiny_graph
 from workbench.train.loop import make_optimizer
 from workbench.train.objective import node_loss
 from workbench.train.models import MODELS, edge_weights, with_self_loops
-from workbench.train.sancus import SancusConfig
 
 P = 3
 
 
 def _config(epochs: int, **settings):
-    return SancusConfig(graph="tiny", epochs=epochs, hidden=8, order="aggregate-first", optimizer="sgd", lr=0.5,
-                        **settings)
+    return RunConfig.compose(exchange="block_row", graph="tiny", epochs=epochs, hidden=8, order="aggregate-first",
+                             optimizer="sgd", lr=0.5, **{"staleness": "epoch-fixed", **settings})
 
 
 def _reference(g, part, cfg, stale_epochs: set) -> dict:

@@ -17,9 +17,9 @@ from widgets.synthetic import fabricate_run
 from widgets.traffic import TrafficView
 from widgets.views import ProgressView, RunView
 from workbench.communicate.netmodel import transport_seconds
+from workbench.compose import RunConfig
 from workbench.events import Progress, RunLog, Staleness
 from workbench.runtime import launch
-from workbench.train.full_graph import FullGraphConfig
 from workbench.train.loop import TRAFFIC_DETAIL_EPOCHS, TRAFFIC_WINDOW_EPOCHS
 
 EPOCHS = TRAFFIC_DETAIL_EPOCHS + TRAFFIC_WINDOW_EPOCHS + 31
@@ -31,7 +31,7 @@ def detail_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     runs = {}
     for detail in ("epoch", "auto"):
-        cfg = FullGraphConfig(graph="karate", partition="random", epochs=EPOCHS, hidden=4, traffic_detail=detail)
+        cfg = RunConfig.compose(graph="karate", partition="random", epochs=EPOCHS, hidden=4, traffic_detail=detail)
         handle = launch(cfg, runner="local", workers=2, out=out, run_id=detail, blocking=True)
         handle.wait()
         runs[detail] = handle.log_dir
@@ -39,7 +39,7 @@ def detail_runs(tmp_path_factory):
 
 
 def test_real_run_progress_in_the_store_and_view(tmp_path):
-    cfg = FullGraphConfig(graph="karate", partition="metis", epochs=3, hidden=4)
+    cfg = RunConfig.compose(graph="karate", partition="metis", epochs=3, hidden=4)
     handle = launch(cfg, runner="local", workers=2, out=tmp_path, blocking=True)
     handle.wait()
     for store in (RunStore.from_handle(handle), RunStore.from_log(handle.log_dir)):

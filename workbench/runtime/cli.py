@@ -274,7 +274,7 @@ def run_command(args: argparse.Namespace) -> int:
     out_stream = sys.stderr if args.json else sys.stdout
     printer: Optional[_EpochPrinter] = None
     if not args.json:
-        printer = _EpochPrinter(1, getattr(config, "epochs", None), out_stream)
+        printer = _EpochPrinter(1, getattr(getattr(config, "train", config), "epochs", None), out_stream)
         listeners.append(printer)
     recipe = Path(args.recipe).stem if args.recipe.endswith(".py") else args.recipe
     try:

@@ -12,7 +12,7 @@ this module resolves a name the user typed, like a plugin.
 
 Example:
     >>> fn = load_recipe("full_graph")                  # doctest: +SKIP
-    >>> fn(epochs=3).epochs                              # doctest: +SKIP
+    >>> fn(epochs=3).train.epochs                        # doctest: +SKIP
     3
 """
 

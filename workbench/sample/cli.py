@@ -37,11 +37,8 @@ __all__ = ["register", "cache_policies"]
 
 
 def cache_policies() -> list[str]:
-    """The cache policies ``--cache`` accepts: the cache stage's registry when it exists, else ``none``."""
-    try:
-        importlib.import_module("workbench.cache")
-    except ModuleNotFoundError:
-        pass
+    """The cache policies ``--cache`` accepts: the cache stage's registry (``none`` first)."""
+    importlib.import_module("workbench.cache")   # registers the cache methods
     from workbench.stages import REGISTRIES
 
     reg = REGISTRIES.get("cache")

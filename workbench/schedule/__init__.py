@@ -3,7 +3,7 @@
 * :mod:`~workbench.schedule.dag`: the five operators, :class:`LogicalDAG` and the per-batch :class:`PhysicalDAG`.
 * :mod:`~workbench.schedule.executor`: the :class:`Pipeline` (worker processes, coarse policies, the fine
   scheduler's ready queue, the trainer's hand-off, traces).
-* :mod:`~workbench.schedule.base`: the registry :data:`SCHEDULERS` (``--set schedule.policy=NAME``).
+* :mod:`~workbench.schedule.base`: the registry :data:`SCHEDULERS` (``--set schedule.method=NAME``).
 * :mod:`~workbench.schedule.program`: mini-batch training fed by the pipeline.
 
 Example:

@@ -4,7 +4,7 @@ A scheduler method is a :class:`Scheduler` (a small :class:`~workbench.stages.St
 the S-Worker's settings (worker processes, chunk size, the fine scheduler's ready queue, poll and trace
 intervals) and its coarse policy's options; :meth:`Scheduler.pipeline` builds the running
 :class:`~workbench.schedule.executor.Pipeline`. ``graph_store`` says what the workers hold
-(:mod:`~workbench.schedule.graphstore`). Registered methods (``--set schedule.policy=NAME``):
+(:mod:`~workbench.schedule.graphstore`). Registered methods (``--set schedule.method=NAME``):
 
 ================ ===========================================================================================
 ``launch-score`` ByteGNN's coarse scheduler: ``T_gap * f(C_util) * balance >= sigma`` (Algorithm 1)
@@ -35,7 +35,7 @@ __all__ = ["SCHEDULERS", "Scheduler", "LaunchScoreScheduler", "PrefetchScheduler
            "FifoScheduler"]
 
 SCHEDULERS = registry("schedule")
-"""Every registered scheduling method, by name (``--set schedule.policy=NAME``)."""
+"""Every registered scheduling method, by name (``--set schedule.method=NAME``)."""
 
 
 class Scheduler(Stage):

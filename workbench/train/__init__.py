@@ -16,29 +16,29 @@
 * :mod:`workbench.train.timing`: each rank's time per epoch by step phase (logged as ``StepTimes``).
 
 Example:
-    >>> from workbench.train import FullGraphConfig
-    >>> FullGraphConfig(graph="karate", num_parts=2).build().name
+    >>> from workbench.compose import RunConfig
+    >>> RunConfig.compose(graph="karate", num_parts=2).build().name
     'full_graph'
 """
 
 from __future__ import annotations
 
-from workbench.train.block_row import BlockRowBroadcast, BlockRowConfig
+from workbench.train.block_row import BlockRowBroadcast
 from workbench.train.evaluation import EVALUATORS, Evaluator, WholePartEvaluation
 from workbench.train.exchange import EXCHANGES, Exchange, RankExchange
-from workbench.train.full_graph import FullGraphConfig, FullGraphSteps, FullGraphTrainer, OwnerComputeHalo
+from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, OwnerComputeHalo
 from workbench.train.halo import HaloExchangePlan, build_halo_plans, predicted_halo_bytes
 from workbench.train.loop import StepOutput, Steps, TrainLoop, TrainLoopConfig
 from workbench.train.models import MODELS, GNNModel
-from workbench.train.sancus import SancusConfig, compare_runs, staleness_table
+from workbench.train.sancus import compare_runs, staleness_table
 from workbench.train.staleness import StalenessPolicy
 from workbench.train.program import Trainer, TrainingProgram
 from workbench.train.prefetch import PrefetchExchange  # noqa: E402 (registers ``prefetch``)
 from workbench.train.edge_sampled import SampledEdges  # noqa: E402 (registers the ``edge_sampled`` trainer)
 from workbench.train.sync import SYNCS, Sync  # noqa: E402 (registers ``allreduce`` and ``model_avg``)
 
-__all__ = ["FullGraphConfig", "FullGraphTrainer", "FullGraphSteps", "TrainingProgram", "Trainer", "Steps",
-           "SampledEdges", "BlockRowConfig", "SancusConfig", "TrainLoop",
+__all__ = ["FullGraphTrainer", "FullGraphSteps", "TrainingProgram", "Trainer", "Steps",
+           "SampledEdges", "TrainLoop",
            "TrainLoopConfig", "StepOutput", "EXCHANGES", "Exchange", "RankExchange", "OwnerComputeHalo",
            "BlockRowBroadcast", "StalenessPolicy", "MODELS", "GNNModel", "HaloExchangePlan", "build_halo_plans",
            "predicted_halo_bytes", "compare_runs", "staleness_table", "SYNCS", "Sync", "EVALUATORS", "Evaluator",

@@ -24,8 +24,8 @@ regular, dense communication that SANCUS then reduces by skipping rounds
 Registered as the ``block_row`` exchange (:class:`BlockRowBroadcast`); staleness turns it into SANCUS.
 
 Example:
-    >>> from workbench.train.block_row import BlockRowConfig
-    >>> cfg = BlockRowConfig(graph="karate", num_parts=2, epochs=2)
+    >>> from workbench.compose import RunConfig
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, exchange="block_row", epochs=2)
     >>> cfg.method("exchange"), cfg.build().name
     ('block_row', 'block_row')
 """
@@ -46,7 +46,7 @@ from workbench.train.loop import LabelData
 from workbench.train.kernels import spmm
 from workbench.train.models import edge_weights, node_scales, sparse_aggregator, with_self_loops
 
-__all__ = ["BlockRowConfig", "BlockRowBroadcast", "BlockShard", "build_block_shards", "build_block_shard",
+__all__ = ["BlockRowBroadcast", "BlockShard", "build_block_shards", "build_block_shard",
            "predicted_broadcast_bytes", "clip_threshold"]
 
 
@@ -337,16 +337,6 @@ class _BlockRowRank(RankExchange):
                                     kind="bcast_bwd", layer=layer)
                 spmm(state.bwd[j], dj, out=u)
             lin.weight.grad.copy_(u.T @ self.inputs[layer])   # (out, in)
-
-
-def BlockRowConfig(**settings: Any):
-    """A run config with the ``block_row`` exchange (CAGNET 1-D; staleness ``none`` unless set).
-
-    Accepts every name :meth:`workbench.compose.RunConfig.compose` accepts (flat names included).
-    """
-    from workbench.compose import RunConfig
-
-    return RunConfig.compose(exchange="block_row", **settings)
 
 
 def clip_threshold(threshold: float, world_size: int, scaling: str) -> float:

@@ -22,8 +22,8 @@ predicted from the agreed flags (:func:`workbench.train.staleness.predicted_byte
 one :class:`~workbench.train.loop.TrainLoop` runs (:class:`~workbench.train.program.TrainingProgram`).
 
 Example:
-    >>> from workbench.train.full_graph import FullGraphConfig
-    >>> cfg = FullGraphConfig(graph="karate", num_parts=2, partition="random", epochs=3)
+    >>> from workbench.compose import RunConfig
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, partition="random", exchange="halo", epochs=3)
     >>> program = cfg.build()
     >>> program.world_size_for(None), cfg.method("exchange")
     (2, 'halo')
@@ -51,7 +51,7 @@ from workbench.train.part_source import check_folder, part_refs, start_folder_ru
 from workbench.train.program import Trainer
 from workbench.train.staleness import predicted_bytes_by_epoch
 
-__all__ = ["FullGraphConfig", "FullGraphTrainer", "FullGraphSteps", "OwnerComputeHalo", "RankShard", "build_shards",
+__all__ = ["FullGraphTrainer", "FullGraphSteps", "OwnerComputeHalo", "RankShard", "build_shards",
            "build_halo_shard", "halo_shard", "load_and_partition"]
 
 
@@ -59,16 +59,6 @@ FULL_GRAPH_INSTEAD = {"cache": "full-graph training moves the first layer's remo
                                "and exchange.pin_static_input=true caches all of them: sent in the first epoch, never "
                                "again (layer 0 then aggregates first)"}
 """What full-graph training offers instead of a refused cache (the refusal says it)."""
-
-
-def FullGraphConfig(**settings: Any):
-    """A run config with the ``halo`` exchange (owner-compute full-graph training).
-
-    Accepts every name :meth:`workbench.compose.RunConfig.compose` accepts (flat names included).
-    """
-    from workbench.compose import RunConfig
-
-    return RunConfig.compose(exchange="halo", **settings)
 
 
 def load_and_partition(cfg: Any, world_size: int, *, graph: Any = None, node_part: Optional[torch.Tensor] = None,

@@ -54,31 +54,19 @@ Every (rank, layer, epoch) emits a ``Staleness`` event: the rank's own flag, the
 used and its variation gap.
 
 Example:
-    >>> from workbench.train.sancus import SancusConfig
-    >>> cfg = SancusConfig(graph="karate", num_parts=2, staleness="epoch-fixed", epsilon=1, epochs=4)
+    >>> from workbench.compose import RunConfig
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, exchange="block_row", staleness="epoch-fixed", epsilon=1,
+    ...                         epochs=4)
     >>> cfg.method("exchange"), cfg.exchange.staleness
     ('block_row', 'epoch-fixed')
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from workbench.events import Staleness
 from workbench.train.staleness import GAP_NORMS, STALENESS_POLICIES, variation_gap
 
-__all__ = ["SancusConfig", "STALENESS_POLICIES", "GAP_NORMS", "variation_gap", "staleness_table", "compare_runs"]
-
-
-def SancusConfig(**settings: Any):
-    """A run config for SANCUS: the ``block_row`` exchange with staleness ``epoch-fixed``, ε = 1 unless set.
-
-    Accepts every name :meth:`workbench.compose.RunConfig.compose` accepts (flat names included).
-    """
-    from workbench.compose import RunConfig
-
-    settings.setdefault("staleness", "epoch-fixed")
-    return RunConfig.compose(exchange="block_row", **settings)
+__all__ = ["STALENESS_POLICIES", "GAP_NORMS", "variation_gap", "staleness_table", "compare_runs"]
 
 
 def staleness_table(events, *, value: str = "state"):
