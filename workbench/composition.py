@@ -43,7 +43,7 @@ A method may provide a capability only with some options (:meth:`Stage.provides_
 <workbench.stages.Stage.provides_for>`: ``halo`` with ``staleness=none``).
 
 Fields of any section can declare needs too (``field_requires`` of its ``Config``: G3's ``bin_limit`` and
-``memory_budget`` need ``whole-part layers`` and ``p2p halo layers``; ``train.prefetch`` needs
+``memory_budget`` need ``whole-part layers`` and ``p2p halo layers``; ``train.batches_ahead`` needs
 ``trainer-sampled batches``; ``sample.split`` and ``sample.trainers`` need ``a global seed split``, which model
 averaging, one model per part, does not provide): set away from their default where their needs are unmet, they
 are refused rather than ignored.
