@@ -30,6 +30,9 @@ no others:
   empties an optional section: sample, cache, exchange, schedule); ``SECTION=NAME`` is the same;
 * ``SECTION=CONFIG`` (a method's ``Config`` object) or ``SECTION=None`` and ``train=TrainLoopConfig(...)``:
   Python values, in ``replace`` and ``compose`` only;
+* ``SECTION={FIELD: VALUE, ...}``: a dict of the section's settings (``model={"hidden": 16}``,
+  ``sample={"method": "neighbor", "fanouts": (5, 5)}``); its ``method`` switches first, then the fields are
+  set on the chosen method (strings in ``with_strings``);
 * ``SECTION.FIELD=VALUE`` sets a field of the section's chosen method (``train.FIELD`` a field of the loop);
 * a flat ``FIELD=VALUE`` (today's recipes: ``epochs``, ``hidden``, ``staleness``, ``epsilon``, ...) sets
   the one section that has that field (an error names the choices when several do); ``seed`` seeds every

@@ -28,7 +28,11 @@ from workbench._validation import Config, ErrorCollector, ParamError, coerce_fie
 from workbench.composition import trainer_for
 from workbench.stages import STAGE_SECTIONS, registry, switch_config
 
-__all__ = ["apply_settings", "settable", "as_text", "NONE", "OPTIONAL_SECTIONS", "DerivedRule", "DERIVED_RULES"]
+__all__ = ["apply_settings", "settable", "as_text", "NONE", "SHORTHANDS", "OPTIONAL_SECTIONS", "DerivedRule", "DERIVED_RULES"]
+
+SHORTHANDS = ("epochs", "seed")
+"""The names that need no section: ``epochs`` is ``train.epochs``; ``seed`` seeds every section that has a
+seed (the weights, the partitioner, the sampler, ...). The CLI's ``--epochs`` and ``--seed``."""
 
 OPTIONAL_SECTIONS = ("sample", "cache", "exchange", "schedule")
 """Sections that may be empty (method ``none``)."""
@@ -76,6 +80,12 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
                 fields.setdefault(section, {})[field] = value
         elif name in ("graph", "num_parts"):
             top[name] = value
+        elif name in run.section_names() and isinstance(value, Mapping):
+            for key, item in value.items():
+                if key == "method" and name in STAGE_SECTIONS:
+                    methods[name] = (f"{name}.method", item)
+                else:
+                    fields.setdefault(name, {})[str(key)] = item
         elif name in STAGE_SECTIONS:
             methods[name] = (name, value)
         elif name == "train" and isinstance(value, Config):
