@@ -35,7 +35,7 @@ def configs(graph: str, fanouts: tuple, batch_size: int, epochs: int, workers: i
     from workbench.train.models import GraphSAGE
 
     common = dict(graph=graph, num_parts=1, epochs=epochs, model=GraphSAGE.Config(hidden=32, num_layers=len(fanouts)),
-                  fanouts=fanouts, batch_size=batch_size)
+                  sample={"fanouts": fanouts, "batch_size": batch_size})
     base = distdgl.recipe(**common)
     sched = bytegnn.recipe(**common)
     out = {"distdgl": base}

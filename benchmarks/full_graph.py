@@ -81,9 +81,9 @@ def run_workbench(graph, world_size: int, args) -> dict:
     """Train on ``world_size`` thread ranks; returns the summary plus the traffic events."""
     from workbench.runtime.runners import RunEnv, run_inprocess
 
-    cfg = RunConfig.compose(graph=graph.name, num_parts=world_size, partition=args.partition, model="gcn",
-                            num_layers=args.layers, hidden=args.hidden, epochs=args.epochs, lr=0.01, seed=0,
-                            kernel=args.kernel)
+    cfg = RunConfig.compose(graph=graph.name, num_parts=world_size, partition=args.partition,
+                            model={"method": "gcn", "num_layers": args.layers, "hidden": args.hidden},
+                            epochs=args.epochs, train={"lr": 0.01, "kernel": args.kernel}, seed=0)
     program = cfg.build(graph=graph)
     sink = ListSink()
     t0 = time.perf_counter()

@@ -83,8 +83,8 @@ def run_workbench(graph, args, label: str = "workbench", settings: dict | None =
     from workbench.events import ListSink
     from workbench.runtime.runners import RunEnv, run_inprocess
 
-    cfg = recipe(graph=graph.name, num_parts=ranks, epochs=args.epochs, fanouts=tuple(args.fanouts),
-                 batch_size=args.batch_size).with_strings(settings or {})
+    cfg = recipe(graph=graph.name, num_parts=ranks, epochs=args.epochs,
+                 sample={"fanouts": tuple(args.fanouts), "batch_size": args.batch_size}).with_strings(settings or {})
     program = cfg.build(graph=graph)
     sink = ListSink()
     payloads = program.prepare(ranks, sink.emit)

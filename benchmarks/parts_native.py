@@ -38,12 +38,13 @@ folder, recipe, workers, epochs, batch = sys.argv[1], sys.argv[2], int(sys.argv[
 limits = json.loads(sys.argv[6])
 spec = f"parts:{folder}"
 if recipe == "distdgl":
-    cfg = distdgl.recipe(graph=spec, epochs=epochs, fanouts=(10, 5), hidden=64, batch_size=batch)
+    cfg = distdgl.recipe(graph=spec, epochs=epochs, sample={"fanouts": (10, 5), "batch_size": batch},
+                         model={"hidden": 64})
     cfg = cfg.with_strings({f"train.{k}": str(v) for k, v in limits.items() if v is not None})
 elif recipe == "full_graph":
-    cfg = full_graph.recipe(graph=spec, epochs=epochs, hidden=16)
+    cfg = full_graph.recipe(graph=spec, epochs=epochs, model={"hidden": 16})
 else:
-    cfg = sancus.recipe(graph=spec, epochs=epochs, hidden=16)
+    cfg = sancus.recipe(graph=spec, epochs=epochs, model={"hidden": 16})
 t0 = time.perf_counter()
 s = launch(cfg, runner="dask", workers=workers, out=None, timeout=24 * 3600).wait()
 out = {"wall_s": time.perf_counter() - t0, "epoch_times": s["epoch_times"], "losses": s["losses"],

@@ -48,8 +48,8 @@ DEFAULT_GRAPH = ("sbm:num_nodes=2000,num_blocks=8,avg_degree=10,num_features=32,
 def recipe(**overrides) -> RunConfig:
     """CATGNN with SPRING parts, a 2-layer GCN (hidden 32), 30 epochs, averaging every epoch: a
     :class:`~workbench.compose.RunConfig` with ``sync.method=model_avg`` and no exchange. Overrides are
-    :meth:`RunConfig.replace` settings (flat names such as ``epochs``, ``hidden``, ``interval``, ``halo_hops``,
-    or dotted ones such as ``sync.interval``)."""
+    :meth:`RunConfig.replace` settings: sections (``model={"hidden": 16}``, ``sync={"interval": 5,
+    "halo_hops": 0}``), dotted names (``**{"sync.interval": 5}``) or the shorthands ``epochs`` and ``seed``."""
     return RunConfig(
         graph=DEFAULT_GRAPH,
         partition=SpringPartitioner.Config(),
@@ -62,17 +62,14 @@ def recipe(**overrides) -> RunConfig:
 
 def sage(**overrides) -> RunConfig:
     """The same with GraphSAGE-mean (the Figure 12 model)."""
-    hidden = overrides.pop("hidden", 32)
-    layers = overrides.pop("num_layers", 2)
-    return recipe(model=GraphSAGE.Config(hidden=hidden, num_layers=layers), **overrides)
+    return recipe(model=GraphSAGE.Config(hidden=32, num_layers=2)).replace(**overrides)
 
 
 def minibatch(**overrides) -> RunConfig:
     """The paper's GraphSAGE setting: local mini-batches of 512 targets per part with ``NeighborSampler([25, 10])``
     sampled inside the part, Adam, lr 0.01 (§5.1; 100 epochs there, 30 here)."""
-    hidden = overrides.pop("hidden", 32)
-    sample = NeighborSampler.Config(fanouts=(25, 10), batch_size=overrides.pop("batch_size", 512))
-    return recipe(model=GraphSAGE.Config(hidden=hidden, num_layers=2), sample=sample, **overrides)
+    sample = NeighborSampler.Config(fanouts=(25, 10), batch_size=512)
+    return recipe(model=GraphSAGE.Config(hidden=32, num_layers=2), sample=sample).replace(**overrides)
 
 
 #: public helpers that are not variants of ``workbench run catgnn:...``

@@ -29,7 +29,7 @@ Example:
     >>> cfg = recipe(epochs=2)
     >>> cfg.method("partition"), cfg.method("model"), cfg.train.bin_limit, cfg.train.pipeline
     ('g3', 'sage', 0, 'multi-level')
-    >>> gcn(num_layers=4).model.num_layers, metis_whole().train.bin_limit
+    >>> gcn(model={"num_layers": 4}).model.num_layers, metis_whole().train.bin_limit
     (4, None)
 """
 

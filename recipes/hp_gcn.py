@@ -56,13 +56,13 @@ def recipe(**overrides) -> RunConfig:
     """HP-GCN: the full-graph halo GCN (2 layers, hidden 32) on the ``hypergraph`` partition (ε = 0.01), layers
     in the paper's printed order (aggregate, then transform)."""
     return full_graph.recipe(partition=HypergraphPartitioner.Config(seed=0, epsilon=0.01),
-                             order="aggregate-first").replace(**overrides)
+                             model={"order": "aggregate-first"}).replace(**overrides)
 
 
 def transform_first(**overrides) -> RunConfig:
     """Transform-first (§4.4's order): the same with every layer that narrows multiplying by ``W`` before its
     exchange."""
-    return recipe(order="auto").replace(**overrides)
+    return recipe(model={"order": "auto"}).replace(**overrides)
 
 
 def gp_baseline(**overrides) -> RunConfig:

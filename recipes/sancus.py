@@ -53,7 +53,8 @@ def recipe(staleness: str = "epoch-fixed", epsilon: float = 1, **overrides) -> R
     # accuracy of the updated model, every block fresh, for every variant (CAGNET included)
     evaluate = WholePartEvaluation.Config(fresh="always")
     # the printed order (aggregate, then transform): the broadcast volumes stated in the paper are of H
-    return full_graph.recipe(exchange=exchange, evaluate=evaluate, order="aggregate-first").replace(**overrides)
+    return full_graph.recipe(exchange=exchange, evaluate=evaluate, model={"order": "aggregate-first"}).replace(
+        **overrides)
 
 
 def cagnet_baseline(**overrides) -> RunConfig:
@@ -79,4 +80,4 @@ def variation_gap(epsilon: float = 0.02, **overrides) -> RunConfig:
 def skipg(epsilon: int = 1, **overrides) -> RunConfig:
     """SkipG: gradient blocks reused for up to ε epochs, embeddings always fresh (the paper only names SkipG;
     see :mod:`workbench.train.sancus`, D9)."""
-    return recipe(staleness="epoch-fixed", epsilon=epsilon, skip="gradients", **overrides)
+    return recipe(staleness="epoch-fixed", epsilon=epsilon, **{"exchange.skip": "gradients"}, **overrides)

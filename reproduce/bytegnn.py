@@ -65,7 +65,7 @@ def _schedule_losses(n: int, epochs: int) -> dict:
         k[torch.nonzero(mask).flatten()[:100]] = True
         keep[split] = k
     graph = graph.with_data(**keep)
-    common = dict(graph=graph, num_parts=1, epochs=epochs, batch_size=64)
+    common = dict(graph=graph, num_parts=1, epochs=epochs, sample={"batch_size": 64})
     return {name: run_config(bytegnn.recipe(**common).with_strings({"schedule.method": name}), 1)["losses"]
             for name in ("launch-score", "fifo", "fixed-depth")}
 
@@ -134,9 +134,10 @@ def _vs_distdgl() -> list[dict]:
         cfg = bytegnn.recipe(epochs=ACCURACY_EPOCHS, num_parts=2, seed=seed)
         model = cfg.model
         cfgs = {"bytegnn": cfg,
-                "distdgl": distdgl.recipe(epochs=ACCURACY_EPOCHS, num_parts=2, seed=seed, hidden=model.hidden,
-                                          num_layers=model.num_layers, fanouts=tuple(cfg.sample.fanouts),
-                                          batch_size=cfg.sample.batch_size)}
+                "distdgl": distdgl.recipe(epochs=ACCURACY_EPOCHS, num_parts=2, seed=seed,
+                                          model={"hidden": model.hidden, "num_layers": model.num_layers},
+                                          sample={"fanouts": tuple(cfg.sample.fanouts),
+                                                  "batch_size": cfg.sample.batch_size})}
         load = os.getloadavg()[0]
         row = {name: _run(cfgs[name]) for name in (("bytegnn", "distdgl") if i % 2 == 0 else ("distdgl", "bytegnn"))}
         out.append({**row, "load": (load, os.getloadavg()[0])})

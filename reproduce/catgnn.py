@@ -152,8 +152,8 @@ def _training(epochs: int, seed: int = 0) -> dict:
     for name, cfg in (("every 1", catgnn.recipe(epochs=epochs, num_parts=4, seed=seed)),
                       ("every 10", catgnn.recipe(epochs=epochs, num_parts=4, seed=seed, **{"sync.interval": 10})),
                       ("K = 0", catgnn.no_full_neighbours(epochs=epochs, num_parts=4, seed=seed)),
-                      ("K = 2", catgnn.recipe(epochs=epochs, num_parts=4, seed=seed, halo_hops=2)),
-                      ("K = 3", catgnn.recipe(epochs=epochs, num_parts=4, seed=seed, halo_hops=3))):
+                      ("K = 2", catgnn.recipe(epochs=epochs, num_parts=4, seed=seed, sync={"halo_hops": 2})),
+                      ("K = 3", catgnn.recipe(epochs=epochs, num_parts=4, seed=seed, sync={"halo_hops": 3}))):
         s = run_config(cfg, 2)
         runs[name] = s["test_acc_at_best_val"]
         runs[f"{name} bytes"] = s["bytes_by_kind"].get("model_avg", 0)
@@ -173,7 +173,8 @@ def _vs_distdgl(seed: int) -> dict:
     cat = run_config(catgnn.recipe(epochs=DISTDGL_EPOCHS, num_parts=4, seed=seed), 2)
     model = catgnn.recipe().model
     dgl = run_config(distdgl.gcn(graph=catgnn.DEFAULT_GRAPH, epochs=DISTDGL_EPOCHS, num_parts=2, seed=seed,
-                                 hidden=model.hidden, num_layers=model.num_layers, fanouts=(-1,) * model.num_layers), 2)
+                                 model={"hidden": model.hidden, "num_layers": model.num_layers},
+                                 sample={"fanouts": (-1,) * model.num_layers}), 2)
     return {"catgnn": cat["accuracy"]["test"], "distdgl": dgl["accuracy"]["test"], "steps": dgl["steps"][0]}
 
 

@@ -87,7 +87,7 @@ def _run_all(spec: str, epochs: int, split: str | None = None, names: tuple = ("
     for name, part in _partitions().items():
         if name not in names:
             continue
-        cfg = distdgl.recipe(graph=graph, epochs=epochs, num_parts=PARTS, partition=part, batch_size=batch)
+        cfg = distdgl.recipe(graph=graph, epochs=epochs, num_parts=PARTS, partition=part, sample={"batch_size": batch})
         if split is not None:
             cfg = cfg.with_strings({"sample.split": split})
         summary, events = run_config(cfg, PARTS, events=True)

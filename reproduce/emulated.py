@@ -235,7 +235,7 @@ def distdgl_epochs(quick: bool = True, seeds: Sequence[int] = (0,), graph: str =
         out = {}
         for name in variants:
             base, _, own = name.partition(" ")
-            cfg = distdgl.recipe(graph=g, epochs=epochs, num_parts=HOSTS, batch_size=batch,
+            cfg = distdgl.recipe(graph=g, epochs=epochs, num_parts=HOSTS, sample={"batch_size": batch},
                                  partition=parts[base](seed)).replace(seed=seed)
             out[name] = cfg.with_strings({"sample.split": "own"}) if own else cfg
         return out

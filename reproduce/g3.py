@@ -89,8 +89,8 @@ def _accuracy_claim() -> Claim:
         full = run_config(g3.recipe(epochs=ACCURACY_EPOCHS, seed=seed), WORKERS)["accuracy"]["test"]
         model = g3.recipe().model
         mini = run_config(distdgl.recipe(graph=g3.DEFAULT_GRAPH, epochs=ACCURACY_EPOCHS, num_parts=WORKERS,
-                                         seed=seed, hidden=model.hidden, num_layers=model.num_layers,
-                                         fanouts=(10, 5)), WORKERS)["accuracy"]["test"]
+                                         seed=seed, model={"hidden": model.hidden, "num_layers": model.num_layers},
+                                         sample={"fanouts": (10, 5)}), WORKERS)["accuracy"]["test"]
         gains.append(full - mini)
         rows.append(f"seed {seed}: G3 {full:.4f}, mini-batch {mini:.4f}")
     return Claim("g3.accuracy_vs_minibatch", "higher final accuracy than mini-batch training (G3 - mini-batch test "

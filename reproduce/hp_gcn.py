@@ -66,13 +66,13 @@ def _exchange_claims() -> list[Claim]:
     r = partition(g, 4, method="hypergraph", seed=0)
     plans = build_halo_plans(g, r.node_part, 4)
     rows = sum(p.num_halo for p in plans)
-    summary = run_config(hp_gcn.recipe(graph=_SMALL, epochs=2, hidden=8), workers=4)
+    summary = run_config(hp_gcn.recipe(graph=_SMALL, epochs=2, model={"hidden": 8}), workers=4)
     dims = [g.num_features, 8, g.num_classes]
     formula = hp_gcn.fold_bytes_per_epoch(r.stats["km1"], dims)
     km1_toy, graph_toy = _toy_km1()
     from recipes import sancus
 
-    cagnet = run_config(sancus.cagnet_baseline(graph=_SMALL, epochs=2, hidden=8, num_parts=4), workers=4)
+    cagnet = run_config(sancus.cagnet_baseline(graph=_SMALL, epochs=2, model={"hidden": 8}, num_parts=4), workers=4)
     return [
         Claim("hp_gcn.vs_cagnet_bytes", "CAGNET's communication over HP-GCN's (bytes per training epoch, the same "
               "graph, model and 4 parts)", "§5, Fig. 4a (CAGNET's communication time 8.3x HP's)", paper=8.3,

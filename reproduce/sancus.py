@@ -65,7 +65,7 @@ def _fig22_bytes(quick: bool, seed: int, runs: dict) -> dict:
         keep(name, WORKERS, 32, runs[name])
         for p in FIG22_RANKS:
             keep(name, p, 32, run_config(f(epochs=_epochs(quick), num_parts=p, seed=seed), p))
-        cfg = f(epochs=_epochs(quick), num_parts=WORKERS, seed=seed, hidden=FIG22_HIDDEN)
+        cfg = f(epochs=_epochs(quick), num_parts=WORKERS, seed=seed, model={"hidden": FIG22_HIDDEN})
         keep(name, WORKERS, FIG22_HIDDEN, run_config(cfg, WORKERS))
     return out
 

@@ -226,7 +226,7 @@ def test_parts_spec_errors(raw, folder, tmp_path):
         load_graph(f"parts:{tmp_path}")
     for change, name in (({"num_parts": 3}, "num_parts"), ({"sync.halo_hops": 0}, "sync.halo_hops"),
                          ({"partition.method": "hdrf"}, "partition.method")):
-        cfg = catgnn.recipe(graph=f"parts:dir={folder},select=0+1", epochs=1, hidden=4).replace(**change)
+        cfg = catgnn.recipe(graph=f"parts:dir={folder},select=0+1", epochs=1, model={"hidden": 4}).replace(**change)
         with pytest.raises(ParamError, match=f"'{name}' parameter of RunConfig must be"):
             cfg.build().prepare(2, lambda e: None)
 
@@ -279,8 +279,8 @@ def test_halo_features_by_reference_train_the_same_and_hold_owned_rows_only(raw,
         ids = np.array([a.num_local - 1, 0, a.num_owned, a.num_owned - 1, a.num_local - 1])   # halo and owned rows
         assert np.array_equal(by_ref.feature_rows(p, ids), a.features.numpy()[ids])
         assert np.array_equal(copy.feature_rows(p, ids), a.features.numpy()[ids])
-    first = _run(catgnn.recipe(graph=f"parts:{folder}", epochs=2, hidden=8), 2)
-    second = _run(catgnn.recipe(graph=f"parts:{ref}", epochs=2, hidden=8), 2)
+    first = _run(catgnn.recipe(graph=f"parts:{folder}", epochs=2, model={"hidden": 8}), 2)
+    second = _run(catgnn.recipe(graph=f"parts:{ref}", epochs=2, model={"hidden": 8}), 2)
     assert_same_run(second, first, rtol=0)
     assert main(["partition", str(d / "e.bin"), "--stream", "--method", "spring", "--parts", "2", "--out",
                  str(tmp_path / "plain"), "--halo-features", "reference"]) != 0   # refused without a folder
@@ -316,10 +316,10 @@ def test_minibatch_from_a_folder_reads_per_batch(raw, folder, monkeypatch):
         raise AssertionError("a part loaded whole in mini-batch mode")
 
     monkeypatch.setattr(model_averaging, "folder_shard", refuse)
-    s = _run(catgnn.minibatch(graph=f"parts:{folder}", epochs=2, hidden=8, batch_size=64), 1)
+    s = _run(catgnn.minibatch(graph=f"parts:{folder}", epochs=2, model={"hidden": 8}, sample={"batch_size": 64}), 1)
     assert len(s["losses"]) == 2 and 0 < s["accuracy_by_epoch"]["val"][-1] <= 1
     # evaluation with the training fan-outs: the same training, other accuracies; refused where it does nothing
-    t = _run(catgnn.minibatch(graph=f"parts:{folder}", epochs=2, hidden=8, batch_size=64,
+    t = _run(catgnn.minibatch(graph=f"parts:{folder}", epochs=2, model={"hidden": 8}, sample={"batch_size": 64},
                               **{"sync.eval_sample": "train"}), 1)
     assert t["losses"] == s["losses"] and 0 < t["accuracy_by_epoch"]["val"][-1] <= 1
     for cfg in (catgnn.recipe(graph=f"parts:{folder}"), catgnn.minibatch()):
@@ -330,7 +330,7 @@ def test_minibatch_from_a_folder_reads_per_batch(raw, folder, monkeypatch):
 def test_folder_payloads_load_in_the_rank_and_pickle_small(folder):
     from recipes import catgnn
 
-    program = catgnn.recipe(graph=f"parts:dir={folder},select=1+3", epochs=1, hidden=4).build()
+    program = catgnn.recipe(graph=f"parts:dir={folder},select=1+3", epochs=1, model={"hidden": 4}).build()
     payloads = program.prepare(2, lambda e: None)
     assert [[s.part for s in p.shards] for p in payloads] == [[1], [3]]
     part = payloads[0].shards[0]
@@ -413,8 +413,10 @@ def test_compact_folders_and_version_1_folders_read_the_same(raw, folder, tmp_pa
         assert torch.equal(getattr(whole, name), getattr(former, name)), name
     assert whole.labels.dtype == torch.int64
     if halo == "copy":
-        first = _run(catgnn.minibatch(graph=f"parts:{compact}", epochs=1, hidden=8, batch_size=64), 1)
-        second = _run(catgnn.minibatch(graph=f"parts:{old}", epochs=1, hidden=8, batch_size=64), 1)
+        first = _run(catgnn.minibatch(graph=f"parts:{compact}", epochs=1, model={"hidden": 8},
+                                      sample={"batch_size": 64}), 1)
+        second = _run(catgnn.minibatch(graph=f"parts:{old}", epochs=1, model={"hidden": 8}, sample={"batch_size": 64}),
+                      1)
         assert first["losses"] == second["losses"]
 
 
@@ -556,7 +558,7 @@ def test_any_method_writes_a_folder_that_trains_as_that_method(tmp_path, method,
         assert torch.equal(getattr(whole, name), getattr(g, name)), name
     for p in range(2):   # each part is the in-memory completed subgraph of the method's owners
         _assert_shards_equal(folder_shard(pf, p, "gcn"), part_subgraph(g, torch.from_numpy(in_memory), p, 1, "gcn"))
-    summary = launch(full_graph.recipe(graph=f"parts:{d}", epochs=2, hidden=8), runner="local", workers=2,
+    summary = launch(full_graph.recipe(graph=f"parts:{d}", epochs=2, model={"hidden": 8}), runner="local", workers=2,
                      out=None, blocking=True).wait(timeout=300)
     assert summary["partition"] == method and summary["stages"]["partition"]["method"] == method
 

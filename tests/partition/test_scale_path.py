@@ -71,7 +71,7 @@ def test_scale_path_trains_two_parts_from_the_folder(generated):
     d = generated[0]
     if not (d / "parts-hdrf" / "manifest.json").is_file():
         pytest.skip("needs the folders of test_scale_path_metrics_are_exact_at_1m_lines")
-    cfg = catgnn.recipe(graph=f"parts:dir={d / 'parts-hdrf'},select=0-1", epochs=2, hidden=8,
+    cfg = catgnn.recipe(graph=f"parts:dir={d / 'parts-hdrf'},select=0-1", epochs=2, model={"hidden": 8},
                         partition=HDRFPartitioner.Config())
     s = launch(cfg, runner="local", workers=1, out=None).wait(timeout=300)
     assert [q["part"] for q in s["parts"]] == [0, 1] and s["num_syncs"] == 2

@@ -3,8 +3,8 @@ like the same config sampled inline (scheduling changes timing, never semantics)
 
 from __future__ import annotations
 
-SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=2, hidden=8,
-             batch_size=32)
+SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=2, model={"hidden": 8},
+             sample={"batch_size": 32})
 
 
 def test_bytegnn_recipe_two_ranks_equals_inline_sampling(tmp_path):

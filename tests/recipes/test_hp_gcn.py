@@ -32,7 +32,7 @@ def test_halo_send_sets_are_the_column_net_communication_sets(directed):
 
 
 def test_hp_gcn_bytes_per_epoch_equal_the_volume_formula(tmp_path):
-    cfg = hp_gcn.recipe(graph=SPEC, epochs=3, hidden=8)
+    cfg = hp_gcn.recipe(graph=SPEC, epochs=3, model={"hidden": 8})
     summary = _run(cfg, workers=3, out=tmp_path)
     g = load_graph(SPEC)
     r = partition(g, 3, method="hypergraph", seed=0)
@@ -40,7 +40,7 @@ def test_hp_gcn_bytes_per_epoch_equal_the_volume_formula(tmp_path):
     assert summary["bytes_per_epoch"] == hp_gcn.fold_bytes_per_epoch(r.stats["km1"], dims)
     assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"]
     assert hp_gcn.paper_bytes_per_epoch(r.stats["km1"], dims) > summary["bytes_per_epoch"]
-    gp = _run(hp_gcn.rp_baseline(graph=SPEC, epochs=3, hidden=8), workers=3, out=tmp_path / "rp")
+    gp = _run(hp_gcn.rp_baseline(graph=SPEC, epochs=3, model={"hidden": 8}), workers=3, out=tmp_path / "rp")
     assert summary["bytes_per_epoch"] < gp["bytes_per_epoch"]
     assert summary["losses"][-1] == pytest.approx(gp["losses"][-1], rel=1e-4)   # same model, any partition
 
@@ -61,8 +61,8 @@ def test_transform_first_variant_moves_the_section_3_7_bytes(tmp_path):
     g = load_graph(SPEC)
     r = partition(g, 3, method="hypergraph", seed=0)
     dims = [g.num_features, 8, g.num_classes]
-    printed = _run(hp_gcn.recipe(graph=SPEC, epochs=3, hidden=8), workers=3, out=tmp_path / "a")
-    first = _run(hp_gcn.transform_first(graph=SPEC, epochs=3, hidden=8), workers=3, out=tmp_path / "b")
+    printed = _run(hp_gcn.recipe(graph=SPEC, epochs=3, model={"hidden": 8}), workers=3, out=tmp_path / "a")
+    first = _run(hp_gcn.transform_first(graph=SPEC, epochs=3, model={"hidden": 8}), workers=3, out=tmp_path / "b")
     assert first["bytes_per_epoch"] == hp_gcn.transform_first_bytes_per_epoch(r.stats["km1"], dims)
     assert first["bytes_per_epoch"] < printed["bytes_per_epoch"]
     assert first["losses"] == pytest.approx(printed["losses"], rel=1e-4)   # the order changes bytes, not the model

@@ -8,7 +8,7 @@ from recipes import full_graph, psc_gcn
 from workbench.testing import assert_same_run
 
 SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=8,degree_exponent=2.5,num_features=8,seed=0",
-             epochs=5, hidden=8)
+             epochs=5, model={"hidden": 8})
 
 
 def _run(config, tmp_path, workers=3):

@@ -33,7 +33,7 @@ def _same_model(runs, ref):
 
 
 def test_full_graph_single_local_and_dask_agree(dask_client):
-    config = full_graph.recipe(graph=GRAPH, epochs=4, hidden=8, seed=1)
+    config = full_graph.recipe(graph=GRAPH, epochs=4, model={"hidden": 8}, seed=1)
     ref = _run(config, "single")
     local = _run(config, "local")
     dask = _run(config, "dask", dask_client)
@@ -43,7 +43,7 @@ def test_full_graph_single_local_and_dask_agree(dask_client):
 
 
 def test_sancus_on_dask_skips_the_same_broadcasts(dask_client):
-    config = sancus.recipe(graph=GRAPH, staleness="epoch-fixed", epsilon=1, epochs=4, hidden=8)
+    config = sancus.recipe(graph=GRAPH, staleness="epoch-fixed", epsilon=1, epochs=4, model={"hidden": 8})
     local = _run(config, "local")
     dask = _run(config, "dask", dask_client)
     assert dask["broadcast_skipped"] == local["broadcast_skipped"]
@@ -57,7 +57,7 @@ def test_distdgl_minibatch_on_dask_matches_local_and_the_single_process_referenc
     from recipes import distdgl
 
     config = distdgl.degree_cache(0.2, graph="products-like:num_nodes=600,seed=1", epochs=3,
-                                  fanouts=(5, 5, 5), batch_size=16)
+                                  sample={"fanouts": (5, 5, 5), "batch_size": 16})
     ref = _run(config.with_strings({"sample.trainers": "2"}), "single")
     local = _run(config, "local")
     dask = _run(config, "dask", dask_client)

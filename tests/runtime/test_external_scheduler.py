@@ -39,7 +39,7 @@ NO_SCHEDULER = "tcp://127.0.0.1:1"  # nothing listens on port 1
 
 
 def _config():
-    return full_graph.recipe(graph=GRAPH, epochs=EPOCHS, hidden=HIDDEN, seed=SEED)
+    return full_graph.recipe(graph=GRAPH, epochs=EPOCHS, model={"hidden": HIDDEN}, seed=SEED)
 
 
 def _close(a, b, rtol=1e-5):

@@ -35,7 +35,7 @@ def test_the_probed_model_predicts_a_full_graph_run_on_100mbit_links():
         assert s["model"].bandwidth_Bps == line and s["model"].effective_Bps == pytest.approx(s["payload_Bps"])
         assert 0 < s["latency_s"] < 0.01
         net = resolve_network(s["model"].spec)      # what --network takes
-        run = launch(full_graph.recipe(graph=GRAPH, epochs=7, order="aggregate-first"), runner="dask",
+        run = launch(full_graph.recipe(graph=GRAPH, epochs=7, model={"order": "aggregate-first"}), runner="dask",
                      scheduler=cluster.scheduler_address, workers=2, out=None, timeout=30,
                      network=net).wait(timeout=180)
     assert run["bytes_per_epoch"] == run["predicted_bytes_per_epoch"] > 1e6          # accounting untouched

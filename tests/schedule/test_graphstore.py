@@ -114,8 +114,8 @@ def test_graph_store_is_validated():
         SCHEDULERS.build("fixed-depth", graph_store="remote")
 
 
-SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=2, hidden=8,
-             batch_size=32, num_parts=2)
+SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=2, model={"hidden": 8},
+             sample={"batch_size": 32}, num_parts=2)
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_a_fresh_process_starts_its_workers_without_hanging():
     import sys
 
     code = ("from recipes.bytegnn import recipe\nfrom workbench.runtime import launch\n"
-            "cfg = recipe(graph='products-like:num_nodes=1500,seed=0', num_parts=1, epochs=1, batch_size=64)\n"
+            "cfg = recipe(graph='products-like:num_nodes=1500,seed=0', num_parts=1, epochs=1, sample={'batch_size': 64})\n"
             "print(launch(cfg.with_strings({'schedule.method': 'fixed-depth'}), runner='single', out=None).wait()"
             "['losses'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -118,7 +118,8 @@ def test_same_seed_same_losses_whatever_the_scheduler():
     from workbench.runtime.launch import launch
 
     base = RunConfig.compose(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=8,num_features=16,seed=0",
-                             num_parts=1, sample="neighbor", fanouts=(4, 4), batch_size=32, epochs=2, model="sage")
+                             num_parts=1, sample={"method": "neighbor", "fanouts": (4, 4),
+                                                  "batch_size": 32}, epochs=2, model="sage")
     runs = {}
     for name in ("none", "launch-score", "fixed-depth", "fifo"):
         cfg = base.with_strings({"schedule.method": name, **({} if name == "none" else {"schedule.workers": "1"})})
@@ -142,7 +143,7 @@ def test_unsupervised_losses_do_not_depend_on_the_scheduler():
     from workbench.runtime.launch import launch
 
     cfg = unsupervised(graph="sbm:num_nodes=200,num_blocks=4,avg_degree=8,num_features=16,seed=0", num_parts=1,
-                       epochs=2, batch_size=32, hidden=8).with_strings({"schedule.workers": "1"})
+                       epochs=2, sample={"batch_size": 32}, model={"hidden": 8}).with_strings({"schedule.workers": "1"})
     a = launch(cfg, runner="single").wait()
     b = launch(cfg.with_strings({"schedule.method": "asap"}), runner="single").wait()
     assert a["losses"] == b["losses"] and all(x > 0 for x in a["losses"])

@@ -121,7 +121,7 @@ def test_a_prefetch_run_logs_its_timeline_as_it_goes(tmp_path):
     from workbench.runtime import launch
 
     cfg = psc_gcn.recipe(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=8,degree_exponent=2.5,num_features=8,seed=0",
-                         epochs=5, hidden=8).with_strings({"exchange.tau": "0", "sample.epsilon": "0.3"})
+                         epochs=5, model={"hidden": 8}).with_strings({"exchange.tau": "0", "sample.epsilon": "0.3"})
     handle = launch(cfg, runner="local", workers=3, out=str(tmp_path))
     summary = handle.wait(timeout=300)
     _, events = read_run_log(handle.log_dir)

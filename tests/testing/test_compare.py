@@ -56,7 +56,7 @@ def test_rtol_zero_is_bit_for_bit(cancelling):
 
 
 def test_a_run_summary_carries_the_three_checksums_of_its_weights():
-    cfg = RunConfig.compose(graph="tiny", epochs=2, hidden=4, seed=0)
+    cfg = RunConfig.compose(graph="tiny", epochs=2, model={"hidden": 4}, seed=0)
     summary, results, _ = run_program(cfg.build(graph=tiny_graph()), 1)
     sums = weight_checksums(summary)
     assert sums.keys() == results[0]["params"].keys()

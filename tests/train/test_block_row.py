@@ -14,7 +14,7 @@ from workbench.train.models import MODELS
 @pytest.mark.parametrize("model,directed", [("gcn", False), ("sage", True)])
 def test_block_row_matches_single_process(model, directed):
     g = tiny_graph(directed=directed, seed=4)
-    kw = dict(graph="tiny", model=model, num_layers=3, hidden=8, epochs=3, seed=1)
+    kw = dict(graph="tiny", model=model, **{"model.num_layers": 3, "model.hidden": 8}, epochs=3, seed=1)
     single, r1, _ = run_program(RunConfig.compose(**kw).build(graph=g), 1)
     part = torch.randint(0, 3, (g.num_nodes,), generator=torch.Generator().manual_seed(2))
     multi, rp, _ = run_program(RunConfig.compose(exchange="block_row", **kw).build(graph=g, node_part=part), 3)
@@ -49,10 +49,12 @@ def test_block_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypa
                 assert r.shape == (shard.block_sizes[shard.rank],) and c.shape == (shard.block_sizes[j],)
                 torch.testing.assert_close(r[rows] * c[cols], w.to(torch.float32))
     pytest.importorskip("dgl")
-    kw = dict(graph="tiny", model=model, num_layers=2, hidden=8, epochs=3, seed=1)
+    kw = dict(graph="tiny", model=model, **{"model.num_layers": 2, "model.hidden": 8}, epochs=3, seed=1)
     block_row = dict(exchange="block_row", **kw)
-    reference, r_ref, _ = run_program(RunConfig.compose(**block_row, kernel="numba").build(graph=g, node_part=part), 3)
-    forced, r_dgl, _ = run_program(RunConfig.compose(**block_row, kernel="dgl").build(graph=g, node_part=part), 3)
+    reference, r_ref, _ = run_program(RunConfig.compose(**block_row, train={"kernel": "numba"}).build(
+        graph=g, node_part=part), 3)
+    forced, r_dgl, _ = run_program(RunConfig.compose(**block_row, train={"kernel": "dgl"}).build(
+        graph=g, node_part=part), 3)
     for a, b in zip(forced["losses"], reference["losses"]):
         assert abs(a - b) <= 1e-5 * abs(b)
     for name, ref in r_ref[0]["params"].items():
@@ -66,18 +68,19 @@ def test_block_row_with_partitioner():
     assert summary["bytes_per_epoch"] == summary["predicted_bytes_per_epoch"] > 0
 
 
-@pytest.mark.parametrize("exchange", [dict(weight_grad="cagnet"), dict(staleness="epoch-fixed", pin_static_input=True),
-                                      dict(staleness="epoch-fixed", skip="gradients")])
+@pytest.mark.parametrize("exchange", [{"weight_grad": "cagnet"}, {"staleness": "epoch-fixed", "pin_static_input": True},
+                                      {"staleness": "epoch-fixed", "skip": "gradients"}])
 def test_transform_first_layers_and_pinned_layers_bytes_as_predicted(exchange):
     """hidden 4 < 6 features: layer 0 transforms first unless the exchange pins it (cagnet's weight gradient,
     a pinned static input); every epoch's bytes still equal the prediction."""
     g = tiny_graph()
     part = torch.arange(g.num_nodes) % 2
-    cfg = RunConfig.compose(exchange="block_row", graph="tiny", hidden=4, num_layers=2, epochs=3, **exchange)
+    cfg = RunConfig.compose(exchange={"method": "block_row", **exchange}, graph="tiny",
+                            model={"hidden": 4, "num_layers": 2}, epochs=3)
     summary, _, _ = run_program(cfg.build(graph=g, node_part=part), 2)
     if "weight_grad" in exchange:   # cagnet's δ broadcasts come on top of the prediction: same as printed order
-        printed = RunConfig.compose(exchange="block_row", graph="tiny", hidden=4, num_layers=2, epochs=3,
-                                    order="aggregate-first", **exchange)
+        printed = RunConfig.compose(exchange={"method": "block_row", **exchange}, graph="tiny",
+                                    model={"hidden": 4, "num_layers": 2, "order": "aggregate-first"}, epochs=3)
         expected = run_program(printed.build(graph=g, node_part=part), 2)[0]["bytes_by_epoch"]
     else:
         expected = summary["predicted_bytes_by_epoch"]

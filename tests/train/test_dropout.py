@@ -30,8 +30,9 @@ def test_dropout_is_off_in_eval():
 
 def test_distributed_equals_single_process_with_dropout():
     g = tiny_graph()
-    cfg = RunConfig.compose(graph="tiny", partition="random", epochs=4, seed=3, dropout=0.5, init="glorot",
-                            weight_decay=5e-4, weight_decay_layers="first")
+    cfg = RunConfig.compose(graph="tiny", partition="random", epochs=4, seed=3,
+                            model={"dropout": 0.5, "init": "glorot"}, train={"weight_decay": 5e-4,
+                                                                             "weight_decay_layers": "first"})
     (s1, r1, _), (s2, r2, _) = run_program(cfg.build(graph=g), 1), run_program(cfg.build(graph=g), 2)
     for a, b in zip(s2["losses"], s1["losses"]):
         assert abs(a - b) <= 1e-5 * abs(b)

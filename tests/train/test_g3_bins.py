@@ -45,7 +45,8 @@ def test_binned_logits_equal_whole_graph_logits(model, num_layers, bin_limit):
     ("gcn", 2, 3, 2, "sequential"), ("sage", 3, 11, 3, "multi-level"), ("gcn", 4, 1, 3, "intra")])
 def test_binned_training_matches_single_process(model, num_layers, bin_limit, world_size, pipeline):
     g = tiny_graph(seed=3)
-    cfg = RunConfig.compose(graph="tiny", partition="random", model=model, num_layers=num_layers, hidden=8, epochs=3,
+    cfg = RunConfig.compose(graph="tiny", partition="random", model=model,
+                            **{"model.num_layers": num_layers, "model.hidden": 8}, epochs=3,
                             seed=2)
     single = run_program(cfg.build(graph=g), 1)
     # the variant only changes the simulated account, never the numbers
@@ -62,7 +63,8 @@ def test_binned_training_matches_single_process(model, num_layers, bin_limit, wo
 def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():
     g = tiny_graph(num_nodes=90, seed=0)
     # binned runs compute every layer aggregate-first: probe the working set in that order
-    cfg = RunConfig.compose(graph="tiny", partition="random", hidden=16, epochs=2, seed=0, order="aggregate-first")
+    cfg = RunConfig.compose(graph="tiny", partition="random", model={"hidden": 16, "order": "aggregate-first"},
+                            epochs=2, seed=0)
     probe = cfg.build(graph=g)
     shards = probe.prepare(2, lambda e: None)
     widths = probe.trainer.widths()
@@ -157,7 +159,7 @@ def test_a_budget_too_small_is_refused_before_partitioning_naming_the_smallest_t
     from workbench.data import load_graph
 
     graph = load_graph(str(_cora_like(tmp_path / "cora")))
-    cfg = g3.recipe(graph="cora", epochs=1, memory_budget=262144)
+    cfg = g3.recipe(graph="cora", epochs=1, train={"memory_budget": 262144})
     events: list = []
     with pytest.raises(ParamError, match=r"The 'memory_budget' parameter of TrainLoopConfig must be 'auto' or at "
                                          r"least \d+ bytes \(1\.\d MiB\) for bins: .* vertex \d+ with its \d+ "
@@ -166,8 +168,8 @@ def test_a_budget_too_small_is_refused_before_partitioning_naming_the_smallest_t
     assert not [e for e in events if isinstance(e, Progress) and e.stage == "partition"]   # never partitioned
     smallest = int(re.search(r"at least (\d+) bytes", str(info.value)).group(1))
     with pytest.raises(ParamError, match=rf"at least {smallest} bytes"):
-        cfg.replace(memory_budget=smallest - 1).build(graph=graph).prepare(2, lambda e: None)
-    program = cfg.replace(memory_budget=smallest).build(graph=graph)                   # and it is the smallest
+        cfg.replace(train={"memory_budget": smallest - 1}).build(graph=graph).prepare(2, lambda e: None)
+    program = cfg.replace(train={"memory_budget": smallest}).build(graph=graph)                   # and it is the smallest
     program.prepare(2, lambda e: None)
     assert max(int(lb.footprint.max()) for s in program.trainer.bin_plan.schedules for lb in s.layers) <= smallest // 2
     assert program.notes == [] and program.trainer.budget_auto is None                          # a given budget: no note
@@ -175,7 +177,7 @@ def test_a_budget_too_small_is_refused_before_partitioning_naming_the_smallest_t
 
 def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
     g = tiny_graph(num_nodes=90, seed=0)
-    cfg = RunConfig.compose(graph="tiny", partition="random", hidden=16, epochs=2, seed=0).with_strings(
+    cfg = RunConfig.compose(graph="tiny", partition="random", model={"hidden": 16}, epochs=2, seed=0).with_strings(
         {"train.memory_budget": "auto"})
     with pytest.raises(ParamError, match=r"at least the working set of part \d \(\d+ bytes\) for whole-part "
                                          r"training .*auto gives \d+ bytes, (half of part \d's whole-part working "
@@ -189,7 +191,8 @@ def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
                                   + [g.num_classes]) for s in program.prepare(2, lambda e: None))
     assert budget == max(-(-parts // 2), 4 * largest.num_bytes) and summary["g3"]["max_bin_bytes"] <= budget / 2
     assert program.notes == [f"memory_budget=auto -> {budget / 1024:.1f} KiB ({summary['g3']['memory_budget_auto']})"]
-    _assert_same_training(run_program(cfg.replace(memory_budget=None).build(graph=g), 1), (summary, results, None))
+    _assert_same_training(run_program(cfg.replace(train={"memory_budget": None}).build(graph=g), 1),
+                          (summary, results, None))
     with pytest.raises(ParamError, match=r"'memory_budget' parameter of TrainLoopConfig must be None, 'auto' or an "
                                          r"int >= 1 \(bytes\). Got 'lots' instead"):
         cfg.with_strings({"train.memory_budget": "lots"})
@@ -212,7 +215,7 @@ def test_inter_variant_is_simulated_on_consecutive_id_bins():
     """The paper's inter-layer ablation packs consecutive vertex ids (no BFS, no priority; §7.7): the plan holds
     those bins beside the executed priority bins, every vertex once, in id order, under the same caps."""
     g = tiny_graph(num_nodes=90, seed=1)
-    cfg = RunConfig.compose(graph="tiny", partition="random", hidden=8, epochs=2, seed=0)
+    cfg = RunConfig.compose(graph="tiny", partition="random", model={"hidden": 8}, epochs=2, seed=0)
     program = cfg.with_strings({"train.bin_limit": "7"}).build(graph=g)
     summary = run_program(program, 2)[0]
     schedules, deps = program.trainer.bin_plan.consecutive
@@ -242,7 +245,7 @@ def test_simulated_epoch_charges_per_epoch_costs_not_the_one_off_packing(monkeyp
 
     monkeypatch.setattr(bins_program, "build_schedule", slow_first_packing)
     g = tiny_graph(num_nodes=90, seed=1)
-    cfg = RunConfig.compose(graph="tiny", partition="random", hidden=8, epochs=3, seed=0)
+    cfg = RunConfig.compose(graph="tiny", partition="random", model={"hidden": 8}, epochs=3, seed=0)
     summary, results, _ = run_program(cfg.with_strings({"train.bin_limit": "7"}).build(graph=g), 2)
     g3 = summary["g3"]
     assert g3["one_off_s"] >= one_off                                 # reported, once

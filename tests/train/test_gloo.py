@@ -65,9 +65,10 @@ def _run_gloo(program, world_size, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("make", [
     lambda: RunConfig.compose(graph="tiny", partition="random", epochs=3, model="sage"),
-    lambda: RunConfig.compose(exchange="block_row", graph="tiny", partition="random", epochs=4,
-                              staleness="variation-gap", epsilon=0.05),
-    lambda: RunConfig.compose(graph="tiny", partition="random", epochs=4, staleness="epoch-fixed", epsilon=1),
+    lambda: RunConfig.compose(exchange={"method": "block_row", "staleness": "variation-gap", "epsilon": 0.05},
+                              graph="tiny", partition="random", epochs=4),
+    lambda: RunConfig.compose(graph="tiny", partition="random", epochs=4,
+                              exchange={"staleness": "epoch-fixed", "epsilon": 1}),
 ], ids=["full_graph", "sancus", "halo_stale"])
 def test_gloo_matches_inprocess(make, tmp_path):
     g = tiny_graph(directed=True)

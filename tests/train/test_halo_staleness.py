@@ -18,9 +18,10 @@ def graph():
     return tiny_graph(num_nodes=90)
 
 
-def _run(graph, world_size, epochs=6, **exchange):
+def _run(graph, world_size, epochs=6, exchange=None, model=None):
     part = torch.arange(graph.num_nodes) % world_size
-    cfg = RunConfig.compose(graph="tiny", epochs=epochs, hidden=8, num_layers=3, **exchange)
+    cfg = RunConfig.compose(graph="tiny", epochs=epochs, model={"hidden": 8, "num_layers": 3, **(model or {})},
+                            exchange=exchange or {})
     return run_program(cfg.build(graph=graph, node_part=part), world_size), part
 
 
@@ -32,7 +33,7 @@ def _counted_by_epoch(results, kinds=("halo_fwd", "halo_bwd")):
 @pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize("eps", [1, 2])
 def test_epoch_fixed_bytes_of_every_epoch_are_predicted(graph, world_size, eps):
-    (summary, results, events), part = _run(graph, world_size, staleness="epoch-fixed", epsilon=eps)
+    (summary, results, events), part = _run(graph, world_size, exchange={"staleness": "epoch-fixed", "epsilon": eps})
     flags = epoch_fixed_flags(6, 3, world_size, eps)
     assert [[[not s for s in layer] for layer in ep] for ep in summary["broadcast_skipped"]] == flags
     comm = comm_rows_from_parts(graph, part, world_size)          # (P, P) rows p sends q per layer
@@ -55,26 +56,26 @@ def test_epoch_fixed_bytes_of_every_epoch_are_predicted(graph, world_size, eps):
 
 def test_epsilon_zero_is_the_exact_run(graph):
     (exact, r0, _), _ = _run(graph, 3, epochs=3)
-    (zero, rz, _), _ = _run(graph, 3, epochs=3, staleness="epoch-fixed", epsilon=0)
+    (zero, rz, _), _ = _run(graph, 3, epochs=3, exchange={"staleness": "epoch-fixed", "epsilon": 0})
     assert zero["losses"] == pytest.approx(exact["losses"], rel=1e-6)
     assert zero["bytes_by_epoch"] == exact["bytes_by_epoch"] == [exact["predicted_bytes_per_epoch"]] * 3
 
 
 def test_stale_halo_changes_training_but_still_learns(graph):
     (exact, _, _), _ = _run(graph, 3, epochs=8)
-    (stale, _, _), _ = _run(graph, 3, epochs=8, staleness="epoch-fixed", epsilon=1)
+    (stale, _, _), _ = _run(graph, 3, epochs=8, exchange={"staleness": "epoch-fixed", "epsilon": 1})
     assert stale["losses"][0] == pytest.approx(exact["losses"][0])     # epoch 0 sends everything
     assert stale["losses"] != pytest.approx(exact["losses"])
     assert stale["losses"][-1] < stale["losses"][0]
     assert 0 < stale["comm_reduction"] < 1
 
 
-@pytest.mark.parametrize("settings", [dict(staleness="epoch-adaptive", epsilon=1),
-                                      dict(staleness="variation-gap", epsilon=0.05),
-                                      dict(staleness="epoch-fixed", epsilon=1, skip="gradients"),
-                                      dict(staleness="epoch-fixed", epsilon=2, pin_static_input=True)])
+@pytest.mark.parametrize("settings", [{"staleness": "epoch-adaptive", "epsilon": 1},
+                                      {"staleness": "variation-gap", "epsilon": 0.05},
+                                      {"staleness": "epoch-fixed", "epsilon": 1, "skip": "gradients"},
+                                      {"staleness": "epoch-fixed", "epsilon": 2, "pin_static_input": True}])
 def test_every_policy_predicts_its_bytes_from_the_agreed_flags(graph, settings):
-    (summary, results, _), _ = _run(graph, 3, **settings)
+    (summary, results, _), _ = _run(graph, 3, exchange=settings)
     assert _counted_by_epoch(results) == summary["predicted_bytes_by_epoch"] == summary["bytes_by_epoch"]
     if settings.get("skip") == "gradients":
         assert summary["bytes_by_kind"]["halo_fwd"] == 6 * summary["predicted_bytes_per_epoch_by_kind"]["halo_fwd"]
@@ -103,8 +104,9 @@ def test_pinned_input_rows_are_a_first_layer_cache_without_any_staleness(graph, 
     """``exchange.pin_static_input`` with staleness ``none`` (it was silently ignored there): the first layer's
     remote input rows move in the first epoch only (a cache of every one of them), every other layer every
     epoch, the counted bytes equal the prediction from the agreed flags, and training is the exact run's."""
-    (exact, _, _), part = _run(graph, world_size, epochs=4, order="aggregate-first")
-    (pinned, results, _), _ = _run(graph, world_size, epochs=4, order="aggregate-first", pin_static_input=True)
+    (exact, _, _), part = _run(graph, world_size, epochs=4, model={"order": "aggregate-first"})
+    (pinned, results, _), _ = _run(graph, world_size, epochs=4, model={"order": "aggregate-first"},
+                                   exchange={"pin_static_input": True})
     assert pinned["losses"] == pytest.approx(exact["losses"], rel=1e-6)
     comm = comm_rows_from_parts(graph, part, world_size)
     first_layer = int(comm.sum()) * graph.num_features * 4              # layer 0's forward rows, float32

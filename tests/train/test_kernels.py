@@ -133,7 +133,7 @@ def test_the_kernel_setting_reaches_every_product_of_a_run(recipe, kernel):
     cfg = make(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=2)
     cfg = cfg.with_strings({"train.kernel": kernel})
     if recipe == "distdgl":
-        cfg = cfg.with_strings({"sample.fanouts": "5,5", "batch_size": "64"})
+        cfg = cfg.with_strings({"sample.fanouts": "5,5", "sample.batch_size": "64"})
     with trace_spmm() as calls:
         launch(cfg, runner="local", workers=2, out=None).wait(timeout=120)
     assert calls and {c.kernel for c in calls} == {kernel}

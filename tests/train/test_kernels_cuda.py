@@ -47,5 +47,6 @@ def test_one_rank_on_cuda_trains_as_on_cpu(kernel):
 
     cfg = dict(graph="sbm:num_nodes=2000,num_blocks=4,avg_degree=10,num_features=16,seed=0", epochs=5)
     cpu = launch(recipe(**cfg), runner="single", device="cpu", out=None, blocking=True).wait()
-    gpu = launch(recipe(**cfg, kernel=kernel), runner="single", device="cuda", out=None, blocking=True).wait()
+    gpu = launch(recipe(**cfg, train={"kernel": kernel}), runner="single", device="cuda", out=None,
+                 blocking=True).wait()
     assert gpu["losses"] == pytest.approx(cpu["losses"], rel=1e-4)

@@ -16,7 +16,8 @@ EPOCHS = TRAFFIC_DETAIL_EPOCHS + 2 * TRAFFIC_WINDOW_EPOCHS + 17   # two whole wi
 
 
 def _run(detail: str, tmp_path, epochs: int = EPOCHS):
-    cfg = RunConfig.compose(graph="karate", partition="random", epochs=epochs, hidden=4, traffic_detail=detail)
+    cfg = RunConfig.compose(graph="karate", partition="random", epochs=epochs, model={"hidden": 4},
+                            train={"traffic_detail": detail})
     handle = launch(cfg, runner="local", workers=2, out=tmp_path, run_id=f"detail-{detail}", blocking=True)
     handle.wait()
     return handle
@@ -76,4 +77,4 @@ def test_progress_events_of_a_real_run(tmp_path):
 
 def test_traffic_detail_is_validated():
     with pytest.raises(ParamError, match="traffic_detail"):
-        RunConfig.compose(graph="karate", traffic_detail="sometimes").validate()
+        RunConfig.compose(graph="karate", train={"traffic_detail": "sometimes"}).validate()

@@ -29,7 +29,7 @@ def _run(config, runner="local", workers=2):
 
 
 def _config(**kw):
-    settings = dict(graph=GRAPH, epochs=3, fanouts=(5, 5, 5), batch_size=32)
+    settings = {"graph": GRAPH, "epochs": 3, "sample.fanouts": (5, 5, 5), "sample.batch_size": 32}   # kw wins
     settings.update(kw)
     return distdgl.recipe(**settings)
 
@@ -100,7 +100,7 @@ def test_bad_settings_are_one_message_before_any_rank_starts():
     with pytest.raises(ParamError, match="'cache.method' parameter"):
         _config().with_strings({"cache.method": "belady"})
     with pytest.raises(ParamError, match=r"'sample.fanouts' .* model.num_layers=3 was also set"):
-        _run(_config(fanouts=(5, 5), num_layers=3))
+        _run(_config(sample={"fanouts": (5, 5)}, model={"num_layers": 3}))
     with pytest.raises(ParamError, match="sample.trainers"):
         _run(_config().with_strings({"sample.trainers": "3"}), "local", 2)
 
@@ -131,7 +131,8 @@ def test_fanouts_alone_set_the_layers_from_the_cli_and_the_python_api(capsys, tm
     assert {k.split(".")[1] for k in weight_checksums(out) if k.startswith("neigh.")} == {"0", "1"}   # 2 layers
     assert main(common) == 0                                                           # said before training
     assert "  model.num_layers=2 (from sample.fanouts)\n" in capsys.readouterr().out
-    summary = _run(distdgl.recipe(graph=GRAPH, epochs=1, batch_size=64, fanouts=(4, 4)))   # the Python API
+    summary = _run(distdgl.recipe(graph=GRAPH, epochs=1,
+                                  sample={"batch_size": 64, "fanouts": (4, 4)}))   # the Python API
     assert summary["notes"] == ["model.num_layers=2 (from sample.fanouts)"]
     assert main([*common, "--set", "model.num_layers=3"]) == 2                      # both set, disagreeing
     err = capsys.readouterr().err

@@ -29,7 +29,7 @@ FIGURES = ("losses", "accuracy_by_epoch", "bytes_by_kind", "steps", "sampled_edg
 
 
 def _config(ahead: int = 0, **strings):
-    cfg = distdgl.recipe(graph=GRAPH, epochs=3, fanouts=(5, 5, 5), batch_size=64)
+    cfg = distdgl.recipe(graph=GRAPH, epochs=3, sample={"fanouts": (5, 5, 5), "batch_size": 64})
     return cfg.with_strings({"train.batches_ahead": str(ahead), **strings})
 
 

@@ -19,8 +19,8 @@ def _run(cfg, workers):
 def test_one_part_equals_centralised_training():
     from recipes import catgnn, full_graph
 
-    ours = _run(catgnn.recipe(graph=SMALL, epochs=6, num_parts=1, hidden=8, **{"sync.interval": 1}), 1)
-    central = _run(full_graph.recipe(graph=SMALL, epochs=6, num_parts=1, hidden=8), 1)
+    ours = _run(catgnn.recipe(graph=SMALL, epochs=6, num_parts=1, model={"hidden": 8}, **{"sync.interval": 1}), 1)
+    central = _run(full_graph.recipe(graph=SMALL, epochs=6, num_parts=1, model={"hidden": 8}), 1)
     assert ours["losses"] == pytest.approx(central["losses"], rel=1e-5)
     # Same weights after training. (Accuracies differ by one update: the centralised loop scores the logits of
     # the epoch's step, before the update; CATGNN scores the (averaged) model after the epoch, on the full graph.)
@@ -32,7 +32,8 @@ def test_one_part_equals_centralised_training():
 def test_averaging_traffic_is_params_times_4_times_ring_factor(num_parts, workers):
     from recipes import catgnn
 
-    s = _run(catgnn.recipe(graph=SMALL, epochs=4, num_parts=num_parts, hidden=8, **{"sync.interval": 2}), workers)
+    s = _run(catgnn.recipe(graph=SMALL, epochs=4, num_parts=num_parts, model={"hidden": 8}, **{"sync.interval": 2}),
+             workers)
     p = workers
     per_sync = p * (2 * (p - 1) * 4 * s["num_params"] // p)
     assert s["num_syncs"] == 2 and s["bytes_by_kind"]["model_avg"] == 2 * per_sync == s["predicted_model_avg_bytes"]
@@ -57,7 +58,7 @@ def test_part_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypat
         torch.testing.assert_close(r[s.agg_rows] * c[s.agg_cols], s.agg_weights.to(torch.float32))
     pytest.importorskip("dgl")
     make = catgnn.recipe if model == "gcn" else catgnn.sage
-    cfg = make(graph=SMALL, epochs=4, num_parts=3, hidden=8, **{"sync.interval": 2})
+    cfg = make(graph=SMALL, epochs=4, num_parts=3, model={"hidden": 8}, **{"sync.interval": 2})
     reference = _run(cfg.with_strings({"train.kernel": "numba"}), 2)
     forced = _run(cfg.with_strings({"train.kernel": "dgl"}), 2)
     assert forced["losses"] == pytest.approx(reference["losses"], rel=1e-5)
@@ -144,7 +145,7 @@ def test_catgnn_method_switch_keeps_shared_fields_and_lists_choices():
     from recipes import catgnn
 
     cfg = catgnn.recipe().with_strings({"partition.method": "metis", "partition.balance_train": "true",
-                                        "model.method": "sage", "hidden": "16"})
+                                        "model.method": "sage", "model.hidden": "16"})
     assert (cfg.method("partition"), cfg.partition.balance_train, cfg.method("model"), cfg.model.hidden) == \
         ("metis", True, "sage", 16)
     with pytest.raises(ParamError, match=r"'partition.method' parameter of RunConfig must be one of .*"
@@ -160,8 +161,8 @@ def test_local_minibatch_on_one_part_equals_minibatch_training():
     mini-batch training on the whole graph (same weights after 4 epochs)."""
     from recipes import catgnn, distdgl
 
-    common = {"epochs": "4", "lr": "0.01", "optimizer": "adam", "model.method": "gcn", "hidden": "8",
-              "sample.fanouts": "-1,-1", "batch_size": "4096"}
+    common = {"epochs": "4", "train.lr": "0.01", "train.optimizer": "adam", "model.method": "gcn", "model.hidden": "8",
+              "sample.fanouts": "-1,-1", "sample.batch_size": "4096"}
     ours = _run(catgnn.recipe(graph=SMALL, num_parts=1).with_strings({"sample.method": "neighbor", **common}), 1)
     ref = _run(distdgl.recipe(graph=SMALL, num_parts=1).with_strings(common), 1)
     assert ours["sample"] == "neighbor" and ours["fanouts"] == [-1, -1]
@@ -171,8 +172,8 @@ def test_local_minibatch_on_one_part_equals_minibatch_training():
 def test_local_minibatch_per_part_trains_and_averages_with_the_same_bytes():
     from recipes import catgnn
 
-    base = catgnn.recipe(graph=SMALL, epochs=4, num_parts=3, hidden=8, **{"sync.interval": 2})
-    sampled = base.with_strings({"sample.method": "neighbor", "sample.fanouts": "5,5", "batch_size": "16"})
+    base = catgnn.recipe(graph=SMALL, epochs=4, num_parts=3, model={"hidden": 8}, **{"sync.interval": 2})
+    sampled = base.with_strings({"sample.method": "neighbor", "sample.fanouts": "5,5", "sample.batch_size": "16"})
     s = _run(sampled, 2)
     full = _run(base, 2)
     assert s["sample"] == "neighbor" and s["batch_size"] == 16 and full["sample"] == "none"
@@ -189,7 +190,7 @@ def test_local_minibatch_settings_without_effect_are_refused():
 
     cfg = catgnn.recipe().with_strings({"sample.method": "neighbor"})
     assert cfg.model.num_layers == len(cfg.sample.fanouts)
-    assert catgnn.recipe().with_strings({"sample.method": "neighbor", "fanouts": "5,5,5"}).model.num_layers == 3
+    assert catgnn.recipe().with_strings({"sample.method": "neighbor", "sample.fanouts": "5,5,5"}).model.num_layers == 3
     with pytest.raises(ParamError, match=r"'sample.split' parameter of RunConfig must be 'own' with local training "
                                          r"per part with model averaging \(CATGNN\), which ignores it"):
         cfg.with_strings({"sample.split": "even"}).build()

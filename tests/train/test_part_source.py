@@ -196,7 +196,7 @@ def test_a_full_graph_run_from_a_folder_reads_parts_on_the_ranks_and_equals_the_
     make = importlib.import_module(f"recipes.{recipe}").recipe
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
-    settings = {"epochs": 3, "hidden": 8}
+    settings = {"epochs": 3, "model.hidden": 8}
     if recipe == "sancus":
         settings["staleness"] = staleness
     elif staleness != "none":
@@ -232,7 +232,7 @@ def test_distdgl_from_a_folder_reads_parts_on_the_ranks_and_equals_the_run_in_me
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
     make = {"degree_cache": distdgl.degree_cache, "bytegnn": bytegnn.recipe}.get(variant, distdgl.recipe)
-    settings = {"epochs": 2, "hidden": 8, "fanouts": (4, 4), "batch_size": 64}
+    settings = {"epochs": 2, "model.hidden": 8, "sample.fanouts": (4, 4), "sample.batch_size": 64}
 
     def config(**more):
         cfg = make(**settings, **more)
@@ -265,7 +265,7 @@ def test_g3_from_a_folder_plans_its_bins_on_the_ranks_and_equals_the_run_in_memo
     assert g3.recipe().train.memory_budget == "auto"                     # the recipe's default
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
-    settings = {"epochs": 3, "hidden": 8, "memory_budget": memory_budget}
+    settings = {"epochs": 3, "model.hidden": 8, "train.memory_budget": memory_budget}
     memory = launch(g3.recipe(**settings).build(graph=g, node_part=owner), runner="local", workers=2, out=None,
                     blocking=True).wait(timeout=300)
 
@@ -297,7 +297,7 @@ def test_g3_from_a_folder_refuses_a_budget_below_the_largest_vertex_bin_on_the_r
 
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
-    settings = {"epochs": 1, "hidden": 8, "memory_budget": 4096}
+    settings = {"epochs": 1, "model.hidden": 8, "train.memory_budget": 4096}
     with pytest.raises(ParamError, match=r"The 'memory_budget' parameter of TrainLoopConfig must be 'auto' or at "
                                          r"least \d+ bytes") as info:
         g3.recipe(**settings).build(graph=g, node_part=owner).prepare(2, lambda e: None)

@@ -24,12 +24,13 @@ def setup():
 
 def _run(setup, **kw):
     g, part = setup
-    cfg = RunConfig.compose(exchange="block_row", graph="tiny", epochs=kw.pop("epochs", 6), hidden=8, **kw)
+    exchange = {"method": "block_row", **kw.pop("exchange", {})}
+    cfg = RunConfig.compose(exchange=exchange, graph="tiny", epochs=kw.pop("epochs", 6), model={"hidden": 8}, **kw)
     return run_program(cfg.build(graph=g, node_part=part), P)
 
 
 def test_none_is_the_cagnet_baseline(setup):
-    summary, _, events = _run(setup, staleness="none")
+    summary, _, events = _run(setup, exchange={"staleness": "none"})
     assert summary["comm_reduction"] == 0.0 and summary["broadcasts_skipped"] == 0
     assert "control" not in summary["bytes_by_kind"] or summary["bytes_by_kind"]["control"] < 100
     st = [e for e in events if isinstance(e, Staleness)]
@@ -38,8 +39,8 @@ def test_none_is_the_cagnet_baseline(setup):
 
 @pytest.mark.parametrize("eps", [1, 2])
 def test_epoch_fixed_period_and_age_bound(setup, eps):
-    base, _, _ = _run(setup, staleness="none")
-    summary, _, events = _run(setup, staleness="epoch-fixed", epsilon=eps)
+    base, _, _ = _run(setup, exchange={"staleness": "none"})
+    summary, _, events = _run(setup, exchange={"staleness": "epoch-fixed", "epsilon": eps})
     skipped = summary["broadcast_skipped"]        # [epoch][layer][rank]
     for e, layers in enumerate(skipped):
         for flags in layers:
@@ -55,43 +56,44 @@ def test_epoch_fixed_period_and_age_bound(setup, eps):
 
 
 def test_epoch_adaptive_staggers_roots(setup):
-    summary, _, _ = _run(setup, staleness="epoch-adaptive", epsilon=1, epochs=5)
+    summary, _, _ = _run(setup, exchange={"staleness": "epoch-adaptive", "epsilon": 1}, epochs=5)
     first_layer = [layers[0] for layers in summary["broadcast_skipped"]]
     assert first_layer[0] == [False] * P          # everyone broadcasts into the empty caches
     assert first_layer[1] != first_layer[2]        # roots out of phase
     assert summary["max_age"] <= 1
-    plain, _, _ = _run(setup, staleness="epoch-adaptive", epsilon=1, epochs=5, stagger=False)
-    fixed, _, _ = _run(setup, staleness="epoch-fixed", epsilon=1, epochs=5)
+    plain, _, _ = _run(setup, exchange={"staleness": "epoch-adaptive", "epsilon": 1, "stagger": False}, epochs=5)
+    fixed, _, _ = _run(setup, exchange={"staleness": "epoch-fixed", "epsilon": 1}, epochs=5)
     assert plain["broadcast_skipped"] == fixed["broadcast_skipped"]   # lock-step BSP: A == E
 
 
 def test_variation_gap_and_cap(setup):
-    loose, _, events = _run(setup, staleness="variation-gap", epsilon=0.5, epochs=6)
-    tight, _, _ = _run(setup, staleness="variation-gap", epsilon=0.0, epochs=6)
+    loose, _, events = _run(setup, exchange={"staleness": "variation-gap", "epsilon": 0.5}, epochs=6)
+    tight, _, _ = _run(setup, exchange={"staleness": "variation-gap", "epsilon": 0.0}, epochs=6)
     assert loose["broadcasts_skipped"] > tight["broadcasts_skipped"]
     gaps = [e.gap for e in events if isinstance(e, Staleness) and e.epoch > 0]
     assert all(g is not None and g >= 0 for g in gaps)
-    capped, _, _ = _run(setup, staleness="variation-gap", epsilon=10.0, epochs=6, max_skip=1)
+    capped, _, _ = _run(setup, exchange={"staleness": "variation-gap", "epsilon": 10.0, "max_skip": 1}, epochs=6)
     assert capped["max_age"] <= 1
 
 
 def test_pin_static_input(setup):
-    summary, _, events = _run(setup, staleness="epoch-fixed", epsilon=1, pin_static_input=True, epochs=4)
+    summary, _, events = _run(setup, exchange={"staleness": "epoch-fixed", "epsilon": 1, "pin_static_input": True},
+                              epochs=4)
     layer0 = [layers[0] for layers in summary["broadcast_skipped"]]
     assert layer0[0] == [False] * P and all(flags == [True] * P for flags in layer0[1:])
     assert all(max(e.ages) == 0 for e in events if isinstance(e, Staleness) and e.layer == 0)
 
 
 def test_staleness_zero_equals_baseline(setup):
-    base, rb, _ = _run(setup, staleness="none", epochs=3)
-    zero, rz, _ = _run(setup, staleness="epoch-fixed", epsilon=0, epochs=3)
+    base, rb, _ = _run(setup, exchange={"staleness": "none"}, epochs=3)
+    zero, rz, _ = _run(setup, exchange={"staleness": "epoch-fixed", "epsilon": 0}, epochs=3)
     assert zero["broadcasts_skipped"] == 0
     assert zero["losses"] == pytest.approx(base["losses"], rel=1e-6)
 
 
 def test_weight_grad_forms_agree_without_staleness(setup):
-    exact, _, _ = _run(setup, staleness="none", epochs=3)
-    cagnet, _, _ = _run(setup, staleness="none", epochs=3, weight_grad="cagnet")
+    exact, _, _ = _run(setup, exchange={"staleness": "none"}, epochs=3)
+    cagnet, _, _ = _run(setup, exchange={"staleness": "none", "weight_grad": "cagnet"}, epochs=3)
     assert cagnet["losses"] == pytest.approx(exact["losses"], rel=1e-5)
     assert cagnet["bytes_by_kind"]["bcast_bwd"] > exact["bytes_by_kind"]["bcast_bwd"]
 
@@ -102,8 +104,9 @@ def test_gradient_clipping_scaling():
 
 
 def test_clipping_runs_and_changes_training(setup):
-    base, _, _ = _run(setup, staleness="none", epochs=3)
-    clipped, _, _ = _run(setup, staleness="none", epochs=3, clip_threshold=1e-4, optimizer="sgd")
+    base, _, _ = _run(setup, exchange={"staleness": "none"}, epochs=3)
+    clipped, _, _ = _run(setup, exchange={"staleness": "none", "clip_threshold": 1e-4}, epochs=3,
+                         train={"optimizer": "sgd"})
     assert clipped["losses"][0] == pytest.approx(base["losses"][0])
     assert clipped["losses"][-1] != pytest.approx(base["losses"][-1])
 
@@ -117,9 +120,9 @@ def test_variation_gap_norms():
 
 def test_bad_epsilon():
     with pytest.raises(ParamError, match="epsilon"):
-        RunConfig.compose(exchange="block_row", staleness="epoch-fixed", epsilon=1.5)
+        RunConfig.compose(exchange={"method": "block_row", "staleness": "epoch-fixed", "epsilon": 1.5})
     with pytest.raises(ParamError, match="staleness"):
-        RunConfig.compose(exchange="block_row", staleness="sometimes")
+        RunConfig.compose(exchange={"method": "block_row", "staleness": "sometimes"})
 
 
 def test_paper_effect_on_sbm():
@@ -128,11 +131,12 @@ def test_paper_effect_on_sbm():
     from workbench.data import load_graph
 
     g = load_graph("sbm:num_nodes=400,num_blocks=4,avg_degree=8,num_features=16,seed=0")
-    kw = dict(graph="sbm", epochs=20, hidden=16, lr=0.02, partition="metis", seed=0, evaluate="whole_part", fresh="always")
+    kw = dict(graph="sbm", epochs=20, model={"hidden": 16}, train={"lr": 0.02}, partition="metis", seed=0,
+              evaluate={"method": "whole_part", "fresh": "always"})
     results = {}
     for staleness, eps in [("none", 0), ("epoch-fixed", 1), ("epoch-fixed", 2), ("epoch-fixed", 3),
                            ("variation-gap", 0.05)]:
-        cfg = RunConfig.compose(exchange="block_row", staleness=staleness, epsilon=eps, **kw)
+        cfg = RunConfig.compose(exchange={"method": "block_row", "staleness": staleness, "epsilon": eps}, **kw)
         summary, _, _ = run_program(cfg.build(graph=g), 4)
         results[(staleness, eps)] = summary
     red = [results[("epoch-fixed", e)]["comm_reduction"] for e in (1, 2, 3)]
@@ -151,8 +155,8 @@ def test_accuracy_is_a_fresh_forward_that_leaves_training_alone():
     from workbench.train.models import MODELS, edge_weights, with_self_loops
 
     g = load_graph("sbm:num_nodes=400,num_blocks=4,avg_degree=8,num_features=16,seed=0")
-    cfg = RunConfig.compose(exchange="block_row", graph="sbm", epochs=6, hidden=16, lr=0.02, partition="metis", seed=0,
-                             staleness="epoch-fixed", epsilon=2)
+    cfg = RunConfig.compose(exchange={"method": "block_row", "staleness": "epoch-fixed", "epsilon": 2}, graph="sbm",
+                            epochs=6, model={"hidden": 16}, train={"lr": 0.02}, partition="metis", seed=0)
     fresh, results, _ = run_program(cfg.build(graph=g), 4)
     # the reference: the final weights on the whole graph, one dense aggregation
     model = MODELS.build(cfg.method("model"), cfg.model).build(in_dim=g.num_features, out_dim=g.num_classes, seed=0)
@@ -183,8 +187,9 @@ def test_accuracy_is_a_fresh_forward_that_leaves_training_alone():
 def test_skipg_skips_gradient_blocks_only(setup, eps):
     """SkipG (only named in the paper; here stale gradient blocks): backward blocks every eps + 1 epochs,
     forward blocks always, ages <= eps."""
-    base, _, _ = _run(setup, staleness="none", epochs=6)
-    summary, _, events = _run(setup, staleness="epoch-fixed", epsilon=eps, skip="gradients", epochs=6)
+    base, _, _ = _run(setup, exchange={"staleness": "none"}, epochs=6)
+    summary, _, events = _run(setup, exchange={"staleness": "epoch-fixed", "epsilon": eps, "skip": "gradients"},
+                              epochs=6)
     kinds, base_kinds = summary["bytes_by_kind"], base["bytes_by_kind"]
     assert kinds["bcast_fwd"] == base_kinds["bcast_fwd"]  # embeddings never skipped
     # only layer 2's gradients are broadcast at all (layer 1's input X needs none): skipped in the epochs
@@ -199,10 +204,11 @@ def test_skipg_skips_gradient_blocks_only(setup, eps):
 
 def test_skipg_needs_the_epoch_bound_and_exact_gradients():
     with pytest.raises(ParamError, match="'staleness'.*skip='gradients'"):
-        RunConfig.compose(exchange="block_row", graph="karate", skip="gradients", staleness="variation-gap",
-                          epsilon=0.1).validate()
+        RunConfig.compose(exchange={"method": "block_row", "skip": "gradients", "staleness": "variation-gap",
+                                    "epsilon": 0.1}, graph="karate").validate()
     with pytest.raises(ParamError, match="'weight_grad'"):
-        RunConfig.compose(exchange="block_row", graph="karate", staleness="epoch-fixed", skip="gradients",
-                          weight_grad="cagnet").validate()
+        RunConfig.compose(exchange={"method": "block_row", "staleness": "epoch-fixed", "skip": "gradients",
+                                    "weight_grad": "cagnet"}, graph="karate").validate()
     with pytest.raises(ParamError, match="'skip'.*Got 'weights'"):
-        RunConfig.compose(exchange="block_row", graph="karate", staleness="epoch-fixed", skip="weights").validate()
+        RunConfig.compose(exchange={"method": "block_row", "staleness": "epoch-fixed", "skip": "weights"},
+                          graph="karate").validate()

@@ -18,9 +18,10 @@ from workbench.train.models import MODELS, edge_weights, with_self_loops
 P = 3
 
 
-def _config(epochs: int, **settings):
-    return RunConfig.compose(exchange="block_row", graph="tiny", epochs=epochs, hidden=8, order="aggregate-first",
-                             optimizer="sgd", lr=0.5, **{"staleness": "epoch-fixed", **settings})
+def _config(epochs: int, exchange: dict = None):
+    return RunConfig.compose(exchange={"method": "block_row", "staleness": "epoch-fixed", **(exchange or {})},
+                             graph="tiny", epochs=epochs, model={"hidden": 8, "order": "aggregate-first"},
+                             train={"optimizer": "sgd", "lr": 0.5})
 
 
 def _reference(g, part, cfg, stale_epochs: set) -> dict:
@@ -62,7 +63,7 @@ def _reference(g, part, cfg, stale_epochs: set) -> dict:
 def test_skipg_updates_with_the_stale_gradient_blocks():
     g = tiny_graph(num_nodes=90)
     part = torch.arange(g.num_nodes) % P
-    _, ranks, _ = run_program(_config(3, staleness="epoch-fixed", epsilon=1, skip="gradients")
+    _, ranks, _ = run_program(_config(3, exchange={"epsilon": 1, "skip": "gradients"})
                               .build(graph=g, node_part=part), P)
     got = ranks[0]["params"]
     stale = _reference(g, part, _config(3), stale_epochs={1})

@@ -25,12 +25,12 @@ def _config(case: str):
 
     small = dict(graph=TINY, epochs=EPOCHS)
     return {
-        "full_graph": lambda: full_graph.recipe(**small, hidden=8),
-        "sancus": lambda: sancus.recipe(**small, hidden=8),
+        "full_graph": lambda: full_graph.recipe(**small, model={"hidden": 8}),
+        "sancus": lambda: sancus.recipe(**small, model={"hidden": 8}),
         "distdgl": lambda: distdgl.recipe(**small).with_strings({"sample.batch_size": "16"}),
         "bytegnn": lambda: bytegnn.recipe(**small).with_strings({"schedule.workers": "1", "sample.batch_size": "16"}),
         "psc_gcn": lambda: psc_gcn.recipe(**small),
-        "g3": lambda: g3.recipe(**small, hidden=8, memory_budget=16384),
+        "g3": lambda: g3.recipe(**small, model={"hidden": 8}, train={"memory_budget": 16384}),
         "catgnn": lambda: catgnn.recipe(**small),
     }[case]()
 

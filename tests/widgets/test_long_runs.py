@@ -31,7 +31,8 @@ def detail_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     runs = {}
     for detail in ("epoch", "auto"):
-        cfg = RunConfig.compose(graph="karate", partition="random", epochs=EPOCHS, hidden=4, traffic_detail=detail)
+        cfg = RunConfig.compose(graph="karate", partition="random", epochs=EPOCHS, model={"hidden": 4},
+                                train={"traffic_detail": detail})
         handle = launch(cfg, runner="local", workers=2, out=out, run_id=detail, blocking=True)
         handle.wait()
         runs[detail] = handle.log_dir
@@ -39,7 +40,7 @@ def detail_runs(tmp_path_factory):
 
 
 def test_real_run_progress_in_the_store_and_view(tmp_path):
-    cfg = RunConfig.compose(graph="karate", partition="metis", epochs=3, hidden=4)
+    cfg = RunConfig.compose(graph="karate", partition="metis", epochs=3, model={"hidden": 4})
     handle = launch(cfg, runner="local", workers=2, out=tmp_path, blocking=True)
     handle.wait()
     for store in (RunStore.from_handle(handle), RunStore.from_log(handle.log_dir)):

@@ -151,7 +151,7 @@ def test_a_real_run_fills_the_time_tab(tmp_path, render):
     from workbench.runtime import launch
     from workbench.compose import RunConfig
 
-    cfg = RunConfig.compose(graph="karate", partition="random", epochs=3, hidden=4)
+    cfg = RunConfig.compose(graph="karate", partition="random", epochs=3, model={"hidden": 4})
     handle = launch(cfg, runner="local", workers=2, out=tmp_path, run_id="real", blocking=True)
     handle.wait()
     view = RunView(handle.log_dir, runs_dir=None)

@@ -33,8 +33,8 @@ they read them from the whole graph, unused). Per epoch each trainer emits
 
 Example:
     >>> from workbench.compose import RunConfig
-    >>> cfg = RunConfig.compose(graph="karate", num_parts=1, sample="neighbor", fanouts=(5, 5), batch_size=8,
-    ...                         epochs=1, schedule="fixed-depth")
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=1, sample={"method": "neighbor", "fanouts": (5, 5),
+    ...                         "batch_size": 8}, epochs=1, schedule="fixed-depth")
     >>> program = cfg.build()
     >>> type(program.trainer).__name__, program.trainer.spec.key, program.name
     ('MiniBatchTrainer', 'scheduled', 'bytegnn-fixed-depth')

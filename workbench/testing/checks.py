@@ -326,7 +326,8 @@ def _exchange_run(stage: Any, world_size: int, **options: Any) -> tuple:
     own = stage.config.to_dict() if not isinstance(stage, type) else {}
     with registered(stage, "exchange") as name:
         settings = {f"exchange.{k}": v for k, v in {**own, **options}.items()}
-        cfg = RunConfig.compose(graph="tiny", exchange=name, model="sage", num_layers=3, hidden=8, epochs=4, seed=2,
+        cfg = RunConfig.compose(graph="tiny", exchange=name, model={"method": "sage", "num_layers": 3, "hidden": 8},
+                                epochs=4, seed=2,
                                 **settings)
         return run_program(cfg.build(graph=g, node_part=None if world_size == 1 else part), world_size)
 
@@ -402,7 +403,8 @@ def check_sync(stage: Any) -> None:
     from workbench.compose import RunConfig
 
     with registered(stage, "sync") as name:
-        cfg = RunConfig.compose(graph="karate", num_parts=2, epochs=3, hidden=8).replace(sync=_make(stage).config)
+        cfg = RunConfig.compose(graph="karate", num_parts=2, epochs=3,
+                                model={"hidden": 8}).replace(sync=_make(stage).config)
         summary, results, _ = run_program(cfg.build(), 2)
     assert summary["stages"]["sync"]["method"] == name, f"the summary names sync {summary['stages']['sync']}"
     assert all(math.isfinite(v) for v in summary["losses"]), f"losses {summary['losses']}"
@@ -452,7 +454,8 @@ def check_loss_trains(stage: Any) -> None:
     from workbench.train.objective import LinkTargets
 
     with registered(stage, "loss") as name:
-        cfg = RunConfig.compose(graph="karate", num_parts=2, epochs=3, hidden=8).replace(loss=_make(stage).config)
+        cfg = RunConfig.compose(graph="karate", num_parts=2, epochs=3,
+                                model={"hidden": 8}).replace(loss=_make(stage).config)
         if _class(stage).targets is LinkTargets:
             cfg = cfg.with_strings({"sample.method": "neighbor", "sample.fanouts": "3,3", "schedule.method": "fifo",
                                     "schedule.workers": "1", "schedule.graph_store": "local"})
@@ -478,7 +481,7 @@ def check_evaluator(stage: Any) -> None:
 
     needs = set(getattr(_class(stage), "requires", ()))
     settings = next((v for k, v in _EVALUATION_RUNS.items() if k in needs), {})
-    base = RunConfig.compose(graph="karate", num_parts=2, epochs=3, hidden=8).with_strings(settings)
+    base = RunConfig.compose(graph="karate", num_parts=2, epochs=3, model={"hidden": 8}).with_strings(settings)
     with registered(stage, "evaluate") as name:
         summary, results, _ = run_program(base.replace(evaluate=_make(stage).config).build(), 2)
     plain, _, _ = run_program(base.replace(evaluate="outputs").build(), 2)

@@ -70,8 +70,8 @@ Decisions (the DistDGL paper leaves them open):
 
 Example:
     >>> from workbench.compose import RunConfig
-    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, sample="neighbor", fanouts=(5, 5), batch_size=8,
-    ...                         epochs=2)
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, epochs=2,
+    ...                         sample={"method": "neighbor", "fanouts": (5, 5), "batch_size": 8})
     >>> type(cfg.build().trainer).__name__
     'MiniBatchTrainer'
 """

@@ -40,7 +40,8 @@ any partitioner, either model, full batch or any block sampler.
 
 Example:
     >>> from workbench.compose import RunConfig
-    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, partition="spring", sync="model_avg", interval=2)
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, partition="spring",
+    ...                         sync={"method": "model_avg", "interval": 2})
     >>> cfg.method("exchange"), cfg.build().world_size_for(4)
     ('none', 2)
 """

@@ -40,7 +40,8 @@ The components: :class:`~workbench.train.edge_sampled.SampledEdges` (the sampler
 
 Example:
     >>> from workbench.compose import RunConfig
-    >>> program = RunConfig.compose(graph="karate", num_parts=2, sample="neighbor", fanouts=(5, 5)).build()
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, sample={"method": "neighbor", "fanouts": (5, 5)})
+    >>> program = cfg.build()
     >>> type(program).__name__, type(program.trainer).__name__, program.name
     ('TrainingProgram', 'MiniBatchTrainer', 'minibatch')
 """

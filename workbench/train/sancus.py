@@ -55,8 +55,8 @@ used and its variation gap.
 
 Example:
     >>> from workbench.compose import RunConfig
-    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, exchange="block_row", staleness="epoch-fixed", epsilon=1,
-    ...                         epochs=4)
+    >>> cfg = RunConfig.compose(graph="karate", num_parts=2, epochs=4,
+    ...                         exchange={"method": "block_row", "staleness": "epoch-fixed", "epsilon": 1})
     >>> cfg.method("exchange"), cfg.exchange.staleness
     ('block_row', 'epoch-fixed')
 """

@@ -27,7 +27,7 @@ starts.
 
 Example:
     >>> from workbench.compose import RunConfig
-    >>> cfg = RunConfig.compose(graph="karate", sync="model_avg", interval=5)
+    >>> cfg = RunConfig.compose(graph="karate", sync={"method": "model_avg", "interval": 5})
     >>> cfg.method("sync"), cfg.sync.interval, cfg.method("exchange"), type(cfg.build().trainer).__name__
     ('model_avg', 5, 'none', 'ModelAveragingTrainer')
     >>> cfg.replace(cache="degree", sample="neighbor").build()
