@@ -1,4 +1,5 @@
-"""The composed run config: sections, dotted and flat names, method switches, errors all at once."""
+"""The composed run config: sections, dotted names, section dicts, the two shorthands, method switches, errors all
+at once; a name without its section is refused."""
 
 from __future__ import annotations
 
@@ -19,11 +20,48 @@ def test_defaults_and_sections():
     assert pickle.loads(pickle.dumps(cfg)) == cfg
 
 
-def test_dotted_and_flat_names_set_the_same_fields():
+def test_dotted_names_section_dicts_and_shorthands_set_the_same_fields():
     a = RunConfig.compose(graph="karate").with_strings({"train.epochs": "3", "model.hidden": "8",
                                                         "exchange.staleness": "epoch-fixed"})
-    b = RunConfig.compose(graph="karate").with_strings({"epochs": "3", "hidden": "8", "staleness": "epoch-fixed"})
-    assert a == b and a.train.epochs == 3 and a.exchange.staleness == "epoch-fixed"
+    b = RunConfig.compose(graph="karate").with_strings({"epochs": "3", "model": {"hidden": "8"},
+                                                        "exchange": {"staleness": "epoch-fixed"}})
+    c = RunConfig.compose(graph="karate", epochs=3, model={"hidden": 8}, exchange={"staleness": "epoch-fixed"})
+    d = RunConfig.compose(graph="karate", **{"train.epochs": 3, "model.hidden": 8, "exchange.staleness": "epoch-fixed"})
+    assert a == b == c == d and a.train.epochs == 3 and a.exchange.staleness == "epoch-fixed"
+    assert RunConfig.compose(train={"epochs": 3}) == RunConfig.compose(epochs=3)
+
+
+def test_a_section_dict_switches_its_method_first_then_sets_the_fields_of_the_chosen_method():
+    cfg = RunConfig.compose(graph="karate", sample={"method": "neighbor", "fanouts": (5, 5), "batch_size": 8})
+    assert (cfg.method("sample"), cfg.sample.fanouts, cfg.sample.batch_size) == ("neighbor", (5, 5), 8)
+    assert cfg == RunConfig.compose(graph="karate", **{"sample.method": "neighbor", "sample.fanouts": (5, 5),
+                                                       "sample.batch_size": 8})
+    assert cfg.notes() == RunConfig.compose(graph="karate", sample="neighbor").replace(
+        **{"sample.fanouts": (5, 5), "sample.batch_size": 8}).notes()
+    assert RunConfig.compose(sample={"method": "none"}).sample is None
+    strings = RunConfig.compose().with_strings({"sync": {"method": "model_avg", "interval": "5"}})
+    assert (strings.method("sync"), strings.sync.interval) == ("model_avg", 5)
+    with pytest.raises(ParamError, match=r"RunConfig has no option 'model.hiden' \(did you mean 'model.hidden'\?\)"):
+        RunConfig.compose(model={"hiden": 16})
+    with pytest.raises(ParamError, match="'train' parameter of RunConfig must be a TrainLoopConfig or a dict"):
+        RunConfig.compose(train="fast")
+
+
+def test_a_name_without_its_section_is_refused_naming_the_dotted_names_it_could_mean():
+    with pytest.raises(ParamError) as info:
+        RunConfig.compose(graph="karate", hidden=16, staleness="epoch-fixed", fanouts=(5, 5), hiden=3, epochs=2)
+    assert info.value.errors == [
+        "The 'hidden' parameter of RunConfig must be a section, a dotted name or a shorthand (epochs, seed): write "
+        "model.hidden. Got 16 instead.",
+        "The 'staleness' parameter of RunConfig must be a section, a dotted name or a shorthand (epochs, seed): write "
+        "exchange.staleness. Got 'epoch-fixed' instead.",
+        "The 'fanouts' parameter of RunConfig must be a section, a dotted name or a shorthand (epochs, seed): write "
+        "sample.fanouts (with sample.method=dgl or neighbor). Got (5, 5) instead.",
+        "The 'hiden' parameter of RunConfig must be a section, a dotted name or a shorthand (epochs, seed) (did you "
+        "mean 'model.hidden'?). Got 3 instead."]
+    with pytest.raises(ParamError, match=r"'epsilon' parameter of RunConfig must be a section, a dotted name or a "
+                                         r"shorthand \(epochs, seed\): write exchange.epsilon. Got '2' instead"):
+        RunConfig.compose().with_strings({"epsilon": "2"})
 
 
 def test_method_switch_keeps_shared_fields_and_options_reach_the_stage():
@@ -33,7 +71,8 @@ def test_method_switch_keeps_shared_fields_and_options_reach_the_stage():
     assert rand.method("partition") == "random" and rand.partition.seed == 5
     metis = rand.with_strings({"partition.method": "metis", "partition.balance_train": "true"})
     assert metis.partition.balance_train is True
-    block = cfg.replace(exchange="block_row", staleness="variation-gap", epsilon=0.1, weight_grad="cagnet")
+    block = cfg.replace(exchange={"method": "block_row", "staleness": "variation-gap", "epsilon": 0.1,
+                                  "weight_grad": "cagnet"})
     assert block.method("exchange") == "block_row" and block.exchange.weight_grad == "cagnet"
     assert block.replace(exchange="halo").exchange.staleness == "variation-gap"   # staleness kept across exchanges
 
@@ -59,7 +98,7 @@ def test_errors_are_reported_at_once_with_the_valid_names():
     with pytest.raises(ParamError, match=r"no option 'exchange.epsilonn' \(did you mean 'exchange.epsilon'\?\)"):
         RunConfig.compose().with_strings({"exchange.epsilonn": "1"})
     with pytest.raises(ParamError, match=r"option of partition.method=metis"):
-        RunConfig.compose(partition="random").with_strings({"balance_train": "true"})
+        RunConfig.compose(partition="random").with_strings({"partition.balance_train": "true"})
 
 
 def test_optional_sections():
@@ -85,13 +124,17 @@ def test_a_method_is_chosen_by_method_or_the_section_name_only():
         cfg.with_strings({"schedule": "fifo", "schedule.policy": "fixed-depth"})
 
 
-def test_flat_legacy_recipe_names_still_work():
+def test_recipe_overrides_are_settings_and_seed_seeds_every_section():
     from recipes import sancus
 
-    cfg = sancus.recipe().with_strings({"staleness": "variation-gap", "epsilon": "0.02", "partition": "random"})
+    cfg = sancus.recipe().with_strings({"exchange.staleness": "variation-gap", "exchange.epsilon": "0.02",
+                                        "partition": "random"})
     assert (cfg.method("exchange"), cfg.exchange.staleness, cfg.method("partition")) == \
         ("block_row", "variation-gap", "random")
-    assert {"epochs", "hidden", "staleness", "partition", "balance_train"} <= set(RunConfig.field_names())
+    assert set(RunConfig.field_names()) == {"graph", "num_parts", *RunConfig.section_names()}   # no flat names
+    seeded = RunConfig.compose(sample="neighbor", seed=7)
+    assert seeded.train.seed == seeded.partition.seed == seeded.sample.seed == 7
+    assert sancus.recipe(model={"hidden": 8}, epochs=2).model.hidden == 8
 
 
 def test_fanouts_alone_set_the_layer_count():
@@ -102,22 +145,24 @@ def test_fanouts_alone_set_the_layer_count():
     assert cfg.model.num_layers == 2 and cfg.notes() == ["model.num_layers=2 (from sample.fanouts)"]
     assert cfg.with_strings({"model.hidden": "16"}).notes() == cfg.notes()   # later settings keep the note
     assert cfg.with_strings(cfg.to_strings()).notes() == cfg.notes()         # and the round trip
-    assert distdgl.recipe(fanouts=(4, 4)).model.num_layers == distdgl.gcn(fanouts=(4, 4)).model.num_layers == 2
-    assert bytegnn.recipe(fanouts=(3, 3, 3)).model.num_layers == 3
-    built = RunConfig.compose(graph="karate", sample="neighbor", fanouts=(5, 5, 5))
+    assert distdgl.recipe(sample={"fanouts": (4, 4)}).model.num_layers == 2
+    assert distdgl.gcn(sample={"fanouts": (4, 4)}).model.num_layers == 2
+    assert bytegnn.recipe(sample={"fanouts": (3, 3, 3)}).model.num_layers == 3
+    built = RunConfig.compose(graph="karate", sample={"method": "neighbor", "fanouts": (5, 5, 5)})
     assert built.model.num_layers == 3 and built.notes() == ["model.num_layers=3 (from sample.fanouts)",
                                                              "exchange.method=none (from sample.method)"]
     assert built.with_strings(built.to_strings()).notes() == built.notes()
     assert built.replace(exchange="halo").notes() == ["model.num_layers=3 (from sample.fanouts)"]
-    assert distdgl.recipe().notes() == [] and distdgl.recipe(fanouts=(1, 2, 3)).notes() == []   # nothing changed
-    assert distdgl.recipe(fanouts=(5, 5), num_layers=2).model.num_layers == 2                       # both, agreeing
+    assert distdgl.recipe().notes() == [] and distdgl.recipe(sample={"fanouts": (1, 2,
+                                                                                 3)}).notes() == []  # nothing changed
+    assert distdgl.recipe(sample={"fanouts": (5, 5)}, model={"num_layers": 2}).model.num_layers == 2    # both, agreeing
 
 
 def test_the_derived_settings_are_named_rules_each_leaving_its_note():
     from workbench.compose_settings import DERIVED_RULES
 
     assert [rule.target for rule in DERIVED_RULES] == ["model.num_layers", "exchange.method"]
-    cfg = RunConfig.compose(graph="karate", sample="neighbor", fanouts=(5, 5, 5))
+    cfg = RunConfig.compose(graph="karate", sample={"method": "neighbor", "fanouts": (5, 5, 5)})
     assert [note.partition("=")[0] for note in cfg.notes()] == [rule.target for rule in DERIVED_RULES]
     assert cfg.with_strings({"model.num_layers": "3", "exchange.method": "none"}).notes() == cfg.notes()  # same values
     assert cfg.with_strings({"sample.fanouts": "5,5", "model.num_layers": "2", "exchange.method": "prefetch"}
@@ -127,14 +172,15 @@ def test_the_derived_settings_are_named_rules_each_leaving_its_note():
 def test_fanouts_and_layers_set_to_different_counts_are_one_error_naming_both():
     from recipes import distdgl
 
-    for settings in ({"sample.fanouts": "5,5", "model.num_layers": "3"}, {"fanouts": "5,5", "num_layers": "4"}):
+    for settings, layers in (({"sample.fanouts": "5,5", "model.num_layers": "3"}, "3"),
+                             ({"sample": {"fanouts": "5,5"}, "model": {"num_layers": "4"}}, "4")):
         with pytest.raises(ParamError) as info:
             distdgl.recipe().with_strings(settings)
         assert len(info.value.errors) == 1
-        assert "'sample.fanouts'" in str(info.value) and f"model.num_layers={settings.get('num_layers', '3')}" \
+        assert "'sample.fanouts'" in str(info.value) and f"model.num_layers={layers}" \
             in str(info.value)
     with pytest.raises(ParamError, match=r"'sample.fanouts' parameter of RunConfig must be one fan-out per model "
                                          r"layer \(model.num_layers=2; set sample.fanouts alone"):
         distdgl.recipe().with_strings({"model.num_layers": "2"})             # the layers alone: refused at once
     with pytest.raises(ParamError, match=r"'num_layers' .* Got 5 instead.*taken from sample.fanouts=5,5,5,5,5"):
-        distdgl.recipe(fanouts=(5, 5, 5, 5, 5))
+        distdgl.recipe(sample={"fanouts": (5, 5, 5, 5, 5)})

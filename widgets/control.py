@@ -37,7 +37,7 @@ from widgets.offline import Viewer
 from workbench._validation import Config, ParamError
 from workbench.constraints import Constraint, Interval, declared
 
-__all__ = ["RunControl", "discover_recipes", "config_widgets", "section_widgets", "FormWidgets", "RUNNERS"]
+__all__ = ["RunControl", "discover_recipes", "config_widgets", "section_widgets", "RUNNERS"]
 
 RUNNERS = ["local", "dask", "single"]
 
@@ -66,25 +66,6 @@ def discover_recipes() -> dict[str, Callable[[], Config]]:
                 continue
             out[mod_name if fname == "recipe" else f"{mod_name}:{fname}"] = fn
     return out
-
-
-class FormWidgets(dict):
-    """``{setting name: widget}``; a flat name (``epochs``) finds the one ``STAGE.epochs`` widget."""
-
-    def _resolve(self, key: str) -> Optional[str]:
-        if dict.__contains__(self, key):
-            return key
-        hits = [k for k in self if k.rpartition(".")[2] == key and not k.endswith(".method")]
-        return hits[0] if len(hits) == 1 else None
-
-    def __getitem__(self, key: str) -> pn.widgets.Widget:
-        found = self._resolve(key)
-        if found is None:
-            raise KeyError(key)
-        return dict.__getitem__(self, found)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._resolve(key) is not None
 
 
 def _is_composed(config: Any) -> bool:
@@ -197,7 +178,7 @@ class RunControl(Viewer):
         self.message = pn.pane.Alert("", alert_type="danger", visible=False, margin=(4, 6),
                                      sizing_mode="stretch_width", css_classes=["wb-form-message"])
         self._fields = pn.Column(sizing_mode="stretch_width", margin=0)
-        self.widgets: FormWidgets = FormWidgets()
+        self.widgets: dict[str, pn.widgets.Widget] = {}
         self._base: Optional[Config] = None
         self.start_button.on_click(lambda *_: self.start())
         self.stop_button.on_click(lambda *_: self.stop())
@@ -208,7 +189,7 @@ class RunControl(Viewer):
 
     # -- form ---------------------------------------------------------------------------------------------
     def _load_recipe(self) -> None:
-        self.widgets = FormWidgets()
+        self.widgets = {}
         self._base = None
         name = self.recipe.value
         if name is None:
@@ -230,7 +211,7 @@ class RunControl(Viewer):
         if _is_composed(self._base):
             self._draw_composed()
         else:
-            self.widgets = FormWidgets(config_widgets(self._base))
+            self.widgets = config_widgets(self._base)
             self._fields.objects = list(self.widgets.values())
         if self.graph_override and "graph" in self.widgets:
             self.widgets["graph"].value = self.graph_override
@@ -240,7 +221,7 @@ class RunControl(Viewer):
     def _draw_composed(self) -> None:
         base = self._base
         top = {k: w for k, w in config_widgets(base).items() if k not in base.sections()}
-        self.widgets = FormWidgets(top)
+        self.widgets = dict(top)
         self._groups: dict[str, pn.Column] = {}
         objects: list = list(top.values())
         for section in base.sections():
@@ -253,7 +234,7 @@ class RunControl(Viewer):
 
     def _fill_section(self, config: Any, section: str) -> None:
         for key in [k for k in self.widgets if k.startswith(f"{section}.")]:
-            dict.__delitem__(self.widgets, key)
+            del self.widgets[key]
         widgets = section_widgets(config, section)
         self.widgets.update(widgets)
         self._groups[section].objects = list(widgets.values())

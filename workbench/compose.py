@@ -22,31 +22,33 @@ A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(b
 ``cfg.method("partition")`` names it, and a field is read through its section (``cfg.train.epochs``,
 ``cfg.model.hidden``). Settings are applied by :mod:`workbench.compose_settings`, the same on the command line
 (``--set partition.method=random``, ``--set exchange.staleness=epoch-fixed``), in the dashboard form and in
-:meth:`RunConfig.replace` / :meth:`RunConfig.with_strings` / :meth:`RunConfig.compose`. These forms exist, and
-no others:
+:meth:`RunConfig.replace` / :meth:`RunConfig.with_strings` / :meth:`RunConfig.compose`. Every setting names
+its section; these forms exist, and no others:
 
 * ``graph=SPEC`` and ``num_parts=N``: the top-level fields;
-* ``SECTION.method=NAME`` switches a stage section's method (fields of the same name are kept; ``none``
-  empties an optional section: sample, cache, exchange, schedule); ``SECTION=NAME`` is the same;
-* ``SECTION=CONFIG`` (a method's ``Config`` object) or ``SECTION=None`` and ``train=TrainLoopConfig(...)``:
+* ``SECTION=NAME`` or ``SECTION.method=NAME`` switches a stage section's method (fields of the same name are
+  kept; ``none`` empties an optional section: sample, cache, exchange, schedule);
+* ``SECTION=CONFIG`` (a method's ``Config`` object), ``SECTION=None`` and ``train=TrainLoopConfig(...)``:
   Python values, in ``replace`` and ``compose`` only;
 * ``SECTION={FIELD: VALUE, ...}``: a dict of the section's settings (``model={"hidden": 16}``,
   ``sample={"method": "neighbor", "fanouts": (5, 5)}``); its ``method`` switches first, then the fields are
   set on the chosen method (strings in ``with_strings``);
-* ``SECTION.FIELD=VALUE`` sets a field of the section's chosen method (``train.FIELD`` a field of the loop);
-* a flat ``FIELD=VALUE`` (today's recipes: ``epochs``, ``hidden``, ``staleness``, ``epsilon``, ...) sets
-  the one section that has that field (an error names the choices when several do); ``seed`` seeds every
-  section that has a seed (weights, partitioner, sampler).
+* ``SECTION.FIELD=VALUE`` sets a field of the section's chosen method (``train.FIELD`` a field of the loop;
+  ``**{"model.hidden": 16}`` in Python, ``--set model.hidden=16`` on the command line);
+* two shorthands (:data:`~workbench.compose_settings.SHORTHANDS`, the CLI's ``--epochs`` and ``--seed``):
+  ``epochs=N`` is ``train.epochs=N``; ``seed=N`` seeds every section that has a seed (weights, partitioner,
+  sampler).
 
-Unknown names and bad values are all reported at once, with the valid names. Methods are looked up in
-the registries when the config is validated, so a stage registered later (a new sampler) is accepted
-without an edit here. ``build()`` checks that every stage's needs are met (:mod:`workbench.composition`)
+Any other name without a section (``hidden=16``) is refused with the dotted names it could mean
+(``write model.hidden``). Unknown names and bad values are all reported at once, with the valid names.
+Methods are looked up in the registries when the config is validated, so a stage registered later (a new
+sampler) is accepted without an edit here. ``build()`` checks that every stage's needs are met (:mod:`workbench.composition`)
 and returns the program: full-graph training when ``sample`` is None, the mini-batch program otherwise.
 
 Example:
-    >>> cfg = RunConfig.compose(graph="karate", partition="random", epochs=3)
-    >>> cfg.method("partition"), cfg.train.epochs
-    ('random', 3)
+    >>> cfg = RunConfig.compose(graph="karate", partition="random", model={"hidden": 8}, epochs=3)
+    >>> cfg.method("partition"), cfg.model.hidden, cfg.train.epochs
+    ('random', 8, 3)
     >>> cfg = cfg.with_strings({"exchange.staleness": "epoch-fixed", "exchange.epsilon": "2"})
     >>> cfg.exchange.staleness, cfg.exchange.epsilon
     ('epoch-fixed', 2.0)
@@ -56,6 +58,10 @@ Example:
     Traceback (most recent call last):
     ...
     workbench._validation.ParamError: The 'model' parameter of RunConfig must be one of ['gcn', 'sage']. Got 'gat' instead.
+    >>> cfg.replace(hidden=16)
+    Traceback (most recent call last):
+    ...
+    workbench._validation.ParamError: The 'hidden' parameter of RunConfig must be a section, a dotted name or a shorthand (epochs, seed): write model.hidden. Got 16 instead.
 """
 
 from __future__ import annotations
@@ -246,20 +252,6 @@ class RunConfig(Config):
         return self.method(section) if field == "method" else getattr(getattr(self, section), field)
 
     # -- names ---------------------------------------------------------------------------------------------
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Every name a setting may use without a section: the top-level fields, the sections, and the
-        flat field names of every registered method (``epochs``, ``hidden``, ``staleness``, ...)."""
-        load_stage_modules()
-        from workbench.train.loop import TrainLoopConfig
-
-        names = [f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")]
-        for kind in STAGE_SECTIONS.values():
-            for stage in registry(kind).values():
-                names += stage.Config.field_names()
-        names += TrainLoopConfig.field_names()
-        return list(dict.fromkeys(names))
-
     def settable_names(self) -> list[str]:
         """The dotted names of this config (``graph``, ``partition.method``, ``partition.seed``, ...)."""
         return settable(self.sections())
@@ -288,7 +280,8 @@ class RunConfig(Config):
     # -- settings ------------------------------------------------------------------------------------------
     @classmethod
     def compose(cls, **settings: Any) -> "RunConfig":
-        """A config from defaults and ``settings`` (sections, methods, dotted or flat names)."""
+        """A config from defaults and ``settings`` (top-level fields, sections, dotted names, the shorthands
+        ``epochs`` and ``seed``; see the module docstring)."""
         return cls().replace(**settings)
 
     def replace(self, **changes: Any) -> "RunConfig":

@@ -2,9 +2,10 @@
 names and values (the config itself, its sections and names are :mod:`workbench.compose`; its module docstring
 lists the forms a setting may take).
 
-:func:`apply_settings` sorts the settings into top-level fields, method switches, section fields and flat
-names; switches a section's method (:func:`~workbench.stages.switch_config` keeps the fields of the same name);
-gives a flat name to the one section that has it; sets and, for strings, converts each field; then applies the
+:func:`apply_settings` sorts the settings into top-level fields, method switches, section fields (dotted names
+and section dicts) and the :data:`SHORTHANDS` ``epochs`` and ``seed``; refuses any other name without a section,
+naming the dotted names it could mean; switches a section's method (:func:`~workbench.stages.switch_config`
+keeps the fields of the same name); sets and, for strings, converts each field; then applies the
 settings that follow others (:data:`DERIVED_RULES`, each noted in :meth:`~workbench.compose.RunConfig.notes`):
 the layer count follows the fan-outs (``model.num_layers`` from ``sample.fanouts``) and the exchange follows a
 switch of the sampler or the sync method. Every unknown name
@@ -28,7 +29,8 @@ from workbench._validation import Config, ErrorCollector, ParamError, coerce_fie
 from workbench.composition import trainer_for
 from workbench.stages import STAGE_SECTIONS, registry, switch_config
 
-__all__ = ["apply_settings", "settable", "as_text", "NONE", "SHORTHANDS", "OPTIONAL_SECTIONS", "DerivedRule", "DERIVED_RULES"]
+__all__ = ["apply_settings", "settable", "as_text", "NONE", "SHORTHANDS", "OPTIONAL_SECTIONS", "DerivedRule",
+           "DERIVED_RULES"]
 
 SHORTHANDS = ("epochs", "seed")
 """The names that need no section: ``epochs`` is ``train.epochs``; ``seed`` seeds every section that has a
@@ -68,7 +70,7 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
     top: dict[str, Any] = {}
     methods: dict[str, tuple[str, Any]] = {}          # section -> (name used, method or Config or None)
     fields: dict[str, dict[str, Any]] = {}             # section -> {field: value}
-    flat: list[tuple[str, Any]] = []
+    shorthands: list[tuple[str, Any]] = []
     for name, value in settings.items():
         section, dot, field = name.partition(".")
         if dot:
@@ -88,10 +90,14 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
                     fields.setdefault(name, {})[str(key)] = item
         elif name in STAGE_SECTIONS:
             methods[name] = (name, value)
-        elif name == "train" and isinstance(value, Config):
-            top["train"] = value
-        else:
-            flat.append((name, value))
+        elif name == "train":
+            if isinstance(value, Config):
+                top["train"] = value
+            else:
+                errs.add(param_error("train", type(run).__name__, "a TrainLoopConfig or a dict of train settings "
+                                     "({'epochs': 3})", value))
+        else:   # a shorthand, or a flat name: refused below, naming the dotted names it could mean
+            shorthands.append((name, value))
     new = {s: getattr(run, s) for s in run.section_names()}
     if "train" in top:
         new["train"] = top.pop("train")
@@ -101,8 +107,8 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
         chosen.pop(section, None)
         if name is not None:
             chosen[section] = name
-    for name, value in flat:
-        for section in _sections_with(run, name, new, errs):
+    for name, value in shorthands:
+        for section in _shorthand_sections(run, name, new, errs, value):
             fields.setdefault(section, {}).setdefault(name, value)
     for section, changes in fields.items():
         new[section] = _set_fields(run, errs, section, new[section], changes, strings)
@@ -252,17 +258,31 @@ def _switch(run: Any, errs: ErrorCollector, section: str, used: str, current: An
         return current, current_name
 
 
-def _sections_with(run: Any, name: str, new: dict, errs: ErrorCollector) -> list[str]:
-    """The sections a flat name sets (every seeded section for ``seed``)."""
+def _shorthand_sections(run: Any, name: str, new: dict, errs: ErrorCollector, value: Any) -> list[str]:
+    """The sections a shorthand sets (``epochs``: ``train``; ``seed``: every section that has a seed); any
+    other name without a section is refused, naming the dotted names it could mean."""
+    if name == "epochs":
+        return ["train"]
     have = [s for s, cfg in new.items() if cfg is not None and name in type(cfg).field_names()]
-    if name == "seed" or len(have) == 1:
-        if have:
-            return have
-    elif len(have) > 1:
-        errs.add(f"{type(run).__name__}: {name!r} is a field of several sections; set one of "
-                 f"{', '.join(f'{s}.{name}' for s in have)}.")
-        return []
-    _unknown(run, errs, name, new)
+    if name == "seed":
+        return have
+    could = [f"{s}.{name}" for s in have]
+    if not could:   # a field of a method not chosen: name the section and the methods that have it
+        for section, kind in STAGE_SECTIONS.items():
+            methods = [m for m, stage in sorted(registry(kind).items()) if name in stage.Config.field_names()]
+            if methods:
+                could.append(f"{section}.{name} (with {section}.method={' or '.join(methods)})")
+    if could:
+        write = f": write {could[0]}" if len(could) == 1 else f": write one of {', '.join(could)}"
+    else:
+        dotted = settable(new)
+        hint = difflib.get_close_matches(name, ["graph", "num_parts", *run.section_names(), *SHORTHANDS], n=1)
+        if not hint:   # a misspelt field: the dotted name of the closest one
+            field = difflib.get_close_matches(name, [v.rpartition(".")[2] for v in dotted], n=1)
+            hint = [v for v in dotted if field and v.rpartition(".")[2] == field[0]][:1]
+        write = f" (did you mean {hint[0]!r}?)" if hint else ""
+    errs.add(param_error(name, type(run).__name__, f"a section, a dotted name or a shorthand "
+                         f"({', '.join(SHORTHANDS)}){write}", value))
     return []
 
 

@@ -17,16 +17,16 @@ import pytest
 from workbench.testing import assert_same_run
 
 GOLDEN = Path(__file__).with_name("golden.json")
-SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=5, hidden=8)
+SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=5, model={"hidden": 8})
 CASES = {
     "full_graph": ("recipes.full_graph", "recipe", {}),
     "full_graph_sage": ("recipes.full_graph", "sage", {}),
     "sancus_cagnet": ("recipes.sancus", "cagnet_baseline", {}),
     "sancus_e1": ("recipes.sancus", "recipe", {}),
     "sancus_a1": ("recipes.sancus", "epoch_adaptive", {}),
-    "sancus_h": ("recipes.sancus", "variation_gap", {"epsilon": 0.05}),
-    "g3": ("recipes.g3", "recipe", {"memory_budget": 16384}),
-    "g3_gcn": ("recipes.g3", "gcn", {"memory_budget": 16384, "num_layers": 3}),
+    "sancus_h": ("recipes.sancus", "variation_gap", {"exchange.epsilon": 0.05}),
+    "g3": ("recipes.g3", "recipe", {"train.memory_budget": 16384}),
+    "g3_gcn": ("recipes.g3", "gcn", {"train.memory_budget": 16384, "model.num_layers": 3}),
 }
 
 
@@ -81,10 +81,11 @@ def test_recipes_return_configs_with_required_fields():
     from recipes import full_graph, sancus
 
     for cfg in (full_graph.recipe(), sancus.recipe(), sancus.cagnet_baseline()):
-        for name in ("graph", "num_parts", "partition", "model", "num_layers", "hidden", "epochs", "lr", "seed"):
-            assert name in cfg.field_names()
+        for name in ("graph", "num_parts", "partition.method", "model.method", "model.num_layers", "model.hidden",
+                     "train.epochs", "train.lr", "train.seed"):
+            assert name in cfg.settable_names()
         assert cfg.build() is not None
-    s = sancus.recipe().with_strings({"staleness": "variation-gap", "epsilon": "0.02"})
+    s = sancus.recipe().with_strings({"exchange.staleness": "variation-gap", "exchange.epsilon": "0.02"})
     assert (s.exchange.staleness, s.exchange.epsilon) == ("variation-gap", 0.02)
     assert sancus.recipe(staleness="epoch-adaptive", epsilon=2).exchange.epsilon == 2
 
@@ -101,8 +102,8 @@ def test_single_and_local_runners_agree(tmp_path):
     assert local["bytes_per_epoch"] == local["predicted_bytes_per_epoch"] > 0
 
 
-@pytest.mark.parametrize("recipe,extra", [("full_graph", []), ("sancus", ["--set", "staleness=variation-gap",
-                                                                          "--set", "epsilon=0.05"])])
+@pytest.mark.parametrize("recipe,extra", [("full_graph", []), ("sancus", ["--set", "exchange.staleness=variation-gap",
+                                                                          "--set", "exchange.epsilon=0.05"])])
 def test_cli_run_json(recipe, extra, tmp_path, capsys):
     from workbench.cli import main
 
@@ -121,7 +122,7 @@ def test_cli_rejects_unknown_setting(tmp_path, capsys):
     from workbench.cli import main
 
     code = main(["run", "sancus", "--graph", "karate", "--out", str(tmp_path), "--set", "epsilonn=2"])
-    assert code == 2 and "epsilon" in capsys.readouterr().err
+    assert code == 2 and "did you mean 'exchange.epsilon'?" in capsys.readouterr().err
 
 
 if __name__ == "__main__" and "--update" in sys.argv:

@@ -32,8 +32,8 @@ def test_matches_single_process_gcn(method, world_size):
 def test_directed_graph_and_deeper_models(model, num_layers, order):
     g = tiny_graph(directed=True, seed=2)
     part = torch.randint(0, 3, (g.num_nodes,), generator=torch.Generator().manual_seed(0))
-    cfg = RunConfig.compose(graph="tiny", model=model, num_layers=num_layers, hidden=8, epochs=3, optimizer="sgd",
-                            lr=0.5, order=order)
+    cfg = RunConfig.compose(graph="tiny", model=model, epochs=3, train={"optimizer": "sgd", "lr": 0.5},
+                            **{"model.num_layers": num_layers, "model.hidden": 8, "model.order": order})
     single = run_program(cfg.build(graph=g), 1)
     multi = run_program(cfg.build(graph=g, node_part=part), 3)
     _assert_same_training(single, multi)
@@ -51,7 +51,7 @@ def test_dgl_kernel_trains_as_the_compiled_one(model, monkeypatch):
     """The factored DGL kernel (large graphs on CPU) gives the numba kernel's training, on one and two ranks."""
     pytest.importorskip("dgl")
     g = tiny_graph(directed=True, seed=4)
-    cfg = RunConfig.compose(graph="tiny", model=model, epochs=3, seed=1, kernel="numba")
+    cfg = RunConfig.compose(graph="tiny", model=model, epochs=3, seed=1, train={"kernel": "numba"})
     reference = run_program(cfg.build(graph=g), 1)
     forced = cfg.with_strings({"train.kernel": "dgl"})
     _assert_same_training(reference, run_program(forced.build(graph=g), 1))
@@ -87,7 +87,7 @@ def test_summary_has_the_peak_rss_of_the_client_and_of_every_rank():
 
 
 def test_training_learns_on_sbm(small_sbm):
-    cfg = RunConfig.compose(graph="sbm", partition="metis", epochs=30, hidden=16, lr=0.05)
+    cfg = RunConfig.compose(graph="sbm", partition="metis", epochs=30, model={"hidden": 16}, train={"lr": 0.05})
     summary, _, _ = run_program(cfg.build(graph=small_sbm), 2)
     assert summary["losses"][-1] < summary["losses"][0]
     assert summary["accuracy"]["train"] > 0.5
@@ -95,13 +95,16 @@ def test_training_learns_on_sbm(small_sbm):
 
 def test_bad_config_reports_all_errors():
     with pytest.raises(ParamError) as info:
-        RunConfig.compose(model="gat", num_layers=7, lr=-1.0)
+        RunConfig.compose(model={"method": "gat", "num_layers": 7}, train={"lr": -1.0})
     text = str(info.value)
-    assert "'model'" in text and "'num_layers'" in text and "'lr'" in text and "gat" in text
+    assert "'model.method'" in text and "'num_layers'" in text and "'lr'" in text and "gat" in text
 
 
 def test_unknown_setting_lists_valid_names():
     with pytest.raises(ParamError, match="Valid options"):
+        RunConfig.compose().with_strings({"train.epochz": "3"})
+    with pytest.raises(ParamError, match=r"a section, a dotted name or a shorthand \(epochs, seed\) \(did you mean "
+                                         r"'epochs'\?\)"):
         RunConfig.compose().with_strings({"epochz": "3"})
     assert RunConfig.compose().with_strings({"epochs": "3", "num_parts": "2"}).train.epochs == 3
 

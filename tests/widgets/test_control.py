@@ -125,7 +125,7 @@ def test_real_recipe_refuses_bad_runs(tmp_path, graph, num_parts, expect):
                       default_recipe="full_graph")
     form.widgets["graph"].value = graph.format(tmp=tmp_path)
     form.widgets["num_parts"].value = num_parts
-    form.widgets["epochs"].value = 1
+    form.widgets["train.epochs"].value = 1
     form.runner.value = "local"
     form.start(wait=True)
     assert form.message.alert_type == "danger", form.message.object

@@ -17,11 +17,12 @@ slowest rank, evaluation), driven by the run's ``Progress`` events (hidden when 
 prints one line per epoch.
 
 A run is a composition of stages (partition, sample, cache, exchange, model, schedule, sync, loss, train). Options are set
-with ``--set STAGE.FIELD=VALUE`` (``--set partition.method=random`` switches a stage's method; a flat
-``--set epochs=5`` sets the one stage with that field; ``--graph``, ``--epochs`` and ``--seed`` are
-shorthands); an unknown name or a bad value stops with exit status 2 and a message listing the valid
-options, before any worker starts. A failed run prints the typed error with the remote traceback and
-exits with status 1.
+with ``--set STAGE.FIELD=VALUE`` (``--set partition.method=random`` switches a stage's method); every name
+has its section, except the two shorthands ``--epochs`` (``train.epochs``) and ``--seed`` (every section's
+seed; also ``--set epochs=5`` and ``--set seed=1``), and ``--graph`` sets the top-level ``graph``. A name
+without a section (``--set hidden=16``) is refused with the dotted name it could mean; an unknown name or a
+bad value stops with exit status 2 and a message listing the valid options, before any worker starts. A failed
+run prints the typed error with the remote traceback and exits with status 1.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ def register(subparsers) -> None:
     where.add_argument("--scheduler-file", metavar="FILE",
                        help="the Dask scheduler's file (JSON with its address: 'dask scheduler --scheduler-file', "
                             "dask-mpi, dask-jobqueue's SLURMRunner write one); runner dask")
-    p.add_argument("--epochs", type=int, help="sets the recipe's 'epochs'")
-    p.add_argument("--seed", type=int, help="sets the recipe's 'seed'")
+    p.add_argument("--epochs", type=int, help="shorthand for --set train.epochs=N")
+    p.add_argument("--seed", type=int, help="shorthand: seeds every stage that has a seed (train.seed, partition.seed, "
+                                            "sample.seed, ...)")
     p.add_argument("--out", default="runs", help="folder of run logs (default runs/)")
     p.add_argument("--device", choices=DEVICES, default="auto", help="auto (GPU where a rank has one), cpu, cuda")
     p.add_argument("--timeout", type=float, default=120.0,
@@ -80,7 +82,8 @@ def register(subparsers) -> None:
                         "'workbench netprobe --out'")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="set a recipe option: STAGE.FIELD=VALUE (partition.method=random, sample.fanouts=10,5, "
-                        "exchange.staleness=epoch-fixed) or a flat FIELD=VALUE (epochs=5)")
+                        "exchange.staleness=epoch-fixed, train.epochs=5), STAGE=METHOD (sample=neighbor) or a "
+                        "shorthand (epochs=5, seed=1); a name without its stage (hidden=16) is refused")
     p.add_argument("--list-stages", action="store_true",
                    help="print the recipe's settings (with --set applied) and every stage method, then exit")
     from workbench.data.cli import add_attach_arguments
