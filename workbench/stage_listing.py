@@ -1,5 +1,5 @@
 """What ``workbench stages`` prints: every registered method of every stage kind with its options
-(:func:`describe_stages`), and every cache, exchange, schedule, sync and loss method against every sample method
+(:func:`describe_stages`), and every cache, exchange, schedule, sync, loss and step method against every sample method
 (:func:`composition_matrix`, ``--matrix``). Read from the registries and the run config's declared constraints, so
 a method registered tomorrow is listed the day it is registered.
 
@@ -56,7 +56,7 @@ def _field_lines(cls: type) -> list[str]:
 
 
 def composition_matrix() -> list[dict]:
-    """Every method of the optional stage kinds (cache, exchange, schedule) and of sync and loss under every sample
+    """Every method of the optional stage kinds (cache, exchange, schedule) and of sync, loss and step under every sample
     method (and none), on the recipes' defaults otherwise: one row per cell with ``status`` ``composes`` or ``refused``
     and, when refused, ``why`` (what the method lacks). ``workbench stages --matrix`` prints it.
 
@@ -70,7 +70,7 @@ def composition_matrix() -> list[dict]:
     rows = []
     for sample in RunConfig.method_choices("sample"):
         base = RunConfig.compose(sample=None if sample == "none" else sample)   # the exchange follows the sample
-        for section in ("cache", "exchange", "schedule", "sync", "loss"):
+        for section in ("cache", "exchange", "schedule", "sync", "loss", "step"):
             for method in RunConfig.method_choices(section):
                 row = {"sample": sample, "section": section, "method": method, "status": "composes", "why": ""}
                 unmet, cfg = [], None

@@ -13,6 +13,7 @@
   :mod:`workbench.train.model_averaging`).
 * :mod:`workbench.train.objective`: the losses a step minimises (node classification, the link objective).
 * :mod:`workbench.train.evaluation`: the ``evaluate`` stage (how an epoch is scored: whole parts, sampled, per part).
+* :mod:`workbench.train.step`: the ``step`` stage (how one full-graph forward runs: whole parts, or G3's bins).
 * :mod:`workbench.train.timing`: each rank's time per epoch by step phase (logged as ``StepTimes``).
 
 Example:
@@ -36,10 +37,11 @@ from workbench.train.program import Trainer, TrainingProgram
 from workbench.train.prefetch import PrefetchExchange  # noqa: E402 (registers ``prefetch``)
 from workbench.train.edge_sampled import SampledEdges  # noqa: E402 (registers the ``edge_sampled`` trainer)
 from workbench.train.sync import SYNCS, Sync  # noqa: E402 (registers ``allreduce`` and ``model_avg``)
+from workbench.train.step import STEPS, Binned, Step, WholePart  # noqa: E402 (registers ``whole_part``, ``binned``)
 
 __all__ = ["FullGraphTrainer", "FullGraphSteps", "TrainingProgram", "Trainer", "Steps",
            "SampledEdges", "TrainLoop",
            "TrainLoopConfig", "StepOutput", "EXCHANGES", "Exchange", "RankExchange", "OwnerComputeHalo",
            "BlockRowBroadcast", "StalenessPolicy", "MODELS", "GNNModel", "HaloExchangePlan", "build_halo_plans",
            "predicted_halo_bytes", "compare_runs", "staleness_table", "SYNCS", "Sync", "EVALUATORS", "Evaluator",
-           "WholePartEvaluation"]
+           "WholePartEvaluation", "STEPS", "Step", "WholePart", "Binned"]
