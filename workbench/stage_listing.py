@@ -5,7 +5,7 @@ a method registered tomorrow is listed the day it is registered.
 
 Example:
     >>> print(describe_stages(short=True).splitlines()[-1])
-      loss.method: cross_entropy | link
+      step.method: binned | whole_part
 """
 
 from __future__ import annotations
