@@ -246,7 +246,7 @@ class MiniBatchTrainer(Trainer):
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
         from workbench.sample import owned_rows, split_seeds
         from workbench.train.full_graph import _partition_event, load_and_partition
-        from workbench.train.halo import build_halo_plans, local_index
+        from workbench.layout.halo import build_halo_plans, local_index
 
         cfg = self.config
         k = cfg.sample.trainers or world_size
