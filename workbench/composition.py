@@ -138,6 +138,10 @@ class TrainerSpec:
         needs_in_degrees: whether a rank's shard holds every vertex's in-degree (a schedule's NSC cost model).
         component: makes, from the config, what this key adds to its class's plain training (each class says
             what it calls on it); ``None``: nothing.
+        batches: where a step's batch comes from, in words (``workbench stages batches`` lists the records by it:
+            whole parts, sampled blocks, scheduled blocks, sampled edges, one part after another).
+        chosen_by: the settings that choose this record, in ``--set`` words (what ``workbench stages batches``
+            says).
     """
 
     key: str
@@ -150,6 +154,8 @@ class TrainerSpec:
     rank_processes: bool = False
     needs_in_degrees: bool = False
     component: Optional[Callable[[Any], Any]] = None
+    batches: str = ""
+    chosen_by: str = ""
 
     def check_config(self, config: Any, errs: Any) -> None:
         """What the trainer class refuses in ``config`` beyond the declared capabilities

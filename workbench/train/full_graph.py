@@ -332,7 +332,8 @@ def full_graph_name(config: Any) -> str:
 @register_trainer("full_graph", name=full_graph_name, trainer="full-graph training (sample.method=none)",
                   provides=frozenset({"embedding exchange", "whole-part layers", "node labels",
                                       "whole-part logits"}),
-                  default_exchange="halo", instead=FULL_GRAPH_INSTEAD)
+                  default_exchange="halo", instead=FULL_GRAPH_INSTEAD,
+                  batches="whole parts: one step an epoch, every layer on every edge", chosen_by="sample.method=none")
 class FullGraphTrainer(Trainer):
     """Full-graph training with any registered exchange, SPMD over the ranks (see the module docstring).
 

@@ -236,7 +236,9 @@ def minibatch_name(config: Any) -> str:
 
 @register_trainer("minibatch", name=minibatch_name, trainer="mini-batch training on sampled blocks",
                   provides=frozenset({"feature source", "sampling tasks", "inclusion probabilities", "node labels",
-                                      "trainer-sampled batches", "a global seed split", "sampled evaluation"}))
+                                      "trainer-sampled batches", "a global seed split", "sampled evaluation"}),
+                  batches="sampled blocks: seeds split among the trainers, sampled by the trainer's own process",
+                  chosen_by="a block sampler, schedule.method=none")
 class MiniBatchTrainer(Trainer):
     """Mini-batch training with a sampler, a feature cache and a model (see the module docstring). Its record's
     ``component`` (the ``scheduled`` key's :class:`~workbench.schedule.program.ScheduledSource`) is where the
