@@ -15,11 +15,11 @@ workbench <= 1.0x DGL on one rank, and <= 0.8x with sampling and feature pulls o
 
 Variants of the workbench, each run in the same invocation and compared with the same DGL median:
 
-* ``--prefetch N``: also with ``train.prefetch=N`` (a background thread samples, pulls and builds the next N
+* ``--batches-ahead N``: also with ``train.batches_ahead=N`` (a background thread samples, pulls and builds the next N
   batches while the model computes; :mod:`workbench.train.minibatch`); the losses must equal the inline run's
   bit for bit (printed). It hides sampling and pulls only where the model's compute leaves a core free (on 2
   cores it does not: the epoch stays the inline one's; see "Overlap" in :mod:`workbench.train.minibatch`);
-* ``--schedule W``: also with ByteGNN's scheduled program (``schedule.method=prefetch``, ``schedule.workers=W``:
+* ``--schedule W``: also with ByteGNN's scheduled program (``schedule.method=fixed-depth``, ``schedule.workers=W``:
   sampling DAGs in W worker processes, :mod:`workbench.schedule`), the other way to overlap;
 * ``--ranks R``: also on R thread ranks (``num_parts=R``, the local runner's in-process group; every trainer
   takes ``batch_size`` seeds per step, so an epoch has about 1/R of the steps; the host's cores are shared out,
@@ -32,7 +32,7 @@ Usage::
     python benchmarks/minibatch.py                 # products-like, 50k vertices
     python benchmarks/minibatch.py --quick         # 5k vertices, for a smoke run
     python benchmarks/minibatch.py --epochs 20 --to-accuracy 0.8   # wall time to a validation accuracy
-    python benchmarks/minibatch.py --graph products-like:num_nodes=100000,seed=0 --prefetch 2 --schedule 1
+    python benchmarks/minibatch.py --graph products-like:num_nodes=100000,seed=0 --batches-ahead 2 --schedule 1
     python benchmarks/minibatch.py --save docs/benchmarks/minibatch.json   # the docs' record (benchmarks/_record.py)
 
 ``--to-accuracy A`` also reports, for both, the training wall time (the sum of the epochs' times) until the
@@ -164,10 +164,10 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"small graph ({QUICK_GRAPH})")
     parser.add_argument("--to-accuracy", type=float, default=None, metavar="A",
                         help="also report the training time until the validation accuracy first reaches A")
-    parser.add_argument("--prefetch", type=int, default=0, metavar="N",
-                        help="also run the workbench with train.prefetch=N (overlap; 0: not)")
+    parser.add_argument("--batches-ahead", type=int, default=0, metavar="N",
+                        help="also run the workbench with train.batches_ahead=N (overlap; 0: not)")
     parser.add_argument("--schedule", type=int, default=0, metavar="W",
-                        help="also run it with schedule.method=prefetch on W sampling worker processes (0: not)")
+                        help="also run it with schedule.method=fixed-depth on W sampling worker processes (0: not)")
     parser.add_argument("--ranks", type=int, default=1, metavar="R",
                         help="also run it on R thread ranks and report the epoch time's scaling (1: not)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON (last line)")
@@ -187,12 +187,12 @@ def main(argv=None) -> int:
     dgl_runs = [run_dgl(graph, args)]
     wb = run_workbench(graph, args)
     variants = []   # (name, run, target, note)
-    if args.prefetch:
-        run = run_workbench(graph, args, f"prefetch {args.prefetch}", {"train.prefetch": str(args.prefetch)})
+    if args.batches_ahead:
+        run = run_workbench(graph, args, f"batches ahead {args.batches_ahead}", {"train.batches_ahead": str(args.batches_ahead)})
         same = "identical" if run["losses"] == wb["losses"] else "DIFFERENT"
-        variants.append((f"prefetch {args.prefetch}", run, TARGET_OVERLAP, f"losses {same} to the inline run's"))
+        variants.append((f"batches ahead {args.batches_ahead}", run, TARGET_OVERLAP, f"losses {same} to the inline run's"))
     if args.schedule:
-        run = run_workbench(graph, args, f"schedule {args.schedule}", {"schedule.method": "prefetch",
+        run = run_workbench(graph, args, f"schedule {args.schedule}", {"schedule.method": "fixed-depth",
                                                                       "schedule.workers": str(args.schedule)})
         same = "identical" if run["losses"] == wb["losses"] else "DIFFERENT"
         variants.append((f"schedule {args.schedule}", run, TARGET_OVERLAP, f"losses {same} to the inline run's"))

@@ -10,7 +10,7 @@ Composition (every stage swappable with ``--set STAGE.FIELD=VALUE``):
 * **schedule**: ``launch-score``: each trainer's batches are sampled by 2 worker processes running
   per-batch DAGs of one-hop NSC, merge and FF tasks over chunks of 256 vertices; a DAG is launched when
   ``T_gap * f(C_util) * balance >= sigma`` and ready tasks run by (DAG id, cost). ``--set
-  schedule.method=prefetch`` (DistDGL-style depth 2), ``asap`` or ``fifo`` (FIFO ready queue) swap it. The
+  schedule.method=fixed-depth`` (DistDGL-style depth 2), ``asap`` or ``fifo`` (FIFO ready queue) swap it. The
   workers hold their rank's part and read other parts from the owners' graph stores (``schedule.graph_store=
   owners``; ``local`` gives every worker the whole graph, remote reads uncounted, for comparison);
 * **model**: GraphSAGE-mean (or GCN: ``recipe:gcn``), 2 layers of 32 (the paper's hidden size); **train**:
@@ -39,8 +39,8 @@ Example:
     >>> cfg = recipe(epochs=2)
     >>> cfg.method("partition"), cfg.method("schedule"), cfg.sample.fanouts
     ('bytegnn', 'launch-score', (10, 5))
-    >>> recipe().with_strings({"schedule.method": "prefetch"}).method("schedule")
-    'prefetch'
+    >>> recipe().with_strings({"schedule.method": "fixed-depth"}).method("schedule")
+    'fixed-depth'
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ def gcn(**overrides) -> RunConfig:
     return recipe(model=GCN.Config(hidden=32, num_layers=2)).replace(**overrides)
 
 
-def prefetch(**overrides) -> RunConfig:
+def fixed_depth(**overrides) -> RunConfig:
     """DistDGL-style fixed-depth prefetch (depth 2) instead of the launch score: the coarse baseline."""
-    return recipe().with_strings({"schedule.method": "prefetch"}).replace(**overrides)
+    return recipe().with_strings({"schedule.method": "fixed-depth"}).replace(**overrides)
 
 
 def fifo(**overrides) -> RunConfig:

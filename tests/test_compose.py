@@ -82,7 +82,7 @@ def test_a_method_is_chosen_by_method_or_the_section_name_only():
     with pytest.raises(ParamError, match="RunConfig has no option 'cache.policy'"):
         cfg.with_strings({"cache": "lru", "cache.policy": "degree"})
     with pytest.raises(ParamError, match="RunConfig has no option 'schedule.policy'"):
-        cfg.with_strings({"schedule": "fifo", "schedule.policy": "prefetch"})
+        cfg.with_strings({"schedule": "fifo", "schedule.policy": "fixed-depth"})
 
 
 def test_flat_legacy_recipe_names_still_work():

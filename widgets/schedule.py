@@ -8,9 +8,9 @@ Example:
     >>> from workbench.events import ScheduleStats, ScheduleTrace
     >>> from widgets.store import RunStore
     >>> store = RunStore(events=[
-    ...     ScheduleStats(run_id="r", epoch=0, policy="prefetch", seeds=64, seconds=0.5, seeds_per_s=128.0,
+    ...     ScheduleStats(run_id="r", epoch=0, policy="fixed-depth", seeds=64, seconds=0.5, seeds_per_s=128.0,
     ...                   dag_latency_ms=[10.0, 12.0], launch_s=[0.0, 0.1]),
-    ...     ScheduleTrace(run_id="r", epoch=0, policy="prefetch", t=[0.0, 0.05], cpu_util=[40.0, 90.0],
+    ...     ScheduleTrace(run_id="r", epoch=0, policy="fixed-depth", t=[0.0, 0.05], cpu_util=[40.0, 90.0],
     ...                   q_size=[0, 1], in_flight=[1, 2], busy_workers=[1, 2])])
     >>> schedule_summary(store)["seeds_per_s"], len(ScheduleView(store).trace_frame())
     (128.0, 2)

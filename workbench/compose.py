@@ -8,7 +8,7 @@ Sections (each a nested, validated config)::
     cache       {method, ...} registry("cache"):    None = no feature cache
     exchange    {method, ...} registry("exchange"): halo, block_row (+ staleness: SANCUS / SkipG)
     model       {method, ...} registry("model"):    gcn, sage (hidden, num_layers)
-    schedule    {method, ...} registry("schedule"): None = sample inline; launch-score, prefetch, ... =
+    schedule    {method, ...} registry("schedule"): None = sample inline; launch-score, fixed-depth, ... =
                               sampling DAGs in worker processes (ByteGNN; needs a sampler)
     sync        {method, ...} registry("sync"):     allreduce = gradients every step; model_avg = CATGNN's
                               local training per part, models averaged every ``interval`` epochs

@@ -43,7 +43,7 @@ A method may provide a capability only with some options (:meth:`Stage.provides_
 <workbench.stages.Stage.provides_for>`: ``halo`` with ``staleness=none``).
 
 Fields of any section can declare needs too (``field_requires`` of its ``Config``: the ``whole_part`` step's
-``memory_budget`` needs ``whole-part layers`` and ``p2p halo layers``; ``train.prefetch`` needs
+``memory_budget`` needs ``whole-part layers`` and ``p2p halo layers``; ``train.batches_ahead`` needs
 ``trainer-sampled batches``; ``sample.split`` and ``sample.trainers`` need ``a global seed split``, which model
 averaging, one model per part, does not provide): set away from their default where their needs are unmet, they
 are refused rather than ignored.
@@ -139,6 +139,10 @@ class TrainerSpec:
         needs_in_degrees: whether a rank's shard holds every vertex's in-degree (a schedule's NSC cost model).
         component: makes, from the config, what this key adds to its class's plain training (each class says
             what it calls on it); ``None``: nothing.
+        batches: where a step's batch comes from, in words (``workbench stages batches`` lists the records by it:
+            whole parts, sampled blocks, scheduled blocks, sampled edges, one part after another).
+        chosen_by: the settings that choose this record, in ``--set`` words (what ``workbench stages batches``
+            says).
     """
 
     key: str
@@ -151,6 +155,8 @@ class TrainerSpec:
     rank_processes: bool = False
     needs_in_degrees: bool = False
     component: Optional[Callable[[Any], Any]] = None
+    batches: str = ""
+    chosen_by: str = ""
 
     def check_config(self, config: Any, errs: Any) -> None:
         """What the trainer class refuses in ``config`` beyond the declared capabilities
@@ -235,7 +241,7 @@ def _providers(capability: str) -> str:
 
 def unmet_needs(cfg: Any) -> tuple[TrainerSpec, list[tuple[str, str, list[str]]]]:
     """``(trainer record, [(setting, value, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised):
-    ``("cache", "inclusion", [...])`` for a stage method, ``("train.prefetch", 2, [...])`` for a field its
+    ``("cache", "inclusion", [...])`` for a stage method, ``("train.batches_ahead", 2, [...])`` for a field its
     config declares in ``field_requires`` and that is set away from its default."""
     program = trainer_class(cfg)
     stages = stage_classes(cfg)

@@ -111,7 +111,7 @@ def test_graph_store_is_validated():
     from workbench._validation import ParamError
 
     with pytest.raises(ParamError, match="'graph_store' parameter .* Got 'remote' instead"):
-        SCHEDULERS.build("prefetch", graph_store="remote")
+        SCHEDULERS.build("fixed-depth", graph_store="remote")
 
 
 SMALL = dict(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0", epochs=2, hidden=8,
@@ -180,7 +180,7 @@ def test_a_fresh_process_starts_its_workers_without_hanging():
 
     code = ("from recipes.bytegnn import recipe\nfrom workbench.runtime import launch\n"
             "cfg = recipe(graph='products-like:num_nodes=1500,seed=0', num_parts=1, epochs=1, batch_size=64)\n"
-            "print(launch(cfg.with_strings({'schedule.method': 'prefetch'}), runner='single', out=None).wait()"
+            "print(launch(cfg.with_strings({'schedule.method': 'fixed-depth'}), runner='single', out=None).wait()"
             "['losses'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("["), done.stderr[-2000:]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from workbench.sample import LocalSource, NeighborSampler
-from workbench.schedule import (SCHEDULERS, LaunchScorePolicy, LogicalDAG, Pipeline, PrefetchPolicy, Signals,
+from workbench.schedule import (SCHEDULERS, LaunchScorePolicy, LogicalDAG, Pipeline, FixedDepthPolicy, Signals,
                                 cpu_pressure)
 from workbench.schedule.dag import OPERATORS, WorkerState
 from workbench.sample.keyed import CSRRows
@@ -75,8 +75,8 @@ def test_coarse_policies():
     idle = Signals(t_gap_ms=50, c_util=10, q_size=0, in_flight=1, t_avg_sample=0.4, t_avg_train=0.1, **base)
     assert p.should_launch(idle)                                                     # 50 * 99.9 * 4
     assert not p.should_launch(Signals(**{**idle.__dict__, "in_flight": 3}))         # the cap
-    assert PrefetchPolicy(2).should_launch(Signals(**{**idle.__dict__, "in_flight": 1, "q_size": 0}))
-    assert not PrefetchPolicy(2).should_launch(Signals(**{**idle.__dict__, "in_flight": 1, "q_size": 1}))
+    assert FixedDepthPolicy(2).should_launch(Signals(**{**idle.__dict__, "in_flight": 1, "q_size": 0}))
+    assert not FixedDepthPolicy(2).should_launch(Signals(**{**idle.__dict__, "in_flight": 1, "q_size": 1}))
 
 
 def test_fine_scheduler_orders_by_dag_then_cost():
@@ -96,7 +96,7 @@ def test_fine_scheduler_orders_by_dag_then_cost():
     assert [(t.dag_id, t.cost) for t in iter(pipe._pop, None)] == [(2, 1.0), (1, 50.0), (1, 5.0)]
 
 
-@pytest.mark.parametrize("name", ["launch-score", "prefetch", "asap", "fifo"])
+@pytest.mark.parametrize("name", ["launch-score", "fixed-depth", "asap", "fifo"])
 def test_pipeline_batches_do_not_depend_on_the_scheduler(small_sbm, name):
     g = small_sbm
     sampler = NeighborSampler(fanouts=(3, 3), seed=1)
@@ -120,7 +120,7 @@ def test_same_seed_same_losses_whatever_the_scheduler():
     base = RunConfig.compose(graph="sbm:num_nodes=300,num_blocks=4,avg_degree=8,num_features=16,seed=0",
                              num_parts=1, sample="neighbor", fanouts=(4, 4), batch_size=32, epochs=2, model="sage")
     runs = {}
-    for name in ("none", "launch-score", "prefetch", "fifo"):
+    for name in ("none", "launch-score", "fixed-depth", "fifo"):
         cfg = base.with_strings({"schedule.method": name, **({} if name == "none" else {"schedule.workers": "1"})})
         handle = launch(cfg, runner="single")
         runs[name] = handle.wait()
@@ -153,7 +153,7 @@ def test_trace_samples_every_change_and_is_thinned_for_the_log(small_sbm):
 
     sampler = NeighborSampler(fanouts=(3, 3), seed=1)
     batches = [(s, torch.arange(s * 20, s * 20 + 20)) for s in range(4)]
-    with SCHEDULERS.build("prefetch", workers=2, chunk_size=8, trace_ms=10_000).pipeline(sampler, small_sbm) as pipe:
+    with SCHEDULERS.build("fixed-depth", workers=2, chunk_size=8, trace_ms=10_000).pipeline(sampler, small_sbm) as pipe:
         pipe.start_epoch(0, batches)
         for s, _ in batches:
             pipe.get(s)

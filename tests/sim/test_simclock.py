@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.schedule.executor import LaunchScorePolicy, PrefetchPolicy, Signals
+from workbench.schedule.executor import LaunchScorePolicy, FixedDepthPolicy, Signals
 from workbench.sim.simclock import SimConfig, simulate, simulate_method
 
 ROOMY = [(4, 10.0), (4, 15.0), (8, 10.0)]
@@ -39,7 +39,7 @@ def _run(method: str, workers: int = 4, train_ms: float = 15.0, seed: int = 0, *
 # ------------------------------------------------------------------------------------------------- the clock
 
 
-class _Recording(PrefetchPolicy):
+class _Recording(FixedDepthPolicy):
     def __init__(self, depth: int):
         super().__init__(depth)
         self.seen: list[Signals] = []
@@ -63,7 +63,7 @@ def test_the_policy_sees_the_pipelines_signals():
 def test_one_dag_at_a_time_idles_the_trainer_by_each_dags_latency_beyond_a_step():
     """Depth 1 launches the next DAG when the trainer takes a batch: the trainer then waits for the first DAG
     and, after each step, for whatever part of the next DAG's latency outlasts the step."""
-    r = simulate(PrefetchPolicy(depth=1), SimConfig(num_batches=10))
+    r = simulate(FixedDepthPolicy(depth=1), SimConfig(num_batches=10))
     lat = r.dag_latency_s
     assert r.max_in_flight == 1
     assert r.trainer_idle_s == pytest.approx(lat[0] + sum(max(0.0, x - 0.015) for x in lat[1:]))
@@ -72,7 +72,7 @@ def test_one_dag_at_a_time_idles_the_trainer_by_each_dags_latency_beyond_a_step(
 def test_the_clock_is_deterministic_and_validates_its_config():
     assert _run("launch-score") == _run("launch-score")
     with pytest.raises(ValueError, match="'workers' parameter of SimConfig.*\n.*'ready_queue'"):
-        simulate(PrefetchPolicy(), SimConfig(ready_queue="lifo", workers=0))
+        simulate(FixedDepthPolicy(), SimConfig(ready_queue="lifo", workers=0))
 
 
 # ------------------------------------------------------------------------------ coarse scheduler (Algorithm 1)
@@ -90,7 +90,7 @@ def test_launch_score_does_not_flood_the_workers_like_asap(workers, train_ms):
 @pytest.mark.parametrize("workers,train_ms", ROOMY)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_launch_score_idles_the_trainer_less_than_fixed_prefetch_when_workers_have_room(workers, train_ms, seed):
-    ls, prefetch = _run("launch-score", workers, train_ms, seed), _run("prefetch", workers, train_ms, seed)
+    ls, prefetch = _run("launch-score", workers, train_ms, seed), _run("fixed-depth", workers, train_ms, seed)
     assert ls.trainer_idle_fraction < prefetch.trainer_idle_fraction - 0.01
     assert ls.batches_per_s > prefetch.batches_per_s
 
@@ -99,7 +99,7 @@ def test_with_two_workers_fixed_prefetch_is_as_good_and_launch_score_floods():
     """Does not hold with 2 workers: two DAGs in flight already keep both busy, so prefetch-2 idles the
     trainer no more than launch-score, while launch-score's T_avg_sample (DAG latency, growing with the DAGs
     in flight) keeps the balance high and it launches up to its cap: several times prefetch's latency."""
-    ls, prefetch = _run("launch-score", workers=2), _run("prefetch", workers=2)
+    ls, prefetch = _run("launch-score", workers=2), _run("fixed-depth", workers=2)
     assert prefetch.trainer_idle_fraction <= ls.trainer_idle_fraction
     assert ls.max_in_flight == 16 and ls.dag_latency_ms_mean > 2 * prefetch.dag_latency_ms_mean
 
@@ -147,7 +147,7 @@ def test_at_a_fixed_depth_priority_lowers_trainer_idle_but_not_mean_dag_latency(
     """Half holds at prefetch depth 8: priority finishes DAGs in the trainer's order (less idle time), but
     FIFO's mean DAG latency is lower -- it starts a new DAG's first NSC hop (its critical path) beside an
     older DAG's many FF tasks, where priority makes the new DAG wait for all of them."""
-    prio, fifo = _run("prefetch", seed=seed, depth=8), _run("prefetch", seed=seed, depth=8, ready_queue="fifo")
+    prio, fifo = _run("fixed-depth", seed=seed, depth=8), _run("fixed-depth", seed=seed, depth=8, ready_queue="fifo")
     assert prio.trainer_idle_fraction < fifo.trainer_idle_fraction - 0.01
     assert fifo.dag_latency_ms_mean < prio.dag_latency_ms_mean
 

@@ -38,7 +38,7 @@ def test_schedule_view_and_its_tab(render):
 
 def test_compare_schedules():
     runs = {"launch-score": _schedule_events("a", "launch-score", rate=200.0),
-            "prefetch": _schedule_events("b", "prefetch", rate=100.0)}
+            "fixed-depth": _schedule_events("b", "fixed-depth", rate=100.0)}
     table, plots = compare_schedules(runs)
-    assert table.set_index("run")["seeds_per_s"].to_dict() == {"launch-score": 200.0, "prefetch": 100.0}
+    assert table.set_index("run")["seeds_per_s"].to_dict() == {"launch-score": 200.0, "fixed-depth": 100.0}
     assert len(plots) == 5

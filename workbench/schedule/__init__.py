@@ -8,17 +8,17 @@
 
 Example:
     >>> sorted(SCHEDULERS)
-    ['asap', 'fifo', 'launch-score', 'prefetch']
+    ['asap', 'fifo', 'fixed-depth', 'launch-score']
 """
 
 from __future__ import annotations
 
 from workbench.schedule.dag import LogicalDAG, PhysicalDAG, SampledBatch, Task
 from workbench.schedule.executor import (AsapPolicy, CoarsePolicy, EpochSchedule, LaunchScorePolicy, Pipeline,
-                                         PrefetchPolicy, Signals, cpu_pressure)
+                                         FixedDepthPolicy, Signals, cpu_pressure)
 from workbench.schedule.base import (SCHEDULERS, AsapScheduler, FifoScheduler, LaunchScoreScheduler,
-                                     PrefetchScheduler, Scheduler)
+                                     FixedDepthScheduler, Scheduler)
 
 __all__ = ["LogicalDAG", "PhysicalDAG", "SampledBatch", "Task", "Pipeline", "CoarsePolicy", "AsapPolicy",
-           "PrefetchPolicy", "LaunchScorePolicy", "Signals", "EpochSchedule", "cpu_pressure", "SCHEDULERS",
-           "Scheduler", "LaunchScoreScheduler", "PrefetchScheduler", "AsapScheduler", "FifoScheduler"]
+           "FixedDepthPolicy", "LaunchScorePolicy", "Signals", "EpochSchedule", "cpu_pressure", "SCHEDULERS",
+           "Scheduler", "LaunchScoreScheduler", "FixedDepthScheduler", "AsapScheduler", "FifoScheduler"]

@@ -8,15 +8,15 @@ intervals) and its coarse policy's options; :meth:`Scheduler.pipeline` builds th
 
 ================ ===========================================================================================
 ``launch-score`` ByteGNN's coarse scheduler: ``T_gap * f(C_util) * balance >= sigma`` (Algorithm 1)
-``prefetch``     DistDGL-style fixed-depth prefetch (``depth`` batches launched or waiting)
+``fixed-depth``  DistDGL-style fixed-depth prefetch (``depth`` batches launched or waiting)
 ``asap``         launch every DAG as soon as possible (up to ``max_in_flight``)
 ``fifo``         ``launch-score`` with a FIFO ready queue: the fine scheduler's baseline
 ================ ===========================================================================================
 
 Example:
     >>> sorted(SCHEDULERS)
-    ['asap', 'fifo', 'launch-score', 'prefetch']
-    >>> SCHEDULERS.build("prefetch", depth=3).policy().depth
+    ['asap', 'fifo', 'fixed-depth', 'launch-score']
+    >>> SCHEDULERS.build("fixed-depth", depth=3).policy().depth
     3
 """
 
@@ -28,10 +28,10 @@ from typing import Annotated, Any
 from workbench.constraints import Interval, Options
 from workbench.schedule.graphstore import GRAPH_STORES
 from workbench.schedule.executor import (CPU_SCOPES, READY_QUEUES, SAMPLE_TIMES, AsapPolicy, CoarsePolicy, LaunchScorePolicy, Pipeline,
-                                         PrefetchPolicy)
+                                         FixedDepthPolicy)
 from workbench.stages import Stage, registry
 
-__all__ = ["SCHEDULERS", "Scheduler", "LaunchScoreScheduler", "PrefetchScheduler", "AsapScheduler",
+__all__ = ["SCHEDULERS", "Scheduler", "LaunchScoreScheduler", "FixedDepthScheduler", "AsapScheduler",
            "FifoScheduler"]
 
 SCHEDULERS = registry("schedule")
@@ -116,10 +116,10 @@ class FifoScheduler(LaunchScoreScheduler):
 
 
 @SCHEDULERS.register
-class PrefetchScheduler(Scheduler):
-    """DistDGL-style fixed-depth prefetch (:class:`~workbench.schedule.executor.PrefetchPolicy`)."""
+class FixedDepthScheduler(Scheduler):
+    """DistDGL-style fixed-depth prefetch (:class:`~workbench.schedule.executor.FixedDepthPolicy`)."""
 
-    name = "prefetch"
+    name = "fixed-depth"
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Scheduler.Config):
@@ -127,7 +127,7 @@ class PrefetchScheduler(Scheduler):
         """Batches launched or waiting at any time."""
 
     def policy(self) -> CoarsePolicy:
-        return PrefetchPolicy(depth=self.config.depth)
+        return FixedDepthPolicy(depth=self.config.depth)
 
 
 @SCHEDULERS.register

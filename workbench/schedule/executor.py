@@ -48,7 +48,7 @@ import numpy as np
 
 from workbench.schedule.dag import LogicalDAG, PhysicalDAG, SampledBatch, Task, WorkerState
 
-__all__ = ["Pipeline", "Signals", "CoarsePolicy", "AsapPolicy", "PrefetchPolicy", "LaunchScorePolicy",
+__all__ = ["Pipeline", "Signals", "CoarsePolicy", "AsapPolicy", "FixedDepthPolicy", "LaunchScorePolicy",
            "EpochSchedule", "cpu_pressure", "READY_QUEUES", "CPU_SCOPES", "CpuMeter", "SAMPLE_TIMES"]
 
 READY_QUEUES = ("priority", "fifo")
@@ -130,10 +130,10 @@ class AsapPolicy(CoarsePolicy):
         return s.in_flight < self.max_in_flight
 
 
-class PrefetchPolicy(CoarsePolicy):
+class FixedDepthPolicy(CoarsePolicy):
     """DistDGL-style fixed-depth prefetch: keep ``depth`` batches launched or waiting (in flight + Q_size)."""
 
-    name = "prefetch"
+    name = "fixed-depth"
 
     def __init__(self, depth: int = 2):
         self.depth = depth

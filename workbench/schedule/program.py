@@ -34,10 +34,10 @@ they read them from the whole graph, unused). Per epoch each trainer emits
 Example:
     >>> from workbench.compose import RunConfig
     >>> cfg = RunConfig.compose(graph="karate", num_parts=1, sample="neighbor", fanouts=(5, 5), batch_size=8,
-    ...                         epochs=1, schedule="prefetch")
+    ...                         epochs=1, schedule="fixed-depth")
     >>> program = cfg.build()
     >>> type(program.trainer).__name__, program.trainer.spec.key, program.name
-    ('MiniBatchTrainer', 'scheduled', 'bytegnn-prefetch')
+    ('MiniBatchTrainer', 'scheduled', 'bytegnn-fixed-depth')
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class ScheduledSource:
 
 
 def bytegnn_name(config: Any) -> str:
-    """``bytegnn-`` and the schedule method (``bytegnn-prefetch``)."""
+    """``bytegnn-`` and the schedule method (``bytegnn-fixed-depth``)."""
     return f"bytegnn-{config.method('schedule')}"
 
 
@@ -113,7 +113,9 @@ register_trainer("scheduled", name=bytegnn_name, trainer="mini-batch training wi
                  provides=frozenset({"sampling tasks", "feature source", "node labels", "link pairs",
                                      "a global seed split", "sampled evaluation"}),
                  # each rank starts its sampling worker processes (an embedded Dask cluster allows it)
-                 rank_processes=True, needs_in_degrees=True, component=ScheduledSource)(MiniBatchTrainer)
+                 rank_processes=True, needs_in_degrees=True, component=ScheduledSource,
+                 batches="scheduled blocks: sampled by the schedule's worker processes, one DAG per batch",
+                 chosen_by="a block sampler and schedule.method=NAME")(MiniBatchTrainer)
 
 
 def schedule_summary(per_rank: list[dict]) -> dict:

@@ -20,10 +20,10 @@ time and to DAG latency (ByteGNN's coarse and fine scheduling) without wall cloc
 
 Example (the default setting: 64 batches, 4 workers, a 15 ms step; ``(trainer idle fraction, mean DAG
 latency in ms, most DAGs in flight)``):
-    >>> runs = {m: simulate_method(m) for m in ("launch-score", "fifo", "prefetch", "asap")}
+    >>> runs = {m: simulate_method(m) for m in ("launch-score", "fifo", "fixed-depth", "asap")}
     >>> {m: (round(r.trainer_idle_fraction, 2), round(r.dag_latency_ms_mean), r.max_in_flight)
     ...  for m, r in runs.items()}
-    {'launch-score': (0.05, 38, 6), 'fifo': (0.07, 86, 16), 'prefetch': (0.08, 27, 2), 'asap': (0.03, 371, 62)}
+    {'launch-score': (0.05, 38, 6), 'fifo': (0.07, 86, 16), 'fixed-depth': (0.08, 27, 2), 'asap': (0.03, 371, 62)}
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ def simulate(policy: CoarsePolicy, config: Optional[SimConfig] = None) -> SimRes
 
 
 def simulate_method(name: str, config: Optional[SimConfig] = None, **options) -> SimResult:
-    """A registered scheduling method (``launch-score``, ``fifo``, ``prefetch``, ``asap``) built with
+    """A registered scheduling method (``launch-score``, ``fifo``, ``fixed-depth``, ``asap``) built with
     ``options``: its coarse policy and its ready queue; the rest of the setting from ``config``.
 
     Example:

@@ -8,7 +8,7 @@
   (:mod:`workbench.train.full_graph`) and ``block_row`` (:mod:`workbench.train.block_row`, CAGNET 1-D).
 * :mod:`workbench.train.staleness`: SANCUS/SkipG staleness as a policy of any exchange
   (:mod:`workbench.train.sancus`: the SANCUS composition and its analysis helpers).
-* :mod:`workbench.train.models`: the ``model`` stage (GCN, GraphSAGE-mean); :mod:`workbench.train.halo`: the plan.
+* :mod:`workbench.train.models`: the ``model`` stage (GCN, GraphSAGE-mean); :mod:`workbench.layout.halo`: the plan.
 * :mod:`workbench.train.sync`: the ``sync`` stage (``allreduce``; CATGNN's ``model_avg``:
   :mod:`workbench.train.model_averaging`).
 * :mod:`workbench.train.objective`: the losses a step minimises (node classification, the link objective).
@@ -28,7 +28,7 @@ from workbench.train.block_row import BlockRowBroadcast
 from workbench.train.evaluation import EVALUATORS, Evaluator, WholePartEvaluation
 from workbench.train.exchange import EXCHANGES, Exchange, RankExchange
 from workbench.train.full_graph import FullGraphSteps, FullGraphTrainer, OwnerComputeHalo
-from workbench.train.halo import HaloExchangePlan, build_halo_plans, predicted_halo_bytes
+from workbench.layout.halo import HaloExchangePlan, build_halo_plans, predicted_halo_bytes
 from workbench.train.loop import StepOutput, Steps, TrainLoop, TrainLoopConfig
 from workbench.train.models import MODELS, GNNModel
 from workbench.train.sancus import compare_runs, staleness_table

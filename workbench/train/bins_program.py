@@ -201,7 +201,7 @@ def part_dependencies(plan: Any, schedule: BinSchedule, own: list[np.ndarray], h
     outputs bin ``b`` of layer ``k`` reads, sorted, each once.
 
     Args:
-        plan: the rank's :class:`~workbench.train.halo.HaloExchangePlan`.
+        plan: the rank's :class:`~workbench.layout.halo.HaloExchangePlan`.
         schedule: its bins.
         own: :func:`output_bins` of ``schedule``.
         halo: per layer, ``(num_halo,)`` the bin of each halo row at its owner (halo order).

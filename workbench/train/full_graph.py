@@ -12,7 +12,7 @@ single-process model: for the same seed, losses and weights agree to float round
 relative).
 
 The halo bytes of an epoch are predicted from the partition alone
-(:func:`workbench.train.halo.predicted_halo_bytes`) and the tests check the transport counts match
+(:func:`workbench.layout.halo.predicted_halo_bytes`) and the tests check the transport counts match
 exactly; with a staleness policy (``--set exchange.staleness=epoch-fixed``) every epoch's bytes are
 predicted from the agreed flags (:func:`workbench.train.staleness.predicted_bytes_by_epoch`).
 
@@ -42,7 +42,7 @@ from workbench.events import Event, PartitionComputed, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
-from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
+from workbench.layout.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.full_graph_loop import FullGraphSteps
 from workbench.train.loop import LabelData, Steps, load_training_graph, partition_nodes, split_sizes
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
@@ -333,7 +333,8 @@ def full_graph_name(config: Any) -> str:
 @register_trainer("full_graph", name=full_graph_name, trainer="full-graph training (sample.method=none)",
                   provides=frozenset({"embedding exchange", "whole-part layers", "node labels",
                                       "whole-part logits"}),
-                  default_exchange="halo", instead=FULL_GRAPH_INSTEAD)
+                  default_exchange="halo", instead=FULL_GRAPH_INSTEAD,
+                  batches="whole parts: one step an epoch, every layer on every edge", chosen_by="sample.method=none")
 class FullGraphTrainer(Trainer):
     """Full-graph training with any registered exchange, SPMD over the ranks (see the module docstring).
 

@@ -117,10 +117,10 @@ class TrainLoopConfig(Config):
     """Settings of the training loop (the ``train`` section of a run config)."""
 
     field_requires: ClassVar[dict[str, frozenset[str]]] = {
-        "prefetch": frozenset({"trainer-sampled batches"}),
+        "batches_ahead": frozenset({"trainer-sampled batches"}),
         **{name: frozenset({"sampling tasks"}) for name in ("max_steps", "eval_batches")}}
     """Fields that only a trainer with these capabilities reads (``workbench.composition``): set away from
-    their default under another trainer, they are refused rather than ignored (``prefetch`` under full-graph
+    their default under another trainer, they are refused rather than ignored (``batches_ahead`` under full-graph
     training or with a schedule, whose workers sample ahead already; ``max_steps`` and ``eval_batches`` without a
     schedule)."""
 
@@ -146,7 +146,7 @@ class TrainLoopConfig(Config):
     target_accuracy: Annotated[Optional[float], OneOf(None, Interval(0, 1))] = None
     """A validation accuracy to reach: the summary then reports ``time_to_accuracy_s`` (the training wall time
     until the first epoch that reaches it, None if none does) and ``time_to_accuracy_epoch``."""
-    prefetch: Annotated[int, Interval(0, None)] = 0
+    batches_ahead: Annotated[int, Interval(0, None)] = 0
     """Mini-batch training: batches sampled and pulled ahead, on one background thread, while the model computes
     the current one (0 = off, inline). Same batches, same losses (bit for bit), same bytes; one rank only (its
     sampling and pulls need no collective), refused on more (:mod:`workbench.train.minibatch`). The trainer's

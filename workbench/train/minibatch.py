@@ -41,7 +41,7 @@ Decisions (the DistDGL paper leaves them open):
   batches. Draws are keyed by (seed, epoch, step, layer, vertex) and never by rank, and each trainer's
   loss is divided by the global batch size, so that run reproduces the P-rank run's losses and weights
   up to float summation order (tested).
-* **Overlap** (``train.prefetch = N``; 0, inline, by default). A background thread (:class:`BatchPrefetcher`)
+* **Overlap** (``train.batches_ahead = N``; 0, inline, by default). A background thread (:class:`BatchesAhead`)
   prepares the run's batches (samples the blocks, pulls the input rows through the feature source, builds the
   block aggregators) up to N ahead of the step the model computes, in exactly the order the loop takes them:
   each epoch's training steps, then its validation batches, after the last epoch the test batches (so the
@@ -56,7 +56,7 @@ Decisions (the DistDGL paper leaves them open):
   gradient and metrics all-reduces, in an order that differs between ranks (crossed messages or a deadlock),
   and the traffic counter's epoch and ``eval_`` phase belong to the loop's thread (bytes would land in another
   epoch or kind). Refused with a schedule too, whose workers already sample ahead.
-  Why a thread and not ByteGNN's scheduled program (``--set schedule.method=prefetch``), which also samples
+  Why a thread and not ByteGNN's scheduled program (``--set schedule.method=fixed-depth``), which also samples
   ahead with the same losses (bit for bit, measured): its worker processes send each batch's blocks and
   feature rows through pipes, task by task, and evaluation batches are sampled inline. One rank of
   ``products-like:num_nodes=100000`` (``benchmarks/minibatch.py``, 2 cores, load average 0.2): inline 0.75
@@ -89,7 +89,7 @@ from workbench.composition import register_trainer
 from workbench.events import Event, SampleStats
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
-from workbench.train.batch_prefetch import BatchPrefetcher, check_prefetch
+from workbench.train.batches_ahead import BatchesAhead, check_batches_ahead
 from workbench.train.loop import StepOutput, Steps, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
@@ -97,7 +97,7 @@ from workbench.train.models import MODELS, GNNModel, SpMM
 from workbench.train.objective import LinkTargets, NodeTargets, loss_of
 from workbench.train.program import Trainer
 
-__all__ = ["MiniBatchTrainer", "MiniBatchShard", "MiniBatchSteps", "BlockAggregator", "BatchPrefetcher",
+__all__ = ["MiniBatchTrainer", "MiniBatchShard", "MiniBatchSteps", "BlockAggregator", "BatchesAhead",
            "block_forward", "block_aggregators", "build_minibatch_shard"]
 
 EVAL_STEP = -2
@@ -236,7 +236,9 @@ def minibatch_name(config: Any) -> str:
 
 @register_trainer("minibatch", name=minibatch_name, trainer="mini-batch training on sampled blocks",
                   provides=frozenset({"feature source", "sampling tasks", "inclusion probabilities", "node labels",
-                                      "trainer-sampled batches", "a global seed split", "sampled evaluation"}))
+                                      "trainer-sampled batches", "a global seed split", "sampled evaluation"}),
+                  batches="sampled blocks: seeds split among the trainers, sampled by the trainer's own process",
+                  chosen_by="a block sampler, schedule.method=none")
 class MiniBatchTrainer(Trainer):
     """Mini-batch training with a sampler, a feature cache and a model (see the module docstring). Its record's
     ``component`` (the ``scheduled`` key's :class:`~workbench.schedule.program.ScheduledSource`) is where the
@@ -246,7 +248,7 @@ class MiniBatchTrainer(Trainer):
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
         from workbench.sample import owned_rows, split_seeds
         from workbench.train.full_graph import _partition_event, load_and_partition
-        from workbench.train.halo import build_halo_plans, local_index
+        from workbench.layout.halo import build_halo_plans, local_index
 
         cfg = self.config
         k = cfg.sample.trainers or world_size
@@ -254,7 +256,7 @@ class MiniBatchTrainer(Trainer):
         errs = ErrorCollector(type(cfg).__name__)
         errs.check(k == world_size or world_size == 1, "sample.trainers",
                    f"None, the number of ranks ({world_size}), or any count on one rank", cfg.sample.trainers)
-        check_prefetch(errs, cfg, world_size)
+        check_batches_ahead(errs, cfg, world_size)
         errs.raise_if_any()
         if self.parts_on_ranks(world_size):
             return self._prepare_on_ranks(world_size, emit)
@@ -346,7 +348,7 @@ class MiniBatchTrainer(Trainer):
 class MiniBatchSteps(Steps):
     """The steps of sampled mini-batches (one trainer).
 
-    With ``train.prefetch = N > 0`` (one rank) a :class:`BatchPrefetcher` samples, pulls and builds the
+    With ``train.batches_ahead = N > 0`` (one rank) a :class:`BatchesAhead` samples, pulls and builds the
     aggregators of the run's batches on a background thread, N ahead of the step being computed, in the
     order the loop takes them: every epoch's training steps, then its validation batches (and the test
     batches after the last epoch), so evaluation batches and the next epoch's first batches are prepared
@@ -362,8 +364,8 @@ class MiniBatchSteps(Steps):
     def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, *,
                  pipeline: Optional[Callable[[Any, bool], Any]] = None):
         super().__init__(ctx, objective=loss_of(cfg))
-        self.prefetch = int(getattr(cfg.train, "prefetch", 0))
-        self._prefetcher: Optional[BatchPrefetcher] = None
+        self.batches_ahead = int(getattr(cfg.train, "batches_ahead", 0))
+        self._ahead: Optional[BatchesAhead] = None
         from workbench.cache import FeatureStore
         from workbench.sample import OwnerRoutedSource
 
@@ -424,21 +426,21 @@ class MiniBatchSteps(Steps):
     def on_epoch_start(self, epoch: int) -> None:
         self._acc = defaultdict(int)
         self._sample_s = 0.0
-        if self.prefetch and self._prefetcher is None and epoch == 0:   # inside the first epoch's clock
-            self._prefetcher = BatchPrefetcher(self._prefetch_plan(), self._prepare, self.prefetch,
-                                               name=f"rank{self.ctx.rank}-prefetch")
+        if self.batches_ahead and self._ahead is None and epoch == 0:   # inside the first epoch's clock
+            self._ahead = BatchesAhead(self._ahead_plan(), self._prepare, self.batches_ahead,
+                                               name=f"rank{self.ctx.rank}-batches-ahead")
 
     def close(self) -> None:
         try:
-            if self._prefetcher is not None:
-                self._prefetcher.close()
-                self._prefetcher = None
+            if self._ahead is not None:
+                self._ahead.close()
+                self._ahead = None
         finally:
             if self.pipeline is not None:
                 self.pipeline.close()
 
     # -- overlap -------------------------------------------------------------------------------------------
-    def _prefetch_plan(self):
+    def _ahead_plan(self):
         """``(key, args of _prepare)`` of every batch of the run, in the order the loop takes them."""
         last = self.config.epochs - 1
         for epoch in range(self.config.epochs):
@@ -453,17 +455,17 @@ class MiniBatchSteps(Steps):
         return "val" if split is self.shard.val_split else "test" if split is self.shard.test_split else None
 
     def _prepare(self, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
-        """A batch's blocks, input rows and aggregators, untimed (the prefetch thread: no phase timer there)."""
+        """A batch's blocks, input rows and aggregators, untimed (the batches-ahead thread: no phase timer there)."""
         mb = self.sampler.sample(seeds, self.source, epoch=epoch, step=step)
         x = features.pull(mb.input_gid).to(self.ctx.device)
         return mb, x, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel)
 
     def _batch(self, key: tuple, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
-        """``(minibatch, input rows, aggregators)``: from the prefetch thread (the wait timed as ``sample``), or
+        """``(minibatch, input rows, aggregators)``: from the batches-ahead thread (the wait timed as ``sample``), or
         sampled and pulled here (``sample``, ``fetch``; the aggregators in the caller's phase)."""
-        if self._prefetcher is not None and key[1] is not None:
+        if self._ahead is not None and key[1] is not None:
             with self.timer.phase("sample"):
-                return self._prefetcher.get(key)
+                return self._ahead.get(key)
         mb, x = self._sample_and_pull(seeds, epoch, step, features)
         return mb, x, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel)
 

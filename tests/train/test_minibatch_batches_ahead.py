@@ -1,11 +1,11 @@
-"""Overlap of sampling and feature pulls with compute in mini-batch training (``train.prefetch``).
+"""Overlap of sampling and feature pulls with compute in mini-batch training (``train.batches_ahead``).
 
-* One rank: ``train.prefetch=N`` gives the inline run's losses, weights and accuracies bit for bit, and the
+* One rank: ``train.batches_ahead=N`` gives the inline run's losses, weights and accuracies bit for bit, and the
   same figures and bytes by kind (plain, the single-process reference of 2 trainers, a dynamic cache).
-* The trainer's wait for a prefetched batch is its ``sample`` time, ``fetch`` is 0, the phases still add up.
+* The trainer's wait for a batch prepared ahead is its ``sample`` time, ``fetch`` is 0, the phases still add up.
 * Refused, before any rank samples, on several ranks, with a schedule and under full-graph training; any
   other loop refuses it when built. The setting is in the run summary's stages.
-* :class:`BatchPrefetcher`: plan order, bounded lookahead, errors raised where the item is asked for, close.
+* :class:`BatchesAhead`: plan order, bounded lookahead, errors raised where the item is asked for, close.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from recipes import distdgl, full_graph
 from workbench._validation import ParamError
 from workbench.events import SampleStats, StepTimes
 from workbench.runtime import launch
-from workbench.train.minibatch import BatchPrefetcher
+from workbench.train.minibatch import BatchesAhead
 from workbench.testing import assert_same_run
 
 GRAPH = "products-like:num_nodes=2000,seed=0"
@@ -28,9 +28,9 @@ FIGURES = ("losses", "accuracy_by_epoch", "bytes_by_kind", "steps", "sampled_edg
            "input_nodes", "remote_feature_rows", "cache_hits", "feature_bytes", "sample_bytes", "cache_fill_bytes")
 
 
-def _config(prefetch: int = 0, **strings):
+def _config(ahead: int = 0, **strings):
     cfg = distdgl.recipe(graph=GRAPH, epochs=3, fanouts=(5, 5, 5), batch_size=64)
-    return cfg.with_strings({"train.prefetch": str(prefetch), **strings})
+    return cfg.with_strings({"train.batches_ahead": str(ahead), **strings})
 
 
 def _run(config, runner="single", workers=1, events=None):
@@ -38,21 +38,21 @@ def _run(config, runner="single", workers=1, events=None):
                   listeners=[events.append] if events is not None else ()).wait()
 
 
-def _prefetch_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.endswith("-prefetch")]
+def _ahead_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.endswith("-batches-ahead")]
 
 
 @pytest.mark.parametrize("strings", [{}, {"sample.trainers": "2"}, {"cache.method": "lru", "cache.ratio": "0.2"}],
                          ids=["plain", "two-trainer-reference", "lru-cache"])
-def test_prefetch_trains_exactly_as_the_inline_run(strings):
+def test_batches_ahead_trains_exactly_as_the_inline_run(strings):
     inline = _run(_config(0, **strings))
     for depth in (1, 3):
         ahead = _run(_config(depth, **strings))
         for key in FIGURES:
             assert ahead[key] == inline[key], (depth, key)        # bit for bit: same draws, same order of ops
         assert_same_run(ahead, inline, rtol=0)
-        assert ahead["stages"]["train"]["prefetch"] == depth and inline["stages"]["train"]["prefetch"] == 0
-    assert not _prefetch_threads()                               # the thread ends with the run
+        assert ahead["stages"]["train"]["batches_ahead"] == depth and inline["stages"]["train"]["batches_ahead"] == 0
+    assert not _ahead_threads()                               # the thread ends with the run
 
 
 def test_the_wait_for_a_prefetched_batch_is_the_sample_phase():
@@ -63,61 +63,61 @@ def test_the_wait_for_a_prefetched_batch_is_the_sample_phase():
     for e in times:
         assert e.seconds["fetch"] == 0.0 and e.seconds["sample"] >= 0.0
         assert sum(e.seconds.values()) == pytest.approx(e.wall_s, rel=1e-6, abs=1e-9)
-    # the sampler's own seconds (on the prefetch thread) still reach SampleStats
+    # the sampler's own seconds (on the batches-ahead thread) still reach SampleStats
     assert all(e.sample_s > 0 for e in events if isinstance(e, SampleStats))
     assert out["time_breakdown"]["mean_per_epoch"]["fetch"] == 0.0
 
 
-def test_prefetch_is_refused_on_several_ranks_before_any_rank_samples():
+def test_batches_ahead_is_refused_on_several_ranks_before_any_rank_samples():
     events = []
-    with pytest.raises(ParamError, match=r"'train.prefetch' parameter of RunConfig must be 0 on 2 ranks: .*"
+    with pytest.raises(ParamError, match=r"'train.batches_ahead' parameter of RunConfig must be 0 on 2 ranks: .*"
                                          r"Got 2 instead"):
         _run(_config(2), runner="local", workers=2, events=events)
     assert not [e for e in events if isinstance(e, SampleStats)]
     assert _run(_config(0), runner="local", workers=2)["world_size"] == 2   # 0 is the default and runs
 
 
-def test_prefetch_is_refused_where_nothing_reads_it():
+def test_batches_ahead_is_refused_where_nothing_reads_it():
     """Declared once (``TrainLoopConfig.field_requires``): batches the trainer samples itself. Full-graph training,
     a schedule (whose workers sample ahead already) and model averaging are refused at build, before anything
     loads; more than one rank when the ranks are known."""
-    with pytest.raises(ParamError, match=r"'train.prefetch' parameter .* must be 0 with full-graph training"):
-        full_graph.recipe(graph=GRAPH).with_strings({"train.prefetch": "1"}).build()
-    scheduled = _config(1, **{"schedule.method": "prefetch", "schedule.workers": "1"})
-    with pytest.raises(ParamError, match=r"'train.prefetch' .* must be 0 with mini-batch training with a schedule,"
+    with pytest.raises(ParamError, match=r"'train.batches_ahead' parameter .* must be 0 with full-graph training"):
+        full_graph.recipe(graph=GRAPH).with_strings({"train.batches_ahead": "1"}).build()
+    scheduled = _config(1, **{"schedule.method": "fixed-depth", "schedule.workers": "1"})
+    with pytest.raises(ParamError, match=r"'train.batches_ahead' .* must be 0 with mini-batch training with a schedule,"
                                          r".*needs batches that the trainer's own process samples"):
         scheduled.build()
-    with pytest.raises(ParamError, match=r"'train.prefetch' .* must be 0 with local training per part"):
+    with pytest.raises(ParamError, match=r"'train.batches_ahead' .* must be 0 with local training per part"):
         _config(1, **{"sync.method": "model_avg", "sample.split": "own"}).build()
-    with pytest.raises(ParamError, match=r"'train.prefetch' parameter of RunConfig must be 0 on 2 ranks"):
+    with pytest.raises(ParamError, match=r"'train.batches_ahead' parameter of RunConfig must be 0 on 2 ranks"):
         _config(1, **{"sample.trainers": "2"}).build().prepare(2, lambda event: None)
-    with pytest.raises(ParamError, match=r"'prefetch' parameter of TrainLoopConfig must be an int >= 0"):
+    with pytest.raises(ParamError, match=r"'batches_ahead' parameter of TrainLoopConfig must be an int >= 0"):
         _config(-1)
 
 
-def test_prefetch_from_the_cli(capsys):
+def test_batches_ahead_from_the_cli(capsys):
     import json
 
     from workbench.cli import main
 
     common = ["run", "distdgl", "--graph", GRAPH, "--runner", "single", "--workers", "1", "--json", "--epochs",
               "1", "--set", "sample.fanouts=5,5,5", "--set", "sample.batch_size=64"]
-    assert main([*common, "--set", "train.prefetch=2"]) == 0
+    assert main([*common, "--set", "train.batches_ahead=2"]) == 0
     ahead = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert main(common) == 0
     inline = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert ahead["losses"] == inline["losses"] and ahead["stages"]["train"]["prefetch"] == 2
+    assert ahead["losses"] == inline["losses"] and ahead["stages"]["train"]["batches_ahead"] == 2
 
 
 # ------------------------------------------------------------------------------------------------ the thread
-def test_prefetcher_keeps_order_and_stays_at_most_depth_ahead():
+def test_batches_ahead_keeps_order_and_stays_at_most_depth_ahead():
     made = []
 
     def produce(i):
         made.append(i)
         return i * 10
 
-    p = BatchPrefetcher(((("k", i), (i,)) for i in range(20)), produce, depth=3)
+    p = BatchesAhead(((("k", i), (i,)) for i in range(20)), produce, depth=3)
     got = []
     for i in range(20):
         deadline = time.monotonic() + 0.05
@@ -130,13 +130,13 @@ def test_prefetcher_keeps_order_and_stays_at_most_depth_ahead():
     assert not p._thread.is_alive()
 
 
-def test_prefetcher_raises_the_producers_error_and_refuses_a_key_out_of_order():
+def test_batches_ahead_raises_the_producers_error_and_refuses_a_key_out_of_order():
     def produce(i):
         if i == 2:
             raise ValueError("bad batch 2")
         return i
 
-    p = BatchPrefetcher(((i, (i,)) for i in range(5)), produce, depth=2)
+    p = BatchesAhead(((i, (i,)) for i in range(5)), produce, depth=2)
     assert p.get(0) == 0 and p.get(1) == 1
     with pytest.raises(ValueError, match="bad batch 2"):
         p.get(2)
@@ -144,28 +144,28 @@ def test_prefetcher_raises_the_producers_error_and_refuses_a_key_out_of_order():
         p.get(3)
     p.close()
 
-    q = BatchPrefetcher(((i, (i,)) for i in range(3)), lambda i: i, depth=1)
+    q = BatchesAhead(((i, (i,)) for i in range(3)), lambda i: i, depth=1)
     with pytest.raises(RuntimeError, match=r"asked for 1, the plan's next item is 0"):
         q.get(1)
     q.close()
-    r = BatchPrefetcher(iter([(0, (0,))]), lambda i: i, depth=1)
+    r = BatchesAhead(iter([(0, (0,))]), lambda i: i, depth=1)
     assert r.get(0) == 0
     with pytest.raises(RuntimeError, match="the plan's next item is its end"):
         r.get(1)
     r.close()
 
 
-def test_closing_a_prefetcher_stops_a_blocked_thread():
-    p = BatchPrefetcher(((i, (i,)) for i in range(10**6)), lambda i: i, depth=2)
+def test_closing_batches_ahead_stops_a_blocked_thread():
+    p = BatchesAhead(((i, (i,)) for i in range(10**6)), lambda i: i, depth=2)
     assert p.get(0) == 0
     time.sleep(0.02)                               # the thread now waits for a free slot
     p.close()
     assert not p._thread.is_alive()
     with pytest.raises(ValueError):
-        BatchPrefetcher(iter(()), lambda: None, depth=0)
+        BatchesAhead(iter(()), lambda: None, depth=0)
 
 
-def test_a_stopped_run_ends_its_prefetch_thread():
+def test_a_stopped_run_ends_its_batches_ahead_thread():
     from workbench.events import EpochEnd
 
     epochs = []
@@ -174,18 +174,18 @@ def test_a_stopped_run_ends_its_prefetch_thread():
     deadline = time.monotonic() + 60
     while not epochs and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert epochs and _prefetch_threads()                # running, one epoch done, the thread ahead
+    assert epochs and _ahead_threads()                # running, one epoch done, the thread ahead
     handle.stop()
     summary = handle.wait(60)
     assert handle.status == "stopped" and summary["stopped"] and len(epochs) < 500
     deadline = time.monotonic() + 10
-    while _prefetch_threads() and time.monotonic() < deadline:
+    while _ahead_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not _prefetch_threads()
+    assert not _ahead_threads()
 
 
 @pytest.mark.slow
-def test_the_benchmark_runs_the_prefetch_variant_against_the_same_dgl_median(capsys):
+def test_the_benchmark_runs_the_batches_ahead_variant_against_the_same_dgl_median(capsys):
     import importlib.util
     from pathlib import Path
 
@@ -193,9 +193,9 @@ def test_the_benchmark_runs_the_prefetch_variant_against_the_same_dgl_median(cap
     spec = importlib.util.spec_from_file_location("minibatch_benchmark", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    assert bench.main(["--graph", GRAPH, "--epochs", "2", "--batch-size", "256", "--prefetch", "1"]) == 0
+    assert bench.main(["--graph", GRAPH, "--epochs", "2", "--batch-size", "256", "--batches-ahead", "1"]) == 0
     out = capsys.readouterr().out
-    assert "prefetch 1" in out and "losses identical to the inline run's" in out and "all epochs:" in out
+    assert "batches ahead 1" in out and "losses identical to the inline run's" in out and "all epochs:" in out
 
 
 def test_max_steps_trains_the_first_batches_of_every_epoch_and_eval_batches_samples_the_splits():

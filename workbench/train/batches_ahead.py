@@ -1,5 +1,5 @@
 """Overlap for the mini-batch trainer: the batches of a fixed plan prepared ahead on one background thread
-(``train.prefetch``; :class:`~workbench.train.minibatch.MiniBatchSteps`, whose module docstring says when it is
+(``train.batches_ahead``; :class:`~workbench.train.minibatch.MiniBatchSteps`, whose module docstring says when it is
 exact and why it runs on one rank only).
 """
 
@@ -11,10 +11,10 @@ from typing import Any, Callable, Hashable, Iterable, Optional
 
 from workbench._validation import ErrorCollector
 
-__all__ = ["BatchPrefetcher", "check_prefetch"]
+__all__ = ["BatchesAhead", "check_batches_ahead"]
 
 
-class BatchPrefetcher:
+class BatchesAhead:
     """Prepares the items of a fixed plan in order on one background thread, at most ``depth`` ahead of the
     consumer, which takes them in the same order by key.
 
@@ -26,14 +26,14 @@ class BatchPrefetcher:
     silent reorder). :meth:`close` stops the thread (a stopped or failed run).
 
     Example:
-        >>> p = BatchPrefetcher(((i, (i,)) for i in range(5)), lambda i: i * i, depth=2)
+        >>> p = BatchesAhead(((i, (i,)) for i in range(5)), lambda i: i * i, depth=2)
         >>> [p.get(i) for i in range(5)]
         [0, 1, 4, 9, 16]
         >>> p.close()
     """
 
     def __init__(self, plan: Iterable[tuple[Hashable, tuple]], produce: Callable[..., Any], depth: int,
-                 name: str = "batch-prefetch"):
+                 name: str = "batches-ahead"):
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
         self._plan, self._produce = iter(plan), produce
@@ -65,7 +65,7 @@ class BatchPrefetcher:
             self._failed = exc
             raise exc
         if got != key:
-            self._failed = RuntimeError(f"BatchPrefetcher: asked for {key!r}, the plan's next item is "
+            self._failed = RuntimeError(f"BatchesAhead: asked for {key!r}, the plan's next item is "
                                         f"{'its end' if got is _END else repr(got)}")
             raise self._failed
         self._slots.release()
@@ -80,16 +80,16 @@ class BatchPrefetcher:
 
 
 _END = object()
-"""The key a :class:`BatchPrefetcher` puts after the plan's last item."""
+"""The key a :class:`BatchesAhead` puts after the plan's last item."""
 
 
-def check_prefetch(errs: ErrorCollector, cfg: Any, world_size: int) -> None:
-    """Refuse ``train.prefetch`` on more than one rank, where the prefetch thread cannot keep the run exact (see
+def check_batches_ahead(errs: ErrorCollector, cfg: Any, world_size: int) -> None:
+    """Refuse ``train.batches_ahead`` on more than one rank, where the batches-ahead thread cannot keep the run exact (see
     the module docstring); where it is read at all is declared (``TrainLoopConfig.field_requires``: batches the
     trainer samples itself, not a schedule's workers) and checked by ``workbench.composition``."""
-    prefetch = getattr(cfg.train, "prefetch", 0)
-    errs.check(not prefetch or world_size == 1, "train.prefetch",
-               f"0 on {world_size} ranks: batches are prefetched on one rank only (there, sampling and feature "
+    ahead = getattr(cfg.train, "batches_ahead", 0)
+    errs.check(not ahead or world_size == 1, "train.batches_ahead",
+               f"0 on {world_size} ranks: batches are prepared ahead on one rank only (there, sampling and feature "
                "pulls need no collective; on several they are collectives on the rank's communicator, which a "
                "second thread of every rank would enter in a different order than the gradient all-reduce)",
-               prefetch)
+               ahead)
