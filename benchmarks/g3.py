@@ -69,7 +69,7 @@ def _pipeline(budgets: list[int], quick: bool) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as out:
         for budget in budgets:
-            cfg = recipes.recipe(graph=graph, epochs=3, model={"hidden": 64}, train={"memory_budget": budget})
+            cfg = recipes.recipe(graph=graph, epochs=3, model={"hidden": 64}, step={"memory_budget": budget})
             s = launch(cfg, runner="local", workers=2, out=out).wait(timeout=600)["g3"]
             rows.append({"budget": budget, "bins_per_layer": s["bins_per_layer"][0],
                          "epoch_ms": {v: t * 1e3 for v, t in s["simulated_epoch_s"].items()},

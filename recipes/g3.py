@@ -17,20 +17,21 @@ ready), and eager computation acts at bin granularity in that account (a bin sta
 have arrived); the exchange is one all-to-all per layer rather than per bin; parameters are
 all-reduced once per epoch (the paper's §3.1 reading, not the §6.2 layer-wise one); SBM graphs.
 
-Settings: ``--set train.bin_limit=K`` (vertices per bin; 0 = from the budget), ``--set
-train.memory_budget=BYTES|auto`` (``auto``, the default: an emulated device sized from the graph, half the
+Settings (the ``binned`` step, :mod:`workbench.train.step`): ``--set step.bin_limit=K`` (vertices per bin; 0 = from
+the budget), ``--set step.memory_budget=BYTES|auto`` (``auto``, the default: an emulated device sized from the graph, half the
 largest part's working set and at least 4 x the largest vertex with its neighbours, so any graph trains in bins;
 the summary's ``notes`` says what it chose; a given budget too small for one vertex is refused before
-partitioning, naming the smallest that works), ``--set train.pipeline=multi-level|sequential|inter|intra`` (the
-headline variant), ``--set partition.refine=g3`` after another partitioner.
+partitioning, naming the smallest that works), ``--set step.pipeline=multi-level|sequential|inter|intra`` (the
+headline variant), ``--set step.method=whole_part`` to train whole parts, ``--set partition.refine=g3`` after another
+partitioner.
 
 Example:
     >>> from recipes.g3 import recipe, gcn, metis_whole
     >>> cfg = recipe(epochs=2)
-    >>> cfg.method("partition"), cfg.method("model"), cfg.train.bin_limit, cfg.train.pipeline
-    ('g3', 'sage', 0, 'multi-level')
-    >>> gcn(model={"num_layers": 4}).model.num_layers, metis_whole().train.bin_limit
-    (4, None)
+    >>> cfg.method("partition"), cfg.method("model"), cfg.method("step"), cfg.step.bin_limit, cfg.step.pipeline
+    ('g3', 'sage', 'binned', 0, 'multi-level')
+    >>> gcn(model={"num_layers": 4}).model.num_layers, metis_whole().method("step")
+    (4, 'whole_part')
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from workbench.compose import RunConfig
 from workbench.partition import G3Partitioner, MetisPartitioner
 from workbench.train import OwnerComputeHalo, TrainLoopConfig
 from workbench.train.models import GCN, GraphSAGE
+from workbench.train.step import Binned, WholePart
 
 DEFAULT_GRAPH = ("sbm:num_nodes=2000,num_blocks=8,avg_degree=10,num_features=32,feature_noise=3,homophily=0.6,"
                  "train_ratio=0.1,val_ratio=0.2,test_ratio=0.7,seed=0")
@@ -55,8 +57,8 @@ def recipe(**overrides) -> RunConfig:
         partition=G3Partitioner.Config(seed=0),
         exchange=OwnerComputeHalo.Config(),
         model=GraphSAGE.Config(hidden=32, num_layers=2),
-        train=TrainLoopConfig(epochs=30, lr=0.01, optimizer="adam", seed=0, bin_limit=0, memory_budget=MEMORY_BUDGET,
-                              pipeline="multi-level"),
+        train=TrainLoopConfig(epochs=30, lr=0.01, optimizer="adam", seed=0),
+        step=Binned.Config(bin_limit=0, memory_budget=MEMORY_BUDGET, pipeline="multi-level"),
     ).replace(**overrides)
 
 
@@ -73,4 +75,4 @@ def deep(**overrides) -> RunConfig:
 def metis_whole(**overrides) -> RunConfig:
     """Baseline: plain METIS parts trained whole (no bins, no budget), as the full-graph recipe."""
     return recipe(partition=MetisPartitioner.Config(seed=0), train=TrainLoopConfig(
-        epochs=30, lr=0.01, optimizer="adam", seed=0)).replace(**overrides)
+        epochs=30, lr=0.01, optimizer="adam", seed=0), step=WholePart.Config()).replace(**overrides)

@@ -6,7 +6,7 @@ Distributed-Memory Systems", PVLDB 16(4), 2022 (Algorithms 1-2, §4.3).
 Faithful: 1-D row ownership of ``Â``, ``H`` and ``G`` by a partition of the column-net hypergraph of ``Â``
 (self-loops in, vertex weight = row nnz, unit net cost, connectivity−1 objective, ε = 0.01; method
 ``hypergraph``, Mt-KaHyPar instead of PaToH); the communication sets are computed once before training
-(:func:`workbench.train.halo.build_halo_plans`) and every row moves once per (row, destination) per layer;
+(:func:`workbench.layout.halo.build_halo_plans`) and every row moves once per (row, destination) per layer;
 weights are replicated and their gradients all-reduced; the run equals the serial GCN.
 
 The halo exchange IS the paper's communication scheme: rank ``q``'s halo is ``{j ∉ V_q : net j has a pin in
@@ -120,7 +120,7 @@ def batch_plans(graph, node_part, batch, num_parts: int):
         (8, 8)
     """
     from workbench.graph import Graph
-    from workbench.train.halo import build_halo_plans
+    from workbench.layout.halo import build_halo_plans
 
     ids = torch.unique(torch.as_tensor(batch, dtype=torch.int64))       # (s,) ascending global ids
     local = torch.full((graph.num_nodes,), -1, dtype=torch.int64)

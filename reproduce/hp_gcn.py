@@ -60,7 +60,7 @@ def _exchange_claims() -> list[Claim]:
     from recipes import hp_gcn
     from workbench.data import load_graph
     from workbench.partition import partition
-    from workbench.train.halo import build_halo_plans
+    from workbench.layout.halo import build_halo_plans
 
     g = load_graph(_SMALL)
     r = partition(g, 4, method="hypergraph", seed=0)

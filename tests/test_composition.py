@@ -27,8 +27,9 @@ REFUSED = [
     ("distdgl", {"exchange.method": "halo", "exchange.staleness": "epoch-fixed"}, "exchange.method",
      "layer embeddings"),
     ("psc_gcn", {"schedule.method": "fifo"}, "schedule.method", "worker processes"),
-    ("g3", {"sample.method": "neighbor"}, "train.memory_budget", "whole parts"),   # G3 bins under sampling
-    ("distdgl", {"train.bin_limit": "16"}, "train.bin_limit", "whole parts"),
+    ("g3", {"sample.method": "neighbor"}, "step.method", "whole parts"),   # G3 bins under sampling
+    ("distdgl", {"step.method": "binned", "step.bin_limit": "16"}, "step.method", "whole parts"),
+    ("distdgl", {"step.memory_budget": "4096"}, "step.memory_budget", "whole parts"),   # a whole part's budget
 ]
 
 
@@ -158,6 +159,8 @@ def test_matrix_holds_the_issues_cells_and_prints(capsys):
     assert cells[("none", "sync", "model_avg")] == cells[("neighbor", "sync", "model_avg")] == "composes"
     assert cells[("psc", "sync", "model_avg")] == "refused"
     assert cells[("neighbor", "loss", "cross_entropy")] == "composes" and cells[("neighbor", "loss", "link")] == "refused"
+    assert cells[("none", "step", "binned")] == "composes" and cells[("neighbor", "step", "binned")] == "refused"
+    assert cells[("psc", "step", "binned")] == "refused" and cells[("neighbor", "step", "whole_part")] == "composes"
     assert main(["stages", "--matrix"]) == 0
     out = capsys.readouterr().out
     assert "sample.method=neighbor" in out and "cache.method=inclusion" in out and "refused: " in out
@@ -170,6 +173,7 @@ def test_summary_names_the_refiner_and_every_stage(tmp_path):
     summary = launch(cfg, runner="single").wait()
     assert summary["partition"] == "metis+g3" and summary["stages"]["partition"]["refine"] == "g3"
     assert summary["stages"]["sample"]["method"] == "neighbor" and summary["stages"]["exchange"] is None
+    assert summary["stages"]["step"] == {"method": "whole_part", "memory_budget": None}
 
 
 def test_switching_the_sample_method_brings_the_trainers_exchange():
@@ -236,7 +240,7 @@ CROSS = [{"partition.method": "random"}, {"partition.method": "spring"}, {"parti
          {"cache.method": "inclusion"}, {"cache.method": "lru"}, {"exchange.method": "halo"},
          {"exchange.method": "block_row"}, {"exchange.method": "prefetch"}, {"exchange.staleness": "epoch-fixed"},
          {"schedule.method": "fifo"}, {"sync.method": "model_avg"}, {"sync.method": "allreduce"},
-         {"model.method": "sage"}, {"train.bin_limit": "16"}]
+         {"model.method": "sage"}, {"step.method": "binned", "step.bin_limit": "16"}]
 
 
 @pytest.mark.parametrize("recipe", ["distdgl", "bytegnn", "sancus", "hp_gcn", "catgnn", "psc_gcn", "g3", "full_graph"])
@@ -255,7 +259,8 @@ def test_every_recipe_takes_every_cross_paper_setting_or_refuses_it_with_the_tem
 
 
 TRAINERS = {"full-graph halo": {}, "full-graph block_row": {"exchange.method": "block_row"},
-            "G3 bins": {"train.bin_limit": "16"}, "mini-batch": {"sample.method": "neighbor"},
+            "G3 bins": {"step.method": "binned", "step.bin_limit": "16", "step.memory_budget": "none"},
+            "mini-batch": {"sample.method": "neighbor"},
             "edge-sampled": {"sample.method": "psc"}, "model averaging": {"sync.method": "model_avg"}}
 
 

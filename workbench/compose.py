@@ -16,6 +16,8 @@ Sections (each a nested, validated config)::
                               unsupervised objective; needs a schedule)
     evaluate    {method, ...} registry("evaluate"): auto (the trainer's way), outputs, whole_part, sampled,
                               per_part (how an epoch is scored)
+    step        {method, ...} registry("step"):     whole_part (every layer on the whole part through the
+                              exchange), binned (G3's bins: bin_limit, pipeline, memory_budget)
     train       epochs, lr, optimizer, weight_decay, seed (the training loop)
 
 A section holds the ``Config`` of the chosen method (``MetisPartitioner.Config(balance_train=True)``);
@@ -81,7 +83,8 @@ __all__ = ["RunConfig", "STAGE_SECTIONS", "OPTIONAL_SECTIONS", "STAGE_ENTRY_POIN
 
 _STAGE_MODULES = ("workbench.partition", "workbench.train", "workbench.sample", "workbench.cache",
                   "workbench.schedule", "workbench.train.minibatch", "workbench.train.model_averaging",
-                  "workbench.schedule.program", "workbench.train.evaluation")
+                  "workbench.schedule.program", "workbench.train.evaluation",
+                  "workbench.train.step")
 """Modules whose import registers stage methods and trainers (:data:`workbench.composition.TRAINERS`)."""
 
 
@@ -156,6 +159,8 @@ class RunConfig(Config):
     """What a step minimises: node classification's cross-entropy, or the link objective."""
     evaluate: Any = dataclasses.field(default_factory=_default("evaluate", "auto"))
     """How an epoch is scored: the trainer's own way (``auto``), whole parts, sampled, per part."""
+    step: Any = dataclasses.field(default_factory=_default("step", "whole_part"))
+    """How one full-graph forward runs: every layer on the whole part (``whole_part``), or G3's bins (``binned``)."""
     _methods: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     """Section -> method name chosen by name (two methods may share one ``Config`` class)."""
     _derived: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)

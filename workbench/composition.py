@@ -26,7 +26,7 @@ capability                    what it is                                        
 ``link pairs``                steps that sample each seed's positive and negative        mini-batch training
                               partners (an unsupervised DAG)                             with a schedule
 ``p2p halo layers``           each layer's halo rows sent point to point, every round    ``halo`` without
-                              fresh                                                      staleness
+                              fresh (what G3's bins, ``step.method=binned``, need)       staleness
 ``trainer-sampled batches``   batches the trainer's own process samples                  mini-batch training
                                                                                          (no schedule)
 ``a global seed split``       trainers that split the training vertices among them       mini-batch training
@@ -42,8 +42,8 @@ capability                    what it is                                        
 A method may provide a capability only with some options (:meth:`Stage.provides_for
 <workbench.stages.Stage.provides_for>`: ``halo`` with ``staleness=none``).
 
-Fields of any section can declare needs too (``field_requires`` of its ``Config``: G3's ``bin_limit`` and
-``memory_budget`` need ``whole-part layers`` and ``p2p halo layers``; ``train.batches_ahead`` needs
+Fields of any section can declare needs too (``field_requires`` of its ``Config``: the ``whole_part`` step's
+``memory_budget`` needs ``whole-part layers`` and ``p2p halo layers``; ``train.batches_ahead`` needs
 ``trainer-sampled batches``; ``sample.split`` and ``sample.trainers`` need ``a global seed split``, which model
 averaging, one model per part, does not provide): set away from their default where their needs are unmet, they
 are refused rather than ignored.
@@ -61,7 +61,8 @@ Needs: every exchange needs an ``embedding exchange`` (``halo`` and ``block_row`
 ``sampled-edge halos``, which ``prefetch`` provides); every cache a ``feature source`` (``inclusion`` also
 ``inclusion probabilities``); every schedule ``sampling tasks``; every loss ``node labels`` (``link``: ``link
 pairs``); the evaluators ``whole_part``, ``sampled`` and ``per_part`` the steps they score (``auto`` and ``outputs``
-nothing). A new method declares its own.
+nothing); the step ``binned`` (G3's bins) ``whole-part layers`` and ``p2p halo layers`` (``whole_part`` nothing). A
+new method declares its own.
 
 Example:
     >>> from workbench.compose import RunConfig
@@ -138,6 +139,10 @@ class TrainerSpec:
         needs_in_degrees: whether a rank's shard holds every vertex's in-degree (a schedule's NSC cost model).
         component: makes, from the config, what this key adds to its class's plain training (each class says
             what it calls on it); ``None``: nothing.
+        batches: where a step's batch comes from, in words (``workbench stages batches`` lists the records by it:
+            whole parts, sampled blocks, scheduled blocks, sampled edges, one part after another).
+        chosen_by: the settings that choose this record, in ``--set`` words (what ``workbench stages batches``
+            says).
     """
 
     key: str
@@ -150,6 +155,8 @@ class TrainerSpec:
     rank_processes: bool = False
     needs_in_degrees: bool = False
     component: Optional[Callable[[Any], Any]] = None
+    batches: str = ""
+    chosen_by: str = ""
 
     def check_config(self, config: Any, errs: Any) -> None:
         """What the trainer class refuses in ``config`` beyond the declared capabilities
@@ -234,7 +241,7 @@ def _providers(capability: str) -> str:
 
 def unmet_needs(cfg: Any) -> tuple[TrainerSpec, list[tuple[str, str, list[str]]]]:
     """``(trainer record, [(setting, value, [capabilities it lacks]), ...])`` of ``cfg`` (no error raised):
-    ``("cache", "inclusion", [...])`` for a stage method, ``("train.bin_limit", 0, [...])`` for a field its
+    ``("cache", "inclusion", [...])`` for a stage method, ``("train.batches_ahead", 2, [...])`` for a field its
     config declares in ``field_requires`` and that is set away from its default."""
     program = trainer_class(cfg)
     stages = stage_classes(cfg)

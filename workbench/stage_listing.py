@@ -1,11 +1,12 @@
 """What ``workbench stages`` prints: every registered method of every stage kind with its options
-(:func:`describe_stages`), and every cache, exchange, schedule, sync and loss method against every sample method
-(:func:`composition_matrix`, ``--matrix``). Read from the registries and the run config's declared constraints, so
-a method registered tomorrow is listed the day it is registered.
+(:func:`describe_stages`; where a step's batch comes from, :func:`describe_batches`), and every cache, exchange,
+schedule, sync, loss, evaluate and step method against every sample method (:func:`composition_matrix`,
+``--matrix``). Read from the registries and the run config's declared constraints, so a method registered tomorrow
+is listed the day it is registered.
 
 Example:
     >>> print(describe_stages(short=True).splitlines()[-1])
-      loss.method: cross_entropy | link
+      step.method: binned | whole_part
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from workbench.composition import check_composition, unavailable_methods, unmet_
 from workbench.constraints import declared, type_name
 from workbench.stages import REGISTRIES, STAGE_SECTIONS, registry
 
-__all__ = ["describe_stages", "composition_matrix", "format_matrix"]
+__all__ = ["describe_stages", "describe_batches", "composition_matrix", "format_matrix"]
 
 
 def describe_stages(short: bool = False) -> str:
@@ -44,7 +45,24 @@ def describe_stages(short: bool = False) -> str:
             lines += _field_lines(cfg)
     lines.append("train: " + " ".join(f"train.{f}={as_text(getattr(TrainLoopConfig(), f))}"
                                       for f in TrainLoopConfig.field_names()))
-    return "\n".join(lines + _field_lines(TrainLoopConfig))
+    return "\n".join(lines + _field_lines(TrainLoopConfig) + describe_batches())
+
+
+def describe_batches() -> list[str]:
+    """Where a step's batch comes from, one line per trainer record (:data:`~workbench.composition.TRAINERS`): not
+    a section of its own, it follows the ``sample``, ``schedule`` and ``sync`` methods (``workbench stages
+    batches``)."""
+    from workbench.composition import TRAINERS
+
+    lines = ["batches: chosen by sample.method, schedule.method and sync.method (the trainer record)"]
+    for key, spec in TRAINERS.items():
+        named = {section: "|".join(name for name, cls in sorted(registry(section).items())
+                                   if getattr(cls, "trains_with", None) == key) for section in ("sample", "sync")}
+        named = [f"{section}.method={names}" for section, names in named.items() if names]
+        how = spec.chosen_by + (f" ({', '.join(named)})" if named else "")
+        lines.append(f"  {key}: {spec.batches or spec.trainer}; chosen by {how}")
+        lines.append(f"      provides: {', '.join(sorted(spec.provides))}")
+    return lines
 
 
 def _field_lines(cls: type) -> list[str]:
@@ -56,9 +74,9 @@ def _field_lines(cls: type) -> list[str]:
 
 
 def composition_matrix() -> list[dict]:
-    """Every method of the optional stage kinds (cache, exchange, schedule) and of sync and loss under every sample
-    method (and none), on the recipes' defaults otherwise: one row per cell with ``status`` ``composes`` or ``refused``
-    and, when refused, ``why`` (what the method lacks). ``workbench stages --matrix`` prints it.
+    """Every method of the optional stage kinds (cache, exchange, schedule) and of sync, loss, evaluate and step under
+    every sample method (and none), on the recipes' defaults otherwise: one row per cell with ``status`` ``composes``
+    or ``refused`` and, when refused, ``why`` (what the method lacks). ``workbench stages --matrix`` prints it.
 
     Example:
         >>> rows = composition_matrix()
@@ -70,7 +88,7 @@ def composition_matrix() -> list[dict]:
     rows = []
     for sample in RunConfig.method_choices("sample"):
         base = RunConfig.compose(sample=None if sample == "none" else sample)   # the exchange follows the sample
-        for section in ("cache", "exchange", "schedule", "sync", "loss"):
+        for section in ("cache", "exchange", "schedule", "sync", "loss", "evaluate", "step"):
             for method in RunConfig.method_choices(section):
                 row = {"sample": sample, "section": section, "method": method, "status": "composes", "why": ""}
                 unmet, cfg = [], None

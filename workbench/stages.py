@@ -54,7 +54,7 @@ __all__ = ["Stage", "Registry", "registry", "REGISTRIES", "STAGE_SECTIONS", "res
 STAGE_SECTIONS: dict[str, str] = {"partition": "partition", "sample": "sample", "cache": "cache",
                                   "exchange": "exchange", "model": "model", "schedule": "schedule",
                                   "sync": "sync", "loss": "loss",
-                                  "evaluate": "evaluate"}
+                                  "evaluate": "evaluate", "step": "step"}
 """Section of a run config (:class:`workbench.compose.RunConfig`) -> stage kind (its registry)."""
 
 
@@ -119,11 +119,20 @@ def switch_config(current: Any, cls: type) -> Any:
     where ``cls`` accepts the value: what switching a section's method keeps (``--set partition.method=metis``
     keeps ``seed``). A shared name whose value the new method declares invalid (the hypergraph partitioner's
     ``objective='km1'``, which METIS does not offer) takes the new method's default: it is another option that
-    happens to share the name, not a setting the user gave the new method."""
+    happens to share the name, not a setting the user gave the new method. Kept values that the new method's config
+    refuses together (the ``whole_part`` step's unlimited ``memory_budget`` under ``binned`` with no vertex cap) are
+    kept only where the user changed them from the old method's default."""
     shared = type(current).field_names() if current is not None else ()
     constraints = declared(cls)
     keep = {f: getattr(current, f) for f in cls.field_names() if f in shared}
-    return cls(**{f: v for f, v in keep.items() if f not in constraints or constraints[f].check(v)})
+    keep = {f: v for f, v in keep.items() if f not in constraints or constraints[f].check(v)}
+    try:
+        return cls(**keep)
+    except ParamError:
+        if not keep:
+            raise
+        old = type(current)()
+        return cls(**{f: v for f, v in keep.items() if v != getattr(old, f)})
 
 
 class Registry(dict):

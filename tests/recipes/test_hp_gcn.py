@@ -11,7 +11,7 @@ from tests.recipes.test_recipes import _run
 from workbench.data import load_graph
 from workbench.partition import partition
 from workbench.partition.volume import comm_rows
-from workbench.train.halo import build_halo_plans
+from workbench.layout.halo import build_halo_plans
 
 SPEC = "sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0"
 

@@ -25,8 +25,8 @@ CASES = {
     "sancus_e1": ("recipes.sancus", "recipe", {}),
     "sancus_a1": ("recipes.sancus", "epoch_adaptive", {}),
     "sancus_h": ("recipes.sancus", "variation_gap", {"exchange.epsilon": 0.05}),
-    "g3": ("recipes.g3", "recipe", {"train.memory_budget": 16384}),
-    "g3_gcn": ("recipes.g3", "gcn", {"train.memory_budget": 16384, "model.num_layers": 3}),
+    "g3": ("recipes.g3", "recipe", {"step.memory_budget": 16384}),
+    "g3_gcn": ("recipes.g3", "gcn", {"step.memory_budget": 16384, "model.num_layers": 3}),
 }
 
 

@@ -9,7 +9,7 @@ from workbench._validation import ParamError
 from workbench.compose import RunConfig
 from workbench.events import EpochEnd, PartitionComputed, Traffic
 from workbench.testing import assert_same_training as _assert_same_training, rel_error as _rel, run_program, tiny_graph
-from workbench.train.halo import comm_rows_from_parts, predicted_halo_bytes
+from workbench.layout.halo import comm_rows_from_parts, predicted_halo_bytes
 
 
 

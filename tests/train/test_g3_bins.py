@@ -21,6 +21,11 @@ from workbench.train.full_graph import build_shards
 from workbench.train.models import GNNModel, SpMM, sparse_aggregator
 
 
+def _bins(bin_limit: int, **more: str) -> dict:
+    """Settings of G3's bins of at most ``bin_limit`` vertices and no byte budget (the ``binned`` step)."""
+    return {"step.method": "binned", "step.bin_limit": str(bin_limit), "step.memory_budget": "none", **more}
+
+
 
 @pytest.mark.parametrize("model,num_layers", [("gcn", 2), ("sage", 3)])
 @pytest.mark.parametrize("bin_limit", [1, 7, 1000])
@@ -50,7 +55,7 @@ def test_binned_training_matches_single_process(model, num_layers, bin_limit, wo
                             seed=2)
     single = run_program(cfg.build(graph=g), 1)
     # the variant only changes the simulated account, never the numbers
-    binned = cfg.with_strings({"train.bin_limit": str(bin_limit), "train.pipeline": pipeline})
+    binned = cfg.with_strings(_bins(bin_limit, **{"step.pipeline": pipeline}))
     multi = run_program(binned.build(graph=g), world_size)
     _assert_same_training(single, multi)
     summary = multi[0]
@@ -70,11 +75,13 @@ def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():
     widths = probe.trainer.widths()
     need = [working_set_bytes(s.plan.num_inner, s.plan.num_halo, widths, widths[1:] + [g.num_classes]) for s in shards]
     budget = min(need) // 2                                          # below every part's working set
-    whole = cfg.with_strings({"train.memory_budget": str(budget)})
-    with pytest.raises(ParamError, match=rf"The 'memory_budget' parameter of TrainLoopConfig must be at least the "
-                                         rf"working set of part \d \(\d+ bytes\).* Got {budget} instead"):
+    whole = cfg.with_strings({"step.memory_budget": str(budget)})   # the whole_part step under a budget
+    with pytest.raises(ParamError, match=rf"The 'step.memory_budget' parameter of RunConfig must be at least the "
+                                         rf"working set of part \d \(\d+ bytes\) for whole-part training "
+                                         rf"\(step.method=whole_part; set step.method=binned .* Got {budget} instead"):
         whole.build(graph=g).prepare(2, lambda e: None)              # prepare runs before any rank starts
-    binned = whole.with_strings({"train.bin_limit": "0"})
+    binned = whole.with_strings({"step.method": "binned"})           # keeps the budget; bins of half of it
+    assert binned.step.memory_budget == budget and binned.step.bin_limit == 0
     summary, results, _ = run_program(binned.build(graph=g), 2)
     assert summary["g3"]["max_bin_bytes"] <= budget / 2 and len(summary["losses"]) == 2
     _assert_same_training(run_program(cfg.build(graph=g), 1), (summary, results, None))
@@ -83,18 +90,25 @@ def test_memory_budget_rejects_whole_parts_before_workers_start_and_bins_fit():
 def test_bin_settings_are_validated():
     cfg = RunConfig.compose(graph="tiny")
     with pytest.raises(ParamError, match="'pipeline' parameter"):
-        cfg.with_strings({"train.pipeline": "fifo"})
+        cfg.with_strings({"step.method": "binned", "step.pipeline": "fifo"})
     with pytest.raises(ParamError, match="'bin_limit' parameter"):
-        cfg.with_strings({"train.bin_limit": "0"})            # 0 = from the budget, which is missing
-    other = RunConfig.compose(graph="tiny").replace(exchange="block_row").with_strings({"train.bin_limit": "4"})
-    with pytest.raises(ParamError, match=r"'train.bin_limit' parameter of RunConfig must be None with full-graph "
-                                         r"training .*: train.bin_limit needs an exchange that sends each layer's "
+        cfg.with_strings({"step.method": "binned", "step.memory_budget": "none"})   # 0 = from the budget, missing
+    with pytest.raises(ParamError, match=r"RunConfig has no option 'step.bin_limit'.* an option of step.method=binned"):
+        cfg.with_strings({"step.bin_limit": "4"})         # a field of a method that is not chosen
+    assert cfg.with_strings({"step.method": "binned"}).step.memory_budget == "auto"   # the default: sized bins
+    other = RunConfig.compose(graph="tiny").replace(exchange="block_row").with_strings(_bins(4))
+    with pytest.raises(ParamError, match=r"'step.method' parameter of RunConfig must be a method that full-graph "
+                                         r"training .* can use: 'binned' needs an exchange that sends each layer's "
                                          r"halo rows point to point, every round fresh \(no staleness\), provided by "
                                          r"exchange.method=halo"):
         other.build(graph=tiny_graph())                   # refused at build, before the graph loads
-    stale = RunConfig.compose(graph="tiny").with_strings({"train.memory_budget": "auto",
+    stale = RunConfig.compose(graph="tiny").with_strings({"step.method": "binned",
                                                           "exchange.staleness": "epoch-fixed"})
-    with pytest.raises(ParamError, match=r"'train.memory_budget' parameter .* needs an exchange that sends"):
+    with pytest.raises(ParamError, match=r"'step.method' parameter .* needs an exchange that sends"):
+        stale.build()
+    stale = RunConfig.compose(graph="tiny").with_strings({"step.memory_budget": "4096",
+                                                          "exchange.staleness": "epoch-fixed"})
+    with pytest.raises(ParamError, match=r"'step.memory_budget' parameter .* needs an exchange that sends"):
         stale.build()
 
 
@@ -159,17 +173,17 @@ def test_a_budget_too_small_is_refused_before_partitioning_naming_the_smallest_t
     from workbench.data import load_graph
 
     graph = load_graph(str(_cora_like(tmp_path / "cora")))
-    cfg = g3.recipe(graph="cora", epochs=1, train={"memory_budget": 262144})
+    cfg = g3.recipe(graph="cora", epochs=1, step={"memory_budget": 262144})
     events: list = []
-    with pytest.raises(ParamError, match=r"The 'memory_budget' parameter of TrainLoopConfig must be 'auto' or at "
+    with pytest.raises(ParamError, match=r"The 'step.memory_budget' parameter of RunConfig must be 'auto' or at "
                                          r"least \d+ bytes \(1\.\d MiB\) for bins: .* vertex \d+ with its \d+ "
                                          r"in-neighbours at layer 0 needs \d+ bytes. Got 262144 instead") as info:
         cfg.build(graph=graph).prepare(2, events.append)
     assert not [e for e in events if isinstance(e, Progress) and e.stage == "partition"]   # never partitioned
     smallest = int(re.search(r"at least (\d+) bytes", str(info.value)).group(1))
     with pytest.raises(ParamError, match=rf"at least {smallest} bytes"):
-        cfg.replace(train={"memory_budget": smallest - 1}).build(graph=graph).prepare(2, lambda e: None)
-    program = cfg.replace(train={"memory_budget": smallest}).build(graph=graph)                   # and it is the smallest
+        cfg.replace(step={"memory_budget": smallest - 1}).build(graph=graph).prepare(2, lambda e: None)
+    program = cfg.replace(step={"memory_budget": smallest}).build(graph=graph)                   # and it is the smallest
     program.prepare(2, lambda e: None)
     assert max(int(lb.footprint.max()) for s in program.trainer.bin_plan.schedules for lb in s.layers) <= smallest // 2
     assert program.notes == [] and program.trainer.budget_auto is None                          # a given budget: no note
@@ -177,13 +191,11 @@ def test_a_budget_too_small_is_refused_before_partitioning_naming_the_smallest_t
 
 def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
     g = tiny_graph(num_nodes=90, seed=0)
-    cfg = RunConfig.compose(graph="tiny", partition="random", model={"hidden": 16}, epochs=2, seed=0).with_strings(
-        {"train.memory_budget": "auto"})
-    with pytest.raises(ParamError, match=r"at least the working set of part \d \(\d+ bytes\) for whole-part "
-                                         r"training .*auto gives \d+ bytes, (half of part \d's whole-part working "
-                                         r"set|4 x the largest vertex\+neighbours).* Got 'auto' instead"):
-        cfg.build(graph=g).prepare(2, lambda e: None)
-    program = cfg.with_strings({"train.bin_limit": "0"}).build(graph=g)
+    cfg = RunConfig.compose(graph="tiny", partition="random", model={"hidden": 16}, epochs=2, seed=0)
+    with pytest.raises(ParamError, match=r"'memory_budget' parameter of WholePart.Config must be None or an int >= 1 "
+                                         r"\(bytes\). Got 'auto' instead"):   # auto sizes bins, not whole parts
+        cfg.with_strings({"step.memory_budget": "auto"})
+    program = cfg.with_strings({"step.method": "binned", "step.memory_budget": "auto"}).build(graph=g)
     summary, results, _ = run_program(program, 2)
     budget = summary["g3"]["memory_budget"]
     largest = program.trainer._largest_bin
@@ -191,11 +203,10 @@ def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
                                   + [g.num_classes]) for s in program.prepare(2, lambda e: None))
     assert budget == max(-(-parts // 2), 4 * largest.num_bytes) and summary["g3"]["max_bin_bytes"] <= budget / 2
     assert program.notes == [f"memory_budget=auto -> {budget / 1024:.1f} KiB ({summary['g3']['memory_budget_auto']})"]
-    _assert_same_training(run_program(cfg.replace(train={"memory_budget": None}).build(graph=g), 1),
-                          (summary, results, None))
-    with pytest.raises(ParamError, match=r"'memory_budget' parameter of TrainLoopConfig must be None, 'auto' or an "
+    _assert_same_training(run_program(cfg.build(graph=g), 1), (summary, results, None))
+    with pytest.raises(ParamError, match=r"'memory_budget' parameter of Binned.Config must be None, 'auto' or an "
                                          r"int >= 1 \(bytes\). Got 'lots' instead"):
-        cfg.with_strings({"train.memory_budget": "lots"})
+        cfg.with_strings({"step.method": "binned", "step.memory_budget": "lots"})
 
 
 def test_largest_vertex_bin_is_the_bound_the_packer_enforces():
@@ -216,7 +227,7 @@ def test_inter_variant_is_simulated_on_consecutive_id_bins():
     those bins beside the executed priority bins, every vertex once, in id order, under the same caps."""
     g = tiny_graph(num_nodes=90, seed=1)
     cfg = RunConfig.compose(graph="tiny", partition="random", model={"hidden": 8}, epochs=2, seed=0)
-    program = cfg.with_strings({"train.bin_limit": "7"}).build(graph=g)
+    program = cfg.with_strings(_bins(7)).build(graph=g)
     summary = run_program(program, 2)[0]
     schedules, deps = program.trainer.bin_plan.consecutive
     for s, executed in zip(schedules, program.trainer.bin_plan.schedules):
@@ -246,7 +257,7 @@ def test_simulated_epoch_charges_per_epoch_costs_not_the_one_off_packing(monkeyp
     monkeypatch.setattr(bins_program, "build_schedule", slow_first_packing)
     g = tiny_graph(num_nodes=90, seed=1)
     cfg = RunConfig.compose(graph="tiny", partition="random", model={"hidden": 8}, epochs=3, seed=0)
-    summary, results, _ = run_program(cfg.with_strings({"train.bin_limit": "7"}).build(graph=g), 2)
+    summary, results, _ = run_program(cfg.with_strings(_bins(7)).build(graph=g), 2)
     g3 = summary["g3"]
     assert g3["one_off_s"] >= one_off                                 # reported, once
     assert all(r["g3_bins"]["one_off_s"]["pack_s"] >= one_off for r in results)

@@ -8,7 +8,7 @@ import torch
 from workbench.compose import RunConfig
 from workbench.events import Staleness
 from workbench.testing import run_program, tiny_graph
-from workbench.train.halo import comm_rows_from_parts
+from workbench.layout.halo import comm_rows_from_parts
 from workbench.train.models import MODELS
 from workbench.train.staleness import epoch_fixed_flags, predicted_bytes_by_epoch
 

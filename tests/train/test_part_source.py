@@ -262,10 +262,10 @@ def test_g3_from_a_folder_plans_its_bins_on_the_ranks_and_equals_the_run_in_memo
     from recipes import g3
     from workbench.runtime import launch
 
-    assert g3.recipe().train.memory_budget == "auto"                     # the recipe's default
+    assert g3.recipe().step.memory_budget == "auto"                      # the recipe's default
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
-    settings = {"epochs": 3, "model.hidden": 8, "train.memory_budget": memory_budget}
+    settings = {"epochs": 3, "model.hidden": 8, "step.memory_budget": memory_budget}
     memory = launch(g3.recipe(**settings).build(graph=g, node_part=owner), runner="local", workers=2, out=None,
                     blocking=True).wait(timeout=300)
 
@@ -297,8 +297,8 @@ def test_g3_from_a_folder_refuses_a_budget_below_the_largest_vertex_bin_on_the_r
 
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
-    settings = {"epochs": 1, "model.hidden": 8, "train.memory_budget": 4096}
-    with pytest.raises(ParamError, match=r"The 'memory_budget' parameter of TrainLoopConfig must be 'auto' or at "
+    settings = {"epochs": 1, "model.hidden": 8, "step.memory_budget": 4096}
+    with pytest.raises(ParamError, match=r"The 'step.memory_budget' parameter of RunConfig must be 'auto' or at "
                                          r"least \d+ bytes") as info:
         g3.recipe(**settings).build(graph=g, node_part=owner).prepare(2, lambda e: None)
     message = str(info.value)

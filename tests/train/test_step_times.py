@@ -30,7 +30,7 @@ def _config(case: str):
         "distdgl": lambda: distdgl.recipe(**small).with_strings({"sample.batch_size": "16"}),
         "bytegnn": lambda: bytegnn.recipe(**small).with_strings({"schedule.workers": "1", "sample.batch_size": "16"}),
         "psc_gcn": lambda: psc_gcn.recipe(**small),
-        "g3": lambda: g3.recipe(**small, model={"hidden": 8}, train={"memory_budget": 16384}),
+        "g3": lambda: g3.recipe(**small, model={"hidden": 8}, step={"memory_budget": 16384}),
         "catgnn": lambda: catgnn.recipe(**small),
     }[case]()
 

@@ -67,7 +67,8 @@ def test_widgets_take_choices_and_ranges_from_declared_constraints():
     assert (ws["model.num_layers"].start, ws["model.num_layers"].end) == (1, 4)
     assert isinstance(ws["train.optimizer"], pn.widgets.Select) and ws["train.optimizer"].options == ["adam", "sgd"]
     assert ws["partition.refine"].options == ["none", "g3"] and ws["partition.refine"].value == "none"
-    assert isinstance(ws["train.memory_budget"], pn.widgets.TextInput)   # None, 'auto' or any int: typed
+    ws = section_widgets(cfg.with_strings({"step.method": "binned"}), "step")
+    assert isinstance(ws["step.memory_budget"], pn.widgets.TextInput)    # None, 'auto' or any int: typed
 
 
 def test_start_launches_with_form_values():

@@ -222,7 +222,7 @@ def stages_command(args: argparse.Namespace) -> int:
     if kind:
         from workbench._validation import check_choice
 
-        check_choice(kind, "kind", "workbench stages", [*STAGE_SECTIONS, "train"])
+        check_choice(kind, "kind", "workbench stages", [*STAGE_SECTIONS, "train", "batches"])
         blocks, keep = [], False
         for line in text.splitlines():
             if not line.startswith(" "):

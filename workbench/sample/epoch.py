@@ -116,7 +116,7 @@ def sample_epoch(graph: Graph, node_part: torch.Tensor, sampler: Sampler, split:
     Returns:
         Per rank :class:`RankSampleStats` (and, with ``keep``, per rank the list of mini-batches).
     """
-    from workbench.train.halo import local_index
+    from workbench.layout.halo import local_index
 
     node_part = torch.as_tensor(node_part, dtype=torch.int64)
     world = split.num_trainers

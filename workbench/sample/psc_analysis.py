@@ -27,7 +27,7 @@ def part_counts(graph, num_parts_list: Sequence[int], method: str = "metis", see
     """Average inner, boundary (remote 1-hop in-neighbours) and IC (inner vertices some other part holds as
     boundary) vertices per part, for each number of parts (Table I)."""
     from workbench.partition import partition
-    from workbench.train.halo import build_halo_plans
+    from workbench.layout.halo import build_halo_plans
 
     out = []
     for p in num_parts_list:

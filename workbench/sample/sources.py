@@ -58,11 +58,11 @@ def owned_rows(graph: Graph, node_part: torch.Tensor, part: int,
     """The CSR rows of the vertices ``part`` owns (ascending global id), in-neighbours in global ids.
 
     Args:
-        row_of_gid: ``(N,)`` each vertex's index inside its own part (:func:`workbench.train.halo.local_index`);
+        row_of_gid: ``(N,)`` each vertex's index inside its own part (:func:`workbench.layout.halo.local_index`);
             computed when not given.
     """
     if row_of_gid is None:
-        from workbench.train.halo import local_index
+        from workbench.layout.halo import local_index
 
         row_of_gid = local_index(node_part, int(node_part.max()) + 1 if node_part.numel() else 1)
     inner = torch.nonzero(node_part == part).flatten()

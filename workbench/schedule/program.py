@@ -113,7 +113,9 @@ register_trainer("scheduled", name=bytegnn_name, trainer="mini-batch training wi
                  provides=frozenset({"sampling tasks", "feature source", "node labels", "link pairs",
                                      "a global seed split", "sampled evaluation"}),
                  # each rank starts its sampling worker processes (an embedded Dask cluster allows it)
-                 rank_processes=True, needs_in_degrees=True, component=ScheduledSource)(MiniBatchTrainer)
+                 rank_processes=True, needs_in_degrees=True, component=ScheduledSource,
+                 batches="scheduled blocks: sampled by the schedule's worker processes, one DAG per batch",
+                 chosen_by="a block sampler and schedule.method=NAME")(MiniBatchTrainer)
 
 
 def schedule_summary(per_rank: list[dict]) -> dict:

@@ -30,6 +30,8 @@ loss             its ranks' shares add up: the loss of all rows equals the sum o
 evaluate         2 thread ranks (the trainer its ``requires`` asks for): global metrics in range, the same on both
                  ranks; the summary names it; the final weights equal the run scored with ``outputs`` (evaluation
                  leaves training alone)
+step             3 thread ranks (full-graph training, the ``halo`` exchange): the losses and every rank's weights
+                 equal the ``whole_part`` step's run to 1e-5; the summary names it
 ================ ============================================================================================
 
 Checks that do not apply (a staleness policy the exchange refuses, a library that does not import here) raise
@@ -68,7 +70,7 @@ from workbench.testing.cache_harness import WIDTH, cache_policy, exercise_cache
 from workbench.testing.config_checks import (CONFIG_CHECKS, StageCheckFailed, _class, stage_check, stage_kind,
                                              stage_label)
 from workbench.testing.graphs import tiny_graph
-from workbench.testing.ranks import run_program, run_ranks
+from workbench.testing.ranks import assert_same_training, run_program, run_ranks
 from workbench.testing.sampling import check_minibatch, edge_set, same_minibatch
 
 __all__ = ["check_loss_shares", "check_loss_trains", "check_stage", "stage_checks", "check_name", "parametrize_with_checks", "registered", "check_selectable",
@@ -494,6 +496,23 @@ def check_evaluator(stage: Any) -> None:
     assert_same_weights(summary, plain)
 
 
+# ------------------------------------------------------------------------------------------------ step
+@stage_check
+def check_step(stage: Any) -> None:
+    """On 3 thread ranks (a 90-vertex graph, 2 epochs, the ``halo`` exchange), a run whose forward runs through this
+    step reproduces the ``whole_part`` step's: the same losses and every rank's weights to 1e-5 (G3's bins change
+    the order of summation only), and the summary names it."""
+    from workbench.compose import RunConfig
+
+    g = tiny_graph(num_nodes=90, seed=1)
+    base = RunConfig.compose(graph="tiny", num_parts=3, partition="random", model={"hidden": 8}, epochs=2, seed=0)
+    with registered(stage, "step") as name:
+        ours = run_program(base.replace(step=_make(stage).config).build(graph=g), 3)
+    whole = run_program(base.replace(step="whole_part").build(graph=g), 3)
+    assert ours[0]["stages"]["step"]["method"] == name, f"the summary names step {ours[0]['stages']['step']}"
+    assert_same_training(whole, ours)
+
+
 # ------------------------------------------------------------------------------------------------ dispatch
 def stage_checks(stage: Any, *, kind: str | None = None) -> Iterator[Callable[[Any], None]]:
     """The checks of ``stage``'s kind, in order: each a callable ``check(stage)``."""
@@ -524,6 +543,8 @@ def stage_checks(stage: Any, *, kind: str | None = None) -> Iterator[Callable[[A
         yield from (check_loss_shares, check_loss_trains)
     elif kind == "evaluate":
         yield check_evaluator
+    elif kind == "step":
+        yield check_step
 
 
 def check_name(check: Callable[..., Any]) -> str:

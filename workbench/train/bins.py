@@ -21,7 +21,7 @@ full-graph training to float rounding, for any bin size and order (tested to 1e-
 
 Memory: with bins, a budget whose half cannot hold the largest vertex with its in-neighbours
 (:func:`largest_vertex_bin`, independent of the partition) is refused before the partitioner runs, naming
-the smallest budget that works (:func:`check_bin_budget`); whole-part training (``bin_limit=None``) whose
+the smallest budget that works (:func:`check_bin_budget`); whole-part training (``step.method=whole_part``) whose
 working set ``max_k 4 * ((inner + halo) * F_in_k + inner * F_out_k)`` exceeds the budget is refused once
 the parts are known, before any worker starts (:func:`check_memory`). ``memory_budget=auto`` sizes the
 budget from the graph (:func:`auto_memory_budget`: half the largest part's working set, at least 4 x the
@@ -307,7 +307,7 @@ def bin_byte_cap(memory_budget: Optional[int]) -> Optional[float]:
 
 
 def check_memory(sizes: list[tuple[int, int]], widths_in: list[int], widths_out: list[int], *,
-                 memory_budget: Optional[int], bin_limit: Optional[int], owner: str = "TrainLoopConfig",
+                 memory_budget: Optional[int], bin_limit: Optional[int], owner: str = "RunConfig",
                  auto: Optional[str] = None) -> None:
     """Reject whole-part training whose working set exceeds ``memory_budget`` before any worker starts.
 
@@ -322,18 +322,19 @@ def check_memory(sizes: list[tuple[int, int]], widths_in: list[int], widths_out:
         >>> check_memory([(100, 20)], [16], [8], memory_budget=4096, bin_limit=None)
         Traceback (most recent call last):
         ...
-        workbench._validation.ParamError: The 'memory_budget' parameter of TrainLoopConfig must be at least the working set of part 0 (10880 bytes) for whole-part training (bin_limit=None; set train.bin_limit=0 to pack bins into half the budget). Got 4096 instead.
+        workbench._validation.ParamError: The 'step.memory_budget' parameter of RunConfig must be at least the working set of part 0 (10880 bytes) for whole-part training (step.method=whole_part; set step.method=binned to pack bins into half the budget). Got 4096 instead.
     """
     if memory_budget is None or bin_limit is not None:
         return
     need = [working_set_bytes(i, h, widths_in, widths_out) for i, h in sizes]
     worst = int(np.argmax(need))
     if need[worst] > memory_budget:
-        sized = (f"; auto gives {memory_budget} bytes, {auto}; train.memory_budget=none trains whole parts with "
+        sized = (f"; auto gives {memory_budget} bytes, {auto}; step.memory_budget=none trains whole parts with "
                  "no budget") if auto else ""
         raise ParamError([param_error(
-            "memory_budget", owner, f"at least the working set of part {worst} ({need[worst]} bytes) for whole-part "
-            f"training (bin_limit=None; set train.bin_limit=0 to pack bins into half the budget{sized})",
+            "step.memory_budget", owner, f"at least the working set of part {worst} ({need[worst]} bytes) for "
+            f"whole-part training (step.method=whole_part; set step.method=binned to pack bins into half the "
+            f"budget{sized})",
             "auto" if auto else memory_budget)])
 
 
@@ -392,7 +393,7 @@ def largest_vertex_bin(src: Any, dst: Any, num_nodes: int, widths_in: list[int],
     return VertexBin(num_bytes=int(need[k]), vertex=v, num_neighbours=int(deg[v]), layer=k)
 
 
-def check_bin_budget(memory_budget: Any, largest: VertexBin, owner: str = "TrainLoopConfig") -> None:
+def check_bin_budget(memory_budget: Any, largest: VertexBin, owner: str = "RunConfig") -> None:
     """Refuse a given ``memory_budget`` (bytes) whose half cannot hold the largest one-vertex bin, naming the
     smallest budget that works. Runs before partitioning (the bound does not depend on the parts).
 
@@ -400,12 +401,12 @@ def check_bin_budget(memory_budget: Any, largest: VertexBin, owner: str = "Train
         >>> check_bin_budget(512, VertexBin(num_bytes=288, vertex=0, num_neighbours=3, layer=0))
         Traceback (most recent call last):
         ...
-        workbench._validation.ParamError: The 'memory_budget' parameter of TrainLoopConfig must be 'auto' or at least 576 bytes (576 B) for bins: a bin holds at most half the budget and vertex 0 with its 3 in-neighbours at layer 0 needs 288 bytes. Got 512 instead.
+        workbench._validation.ParamError: The 'step.memory_budget' parameter of RunConfig must be 'auto' or at least 576 bytes (576 B) for bins: a bin holds at most half the budget and vertex 0 with its 3 in-neighbours at layer 0 needs 288 bytes. Got 512 instead.
     """
     if isinstance(memory_budget, int) and memory_budget < largest.min_budget:
         smallest = largest.min_budget
         raise ParamError([param_error(
-            "memory_budget", owner, f"'auto' or at least {smallest} bytes ({format_bytes(smallest)}) for bins: a bin "
+            "step.memory_budget", owner, f"'auto' or at least {smallest} bytes ({format_bytes(smallest)}) for bins: a bin "
             f"holds at most half the budget and {largest.describe()}", memory_budget)])
 
 
@@ -437,7 +438,7 @@ def auto_memory_budget(sizes: list[tuple[int, int]], widths_in: list[int], width
     * 4 x the largest one-vertex bin (:data:`AUTO_VERTEX_FACTOR`): every vertex fits, with room (a graph
       with a hub, e.g. Cora's vertex of degree 168 with 1,433 features).
 
-    On a GPU, give the bytes the bins may use instead (``--set train.memory_budget=BYTES``).
+    On a GPU, give the bytes the bins may use instead (``--set step.memory_budget=BYTES``).
 
     Example:
         >>> b = auto_memory_budget([(100, 20)], [16], [8], VertexBin(num_bytes=288, vertex=0, num_neighbours=3,

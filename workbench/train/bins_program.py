@@ -1,11 +1,12 @@
 """G3 bins inside the full-graph program: planning before the ranks start, the binned training loop, and the
 simulated pipeline epochs in the run summary.
 
-``FullGraphTrainer`` uses this module in ``prepare`` when ``train.bin_limit`` or ``train.memory_budget`` is set:
+``FullGraphTrainer`` uses this module in ``prepare`` when the run's ``step`` is ``binned`` (:mod:`workbench.train.step`),
+or a ``whole_part`` step has a ``memory_budget``:
 :func:`check_bins_before_partition` (once the graph is loaded, before the partitioner runs) refuses a given budget
 too small for the largest vertex with its neighbours, naming the smallest that works (bins on an exchange other
-than plain ``halo`` are refused before anything loads: ``bin_limit`` and ``memory_budget`` need ``p2p halo
-layers``, :mod:`workbench.composition`); :func:`size_budget` (once the parts are known) sizes ``memory_budget=auto``
+than plain ``halo`` are refused before anything loads: ``step.method=binned`` and ``step.memory_budget`` need
+``p2p halo layers``, :mod:`workbench.composition`); :func:`size_budget` (once the parts are known) sizes ``memory_budget=auto``
 from the graph; :func:`plan_bins` rejects whole-part training that would not fit the budget (before any worker
 starts) and packs every rank's bins (:func:`pack_part_bins` per rank, :func:`part_dependencies` for what each
 bin reads). A run on a partition folder, whose client never reads the edges, plans the same on the ranks
@@ -38,7 +39,7 @@ from workbench.train.bins import (BinSchedule, MemoryBudget, VertexBin, auto_mem
                                   priority_order)
 from workbench.sim.bins_pipeline import BinCosts, simulate, simulate_all
 
-__all__ = ["plan_bins", "check_bins_before_partition", "size_budget", "sized_budget", "check_budget",
+__all__ = ["bin_limit_of", "plan_bins", "check_bins_before_partition", "size_budget", "sized_budget", "check_budget",
            "pack_part_bins", "output_bins", "part_dependencies", "plan_from_ranks", "BinnedStep", "BinPlan",
            "bins_summary"]
 
@@ -65,12 +66,18 @@ class BinPlan:
     consecutive: Optional[tuple[list[BinSchedule], list]] = None
 
 
+def bin_limit_of(step: Any) -> Optional[int]:
+    """The bin limit of a ``step`` config (:mod:`workbench.train.step`): ``binned``'s ``bin_limit`` (0: bins sized
+    by the budget alone), ``None`` for a step without bins (``whole_part``: its parts must fit ``memory_budget``)."""
+    return getattr(step, "bin_limit", None)
+
+
 def _largest_bin(graph: Any, widths_in: list[int], widths_out: list[int]) -> VertexBin:
     src, dst = graph.edges()
     return largest_vertex_bin(src, dst, graph.num_nodes, widths_in, widths_out)
 
 
-def check_bins_before_partition(graph: Any, train: Any, widths_in: list[int], widths_out: list[int]) -> VertexBin:
+def check_bins_before_partition(graph: Any, step: Any, widths_in: list[int], widths_out: list[int]) -> VertexBin:
     """What can be refused before the partitioner runs; returns the graph's largest one-vertex bin.
 
     Raises:
@@ -78,8 +85,8 @@ def check_bins_before_partition(graph: Any, train: Any, widths_in: list[int], wi
             in-neighbours (the message names the smallest budget that works).
     """
     largest = _largest_bin(graph, widths_in, widths_out)
-    if train.bin_limit is not None:
-        check_bin_budget(train.memory_budget, largest)
+    if bin_limit_of(step) is not None:
+        check_bin_budget(step.memory_budget, largest)
     return largest
 
 
@@ -96,19 +103,19 @@ def sized_budget(memory_budget: Any, sizes: list[tuple[int, int]], widths_in: li
     return auto_memory_budget(sizes, widths_in, widths_out, largest)
 
 
-def size_budget(graph: Any, shards: list, widths_in: list[int], widths_out: list[int], train: Any,
+def size_budget(graph: Any, shards: list, widths_in: list[int], widths_out: list[int], step: Any,
                 largest: Optional[VertexBin] = None) -> Optional[MemoryBudget]:
-    """The budget of the run: ``train.memory_budget`` as given, sized from the graph and the parts when it is
+    """The budget of the run: ``step.memory_budget`` as given, sized from the graph and the parts when it is
     ``auto`` (:func:`~workbench.train.bins.auto_memory_budget`), ``None`` when unlimited."""
-    if train.memory_budget == "auto" and largest is None:
+    if step.memory_budget == "auto" and largest is None:
         largest = _largest_bin(graph, widths_in, widths_out)
     sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
-    return sized_budget(train.memory_budget, sizes, widths_in, widths_out, largest)
+    return sized_budget(step.memory_budget, sizes, widths_in, widths_out, largest)
 
 
-def check_budget(sizes: list[tuple[int, int]], widths_in: list[int], widths_out: list[int], train: Any,
+def check_budget(sizes: list[tuple[int, int]], widths_in: list[int], widths_out: list[int], step: Any,
                  budget: Optional[MemoryBudget], largest: VertexBin) -> bool:
-    """Whether the run packs bins (``train.bin_limit`` set) once the parts' sizes are known; refuses what does
+    """Whether the run packs bins (a ``binned`` step) once the parts' sizes are known; refuses what does
     not fit ``budget``.
 
     Raises:
@@ -117,20 +124,20 @@ def check_budget(sizes: list[tuple[int, int]], widths_in: list[int], widths_out:
             naming the smallest budget that works).
     """
     memory_budget = None if budget is None else budget.num_bytes
-    check_memory(sizes, widths_in, widths_out, memory_budget=memory_budget, bin_limit=train.bin_limit,
+    check_memory(sizes, widths_in, widths_out, memory_budget=memory_budget, bin_limit=bin_limit_of(step),
                  auto=budget.reason if budget is not None else None)
-    if train.bin_limit is None:
+    if bin_limit_of(step) is None:
         return False
     check_bin_budget(memory_budget, largest)
     return True
 
 
 def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list[int], widths_out: list[int],
-              train: Any, *, largest: Optional[VertexBin] = None,
+              step: Any, *, largest: Optional[VertexBin] = None,
               budget: Optional[MemoryBudget] = None) -> Optional[BinPlan]:
     """Check the memory budget and pack every rank's bins (``None`` when training whole parts).
 
-    ``train.memory_budget`` may be ``auto``: sized by :func:`size_budget`, unless ``budget`` is that size
+    ``step.memory_budget`` may be ``auto``: sized by :func:`size_budget`, unless ``budget`` is that size
     already (the program sizes it first to report it). ``largest``: the graph's largest one-vertex bin, when
     :func:`check_bins_before_partition` found it.
 
@@ -140,12 +147,12 @@ def plan_bins(graph: Any, node_part: torch.Tensor, shards: list, widths_in: list
     """
     largest = largest or _largest_bin(graph, widths_in, widths_out)
     if budget is None:
-        budget = size_budget(graph, shards, widths_in, widths_out, train, largest)
+        budget = size_budget(graph, shards, widths_in, widths_out, step, largest)
     sizes = [(s.plan.num_inner, s.plan.num_halo) for s in shards]
-    if not check_budget(sizes, widths_in, widths_out, train, budget, largest):
+    if not check_budget(sizes, widths_in, widths_out, step, budget, largest):
         return None
     cap = bin_byte_cap(None if budget is None else budget.num_bytes)
-    packed = [pack_part_bins(shard, widths_in, widths_out, train.bin_limit, cap) for shard in shards]
+    packed = [pack_part_bins(shard, widths_in, widths_out, bin_limit_of(step), cap) for shard in shards]
     schedules, consecutive = [p[0] for p in packed], [p[1] for p in packed]
     return BinPlan(schedules=schedules, deps=_dependencies(graph.num_nodes, shards, schedules),
                    widths_in=list(widths_in), widths_out=list(widths_out),
@@ -194,7 +201,7 @@ def part_dependencies(plan: Any, schedule: BinSchedule, own: list[np.ndarray], h
     outputs bin ``b`` of layer ``k`` reads, sorted, each once.
 
     Args:
-        plan: the rank's :class:`~workbench.train.halo.HaloExchangePlan`.
+        plan: the rank's :class:`~workbench.layout.halo.HaloExchangePlan`.
         schedule: its bins.
         own: :func:`output_bins` of ``schedule``.
         halo: per layer, ``(num_halo,)`` the bin of each halo row at its owner (halo order).
@@ -323,10 +330,10 @@ def bin_costs(plan: BinPlan, rank_results: list[dict], *, consecutive: bool = Fa
     return layers, ratio
 
 
-def bins_summary(plan: BinPlan, rank_results: list[dict], train: Any, num_params: int,
+def bins_summary(plan: BinPlan, rank_results: list[dict], step: Any, num_params: int,
                  budget_auto: Optional[str] = None) -> dict:
     """The ``g3`` block of the run summary: bins and the simulated epoch of every pipeline variant.
-    ``memory_budget`` is in bytes; ``memory_budget_auto`` says how ``auto`` sized it (None: given); ``one_off_s``:
+    ``step`` is the run's ``binned`` step config, its ``memory_budget`` in bytes; ``memory_budget_auto`` says how ``auto`` sized it (None: given); ``one_off_s``:
     the slowest rank's packing and block building before training (not part of any simulated epoch)."""
     layers, ratio = bin_costs(plan, rank_results)
     # the paper's inter-layer ablation packs consecutive ids; the priority bins' figure is kept beside it
@@ -334,8 +341,8 @@ def bins_summary(plan: BinPlan, rank_results: list[dict], train: Any, num_params
     sim = simulate_all(layers, ratio, 4 * num_params, variant_layers=own)
     inter_priority = simulate(layers, ratio, 4 * num_params, "inter")["epoch_s"] if own else sim["inter"]["epoch_s"]
     return {
-        "bin_limit": train.bin_limit, "memory_budget": train.memory_budget, "memory_budget_auto": budget_auto,
-        "pipeline": train.pipeline,
+        "bin_limit": bin_limit_of(step), "memory_budget": step.memory_budget, "memory_budget_auto": budget_auto,
+        "pipeline": step.pipeline,
         "bins_per_layer": [[lb.num_bins for lb in s.layers] for s in plan.schedules],
         "max_bin_bytes": max(int(lb.footprint.max()) for s in plan.schedules for lb in s.layers),
         "backward_ratio": ratio,
@@ -344,7 +351,7 @@ def bins_summary(plan: BinPlan, rank_results: list[dict], train: Any, num_params
         "simulated_epoch_s": {v: sim[v]["epoch_s"] for v in sim},
         "idle_fraction": {v: sim[v]["idle_fraction"] for v in sim},
         "speedup_over_sequential": {v: sim[v]["speedup"] for v in sim},
-        "simulated_epoch_s_chosen": sim[train.pipeline]["epoch_s"],
+        "simulated_epoch_s_chosen": sim[step.pipeline]["epoch_s"],
         "inter_bins": "consecutive ids (the paper's ablation; compute per unit of work measured on the executed "
                       "bins)" if plan.consecutive is not None else "priority (BFS, boundary first)",
         "simulated_epoch_s_inter_priority_bins": inter_priority,

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from workbench.train.bins import BinSchedule, MemoryBudget, VertexBin, bin_byte_cap, largest_vertex_bin
-from workbench.train.bins_program import check_budget, output_bins, pack_part_bins, part_dependencies, sized_budget
+from workbench.train.bins_program import bin_limit_of, check_budget, output_bins, pack_part_bins, part_dependencies, sized_budget
 from workbench.train.part_source import SETUP_KIND
 
 __all__ = ["RankBins", "plan_bins_on_rank", "part_largest_bin"]
@@ -80,7 +80,7 @@ def part_largest_bin(shard: Any, widths_in: list[int], widths_out: list[int]) ->
     return dataclasses.replace(local, vertex=int(plan.inner_gid[local.vertex]))
 
 
-def plan_bins_on_rank(comm: Any, shard: Any, widths_in: list[int], widths_out: list[int], train: Any) -> RankBins:
+def plan_bins_on_rank(comm: Any, shard: Any, widths_in: list[int], widths_out: list[int], step: Any) -> RankBins:
     """Size the budget, check it and pack this rank's bins with their dependencies (module docstring); every rank
     calls it at once (two collectives, one when the model has a single layer or no bins are packed).
 
@@ -88,7 +88,7 @@ def plan_bins_on_rank(comm: Any, shard: Any, widths_in: list[int], widths_out: l
         comm: the rank's communicator.
         shard: the rank's :class:`~workbench.train.full_graph.RankShard`, built from its part.
         widths_in, widths_out: per layer input and output widths.
-        train: the run's train settings (``bin_limit``, ``memory_budget``).
+        step: the run's ``step`` config (``bin_limit``, ``memory_budget``; :mod:`workbench.train.step`).
 
     Raises:
         ParamError: what :func:`~workbench.train.bins_program.check_budget` refuses (whole parts that do not fit
@@ -104,11 +104,11 @@ def plan_bins_on_rank(comm: Any, shard: Any, widths_in: list[int], widths_out: l
     best = table[np.lexsort((table[:, 3], -table[:, 2]))[0]]             # most in-neighbours, then smallest id
     largest = VertexBin(num_bytes=int(best[4]), vertex=int(best[3]), num_neighbours=int(best[2]), layer=int(best[5]))
     sizes = [(int(i), int(h)) for i, h in table[:, :2]]
-    budget = sized_budget(train.memory_budget, sizes, widths_in, widths_out, largest)
-    if not check_budget(sizes, widths_in, widths_out, train, budget, largest):
+    budget = sized_budget(step.memory_budget, sizes, widths_in, widths_out, largest)
+    if not check_budget(sizes, widths_in, widths_out, step, budget, largest):
         return RankBins(budget=budget)
     cap = bin_byte_cap(None if budget is None else budget.num_bytes)
-    schedule, consecutive = pack_part_bins(shard, widths_in, widths_out, train.bin_limit, cap)
+    schedule, consecutive = pack_part_bins(shard, widths_in, widths_out, bin_limit_of(step), cap)
     own = [output_bins(schedule), output_bins(consecutive)]
     halo = _halo_bins(comm, plan, own)
     return RankBins(budget=budget, schedule=schedule, deps=part_dependencies(plan, schedule, own[0], halo[0]),

@@ -90,7 +90,9 @@ class SampledEdges:
 # named as full-graph runs are, after the exchange (``prefetch``): run lists and summaries have always said so
 register_trainer("edge_sampled", name=full_graph_name, trainer="full-graph training on sampled edges",
                  provides=frozenset({"embedding exchange", "feature source", "node labels", "whole-part logits"}),
-                 default_exchange="prefetch", instead=FULL_GRAPH_INSTEAD, component=SampledEdges)(FullGraphTrainer)
+                 default_exchange="prefetch", instead=FULL_GRAPH_INSTEAD, component=SampledEdges,
+                 batches="sampled edges: the whole part, each layer on the edges an edge sampler keeps",
+                 chosen_by="an edge sampler")(FullGraphTrainer)
 
 
 @dataclasses.dataclass

@@ -12,7 +12,7 @@ single-process model: for the same seed, losses and weights agree to float round
 relative).
 
 The halo bytes of an epoch are predicted from the partition alone
-(:func:`workbench.train.halo.predicted_halo_bytes`) and the tests check the transport counts match
+(:func:`workbench.layout.halo.predicted_halo_bytes`) and the tests check the transport counts match
 exactly; with a staleness policy (``--set exchange.staleness=epoch-fixed``) every epoch's bytes are
 predicted from the agreed flags (:func:`workbench.train.staleness.predicted_bytes_by_epoch`).
 
@@ -42,7 +42,7 @@ from workbench.events import Event, PartitionComputed, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
-from workbench.train.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
+from workbench.layout.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.full_graph_loop import FullGraphSteps
 from workbench.train.loop import LabelData, Steps, load_training_graph, partition_nodes, split_sizes
 from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
@@ -50,6 +50,7 @@ from workbench.train.objective import loss_of
 from workbench.train.part_source import check_folder, part_refs, start_folder_run
 from workbench.train.program import Trainer
 from workbench.train.staleness import predicted_bytes_by_epoch
+from workbench.train.step import step_of
 
 __all__ = ["FullGraphTrainer", "FullGraphSteps", "OwnerComputeHalo", "RankShard", "build_shards",
            "build_halo_shard", "halo_shard", "load_and_partition"]
@@ -166,7 +167,7 @@ class RankShard:
     num_classes: int
     predicted: dict
     bins: Any = None
-    """G3 bin schedule of the rank (``workbench.train.bins.BinSchedule``) when ``train.bin_limit`` is set."""
+    """G3 bin schedule of the rank (``workbench.train.bins.BinSchedule``) when ``step.method=binned``."""
     rank_bins: Any = None
     """G3 on a partition folder: what the rank planned itself (:class:`~workbench.train.bins_ranks.RankBins`:
     the budget, its bins' dependencies, the consecutive-id bins), returned to the client's summary; ``None`` when
@@ -332,7 +333,8 @@ def full_graph_name(config: Any) -> str:
 @register_trainer("full_graph", name=full_graph_name, trainer="full-graph training (sample.method=none)",
                   provides=frozenset({"embedding exchange", "whole-part layers", "node labels",
                                       "whole-part logits"}),
-                  default_exchange="halo", instead=FULL_GRAPH_INSTEAD)
+                  default_exchange="halo", instead=FULL_GRAPH_INSTEAD,
+                  batches="whole parts: one step an epoch, every layer on every edge", chosen_by="sample.method=none")
 class FullGraphTrainer(Trainer):
     """Full-graph training with any registered exchange, SPMD over the ranks (see the module docstring).
 
@@ -351,7 +353,7 @@ class FullGraphTrainer(Trainer):
         self._widths: list[int] = []
         self._backward_widths: list[int] = []
         self._largest_bin = None        # G3: the graph's largest one-vertex bin, found before partitioning
-        self.bin_train = config.train   # G3: the train settings with memory_budget in bytes (auto sized)
+        self.bin_step = config.step     # G3: the step settings with memory_budget in bytes (auto sized)
         self.budget_auto: Optional[str] = None
         self.bin_plan = None            # G3: every rank's bins (workbench.train.bins_program.BinPlan)
         self.bins_on_ranks = False      # G3 on a partition folder: the ranks plan their bins, the summary gathers them
@@ -427,7 +429,7 @@ class FullGraphTrainer(Trainer):
         from workbench.train.bins_ranks import plan_bins_on_rank
 
         widths = self._layer_widths((int(shard.data.features.shape[1]), shard.num_classes))[0]
-        planned = plan_bins_on_rank(ctx.comm, shard, widths, widths[1:] + [shard.num_classes], self.config.train)
+        planned = plan_bins_on_rank(ctx.comm, shard, widths, widths[1:] + [shard.num_classes], self.config.step)
         return dataclasses.replace(shard, bins=planned.schedule, rank_bins=planned)
 
     def _check_bins(self, graph: Graph) -> None:
@@ -435,7 +437,7 @@ class FullGraphTrainer(Trainer):
         from workbench.train.bins_program import check_bins_before_partition
 
         cfg, widths = self.config, self._layer_widths(graph)[0]
-        self._largest_bin = check_bins_before_partition(graph, cfg.train, widths, widths[1:] + [graph.num_classes])
+        self._largest_bin = check_bins_before_partition(graph, cfg.step, widths, widths[1:] + [graph.num_classes])
 
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         cfg = self.config
@@ -465,24 +467,26 @@ class FullGraphTrainer(Trainer):
 
         cfg, widths_out = self.config, widths[1:] + [graph.num_classes]
         largest = self._largest_bin
-        budget = size_budget(graph, shards, widths, widths_out, cfg.train, largest)
+        budget = size_budget(graph, shards, widths, widths_out, cfg.step, largest)
         self._take_budget(budget)
-        self.bin_plan = plan_bins(graph, node_part, shards, widths, widths_out, cfg.train, largest=largest,
+        self.bin_plan = plan_bins(graph, node_part, shards, widths, widths_out, cfg.step, largest=largest,
                                   budget=budget)
         for shard, schedule in zip(shards, self.bin_plan.schedules if self.bin_plan else []):
             shard.bins = schedule
 
     def _take_budget(self, budget: Any) -> None:
         """The run's G3 memory budget (a :class:`~workbench.train.bins.MemoryBudget` or ``None``): how ``auto``
-        sized it said in ``notes``, the train settings with it in bytes for the summary."""
+        sized it said in ``notes``, the step settings with it in bytes for the summary."""
         if budget is not None and budget.reason and budget.note() not in self.notes:
             self.notes.append(budget.note())
         self.budget_auto = budget.reason if budget is not None else None
         cfg = self.config
-        self.bin_train = cfg.train if budget is None else dataclasses.replace(cfg.train, memory_budget=budget.num_bytes)
+        self.bin_step = cfg.step if budget is None else dataclasses.replace(cfg.step, memory_budget=budget.num_bytes)
 
     def _binned(self) -> bool:
-        return self.config.train.bin_limit is not None or self.config.train.memory_budget is not None
+        """Whether G3's planning runs before the ranks start: bins (``step.method=binned``), or a whole-part step's
+        ``memory_budget`` that the parts must fit."""
+        return step_of(self.config).planned()
 
     def _pinned(self, exchange: Any) -> frozenset:
         """Layers kept aggregate-first: those the exchange needs, and every layer of a binned (G3) run,
@@ -501,11 +505,7 @@ class FullGraphTrainer(Trainer):
         more = self.component.attach_args(ctx, models[0], self._widths) if self.component is not None else {}
         exchange = self.exchange().attach(ctx, shard, **more)
         exchange.setup_model(models[0])
-        step = None   # every layer on the whole part
-        if getattr(shard, "bins", None) is not None:
-            from workbench.train.bins_program import BinnedStep   # compiles numba kernels: binned runs only
-
-            step = BinnedStep(shard.bins, ctx.kernel)
+        step = step_of(self.config).attach(ctx, shard)   # the whole part, or G3's bins
         return FullGraphSteps(ctx, exchange=exchange, shard=shard, objective=loss_of(self.config), step=step)
 
     def rank_result(self, shard: Any, models: list) -> dict:
@@ -551,7 +551,7 @@ class FullGraphTrainer(Trainer):
             from workbench.train.bins_program import bins_summary
 
             num_params = sum(int(torch.as_tensor(v).numel()) for v in r0.get("params", {}).values())
-            summary["g3"] = bins_summary(self.bin_plan, rank_results, self.bin_train, num_params, self.budget_auto)
+            summary["g3"] = bins_summary(self.bin_plan, rank_results, self.bin_step, num_params, self.budget_auto)
         info = self.layout_info
         if info is not None and skipped:
             flags = [[[not s for s in layer] for layer in epoch] for epoch in skipped]

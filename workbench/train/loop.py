@@ -31,8 +31,6 @@ __all__ = ["load_training_graph", "check_training_graph", "split_sizes", "make_o
            "StepOutput", "TRAFFIC_DETAILS", "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS"]
 
 OPTIMIZERS = ("adam", "sgd")
-#: G3 pipeline variants (``train.pipeline``; :mod:`workbench.sim.bins_pipeline`)
-PIPELINES = ("sequential", "inter", "intra", "multi-level")
 
 
 def load_training_graph(spec: Any, owner: str) -> Graph:
@@ -119,14 +117,12 @@ class TrainLoopConfig(Config):
     """Settings of the training loop (the ``train`` section of a run config)."""
 
     field_requires: ClassVar[dict[str, frozenset[str]]] = {
-        **{name: frozenset({"whole-part layers", "p2p halo layers"}) for name in ("bin_limit", "memory_budget")},
-        "pipeline": frozenset({"whole-part layers"}),
         "batches_ahead": frozenset({"trainer-sampled batches"}),
         **{name: frozenset({"sampling tasks"}) for name in ("max_steps", "eval_batches")}}
     """Fields that only a trainer with these capabilities reads (``workbench.composition``): set away from
-    their default under another trainer, they are refused rather than ignored (G3's bins under sampling or on an
-    exchange with staleness, ``prefetch`` under full-graph training or with a schedule, whose workers sample
-    ahead already)."""
+    their default under another trainer, they are refused rather than ignored (``batches_ahead`` under full-graph
+    training or with a schedule, whose workers sample ahead already; ``max_steps`` and ``eval_batches`` without a
+    schedule)."""
 
     epochs: Annotated[int, Interval(1, None)] = 20
     """Training epochs (full-graph: one forward, backward and update each; mini-batch: one pass over the seeds)."""
@@ -143,17 +139,6 @@ class TrainLoopConfig(Config):
     traffic_detail: Annotated[str, Options(*TRAFFIC_DETAILS)] = "auto"
     """Per-link traffic in the run log: ``epoch`` (every epoch) or ``auto`` (every epoch for the first 100, then
     summed per 100-epoch window; per-epoch totals by kind are always exact)."""
-    bin_limit: Annotated[Optional[int], OneOf(None, Interval(0, None))] = None
-    """G3 bins (full-graph): None trains each part whole; 0 packs each layer's vertices into bins of at most half
-    of memory_budget; k > 0 also caps a bin at k vertices (exact for any value)."""
-    pipeline: Annotated[str, Options(*PIPELINES)] = "multi-level"
-    """G3 pipeline variant of the headline simulated epoch time: ``sequential``, ``inter``, ``intra`` or
-    ``multi-level`` (every variant is reported when bins are on)."""
-    memory_budget: Annotated[Optional[Union[int, str]],
-                             OneOf(None, "auto", Interval(1, None, unit="bytes"))] = None
-    """Device memory in bytes (full-graph): a bin holds at most half of it, whole-part training must fit in it;
-    ``auto`` = sized from the graph (half the largest part's working set, at least 4 x the largest vertex with
-    its neighbours; the summary says which); None = unlimited."""
     kernel: Annotated[str, Options(*KERNEL_CHOICES)] = "auto"
     """Sparse kernel of every aggregation: ``auto`` (numba on the CPU, DGL's for large factored matrices where
     DGL imports, cuSPARSE on CUDA), ``numba``, ``torch``, ``dgl`` or ``triton`` (CUDA); a kernel this machine
@@ -182,8 +167,6 @@ class TrainLoopConfig(Config):
                                       + (available_kernels("cuda") if torch.cuda.is_available() else [])))
             errs.check(self.kernel in here, "kernel", f"one of the kernels this machine has ({', '.join(here)})",
                        self.kernel)
-        errs.check(not (self.bin_limit == 0 and self.memory_budget is None), "bin_limit",
-                   "a vertex count > 0, or 0 together with memory_budget (bins sized to half the budget)", self.bin_limit)
 
 
 @dataclasses.dataclass(eq=False)

@@ -236,7 +236,9 @@ def minibatch_name(config: Any) -> str:
 
 @register_trainer("minibatch", name=minibatch_name, trainer="mini-batch training on sampled blocks",
                   provides=frozenset({"feature source", "sampling tasks", "inclusion probabilities", "node labels",
-                                      "trainer-sampled batches", "a global seed split", "sampled evaluation"}))
+                                      "trainer-sampled batches", "a global seed split", "sampled evaluation"}),
+                  batches="sampled blocks: seeds split among the trainers, sampled by the trainer's own process",
+                  chosen_by="a block sampler, schedule.method=none")
 class MiniBatchTrainer(Trainer):
     """Mini-batch training with a sampler, a feature cache and a model (see the module docstring). Its record's
     ``component`` (the ``scheduled`` key's :class:`~workbench.schedule.program.ScheduledSource`) is where the
@@ -246,7 +248,7 @@ class MiniBatchTrainer(Trainer):
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list[MiniBatchShard]:
         from workbench.sample import owned_rows, split_seeds
         from workbench.train.full_graph import _partition_event, load_and_partition
-        from workbench.train.halo import build_halo_plans, local_index
+        from workbench.layout.halo import build_halo_plans, local_index
 
         cfg = self.config
         k = cfg.sample.trainers or world_size

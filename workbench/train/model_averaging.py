@@ -294,7 +294,8 @@ class _Payload:
 
 
 @register_trainer("model_averaging", name="catgnn", trainer="local training per part with model averaging (CATGNN)",
-                  provides=frozenset({"node labels", "one model per part"}))
+                  provides=frozenset({"node labels", "one model per part"}),
+                  batches="one part after another, each training its own model", chosen_by="a sync method that trains per part")
 class ModelAveragingTrainer(Trainer):
     """Prepare the parts' subgraphs on the client; train locally and average on the ranks."""
 

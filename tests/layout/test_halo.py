@@ -10,7 +10,7 @@ import torch
 
 from workbench.communicate.inprocess import InProcessGroup
 from workbench.testing import tiny_graph
-from workbench.train.halo import (build_halo_plans, comm_rows_from_parts, local_index, predicted_halo_bytes)
+from workbench.layout.halo import (build_halo_plans, comm_rows_from_parts, local_index, predicted_halo_bytes)
 
 
 def _parts(n: int, p: int, seed: int = 1) -> torch.Tensor:

@@ -19,7 +19,7 @@ communication volume (``comm_rows_matrix`` of the partition stage), and one epoc
 Example:
     >>> import torch
     >>> from workbench.graph import Graph
-    >>> from workbench.train.halo import build_halo_plans
+    >>> from workbench.layout.halo import build_halo_plans
     >>> g = Graph.from_edges(torch.tensor([0, 1, 1, 2]), torch.tensor([1, 0, 2, 1]), num_nodes=3, directed=False)
     >>> plans = build_halo_plans(g, torch.tensor([0, 0, 1]), 2)
     >>> plans[1].halo_gid.tolist(), plans[0].send_local_nid[1].tolist()
