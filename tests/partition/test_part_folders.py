@@ -248,8 +248,8 @@ def test_training_from_the_folder_equals_the_parts_in_memory(raw, folder, recipe
     g = load_graph(spec)
     owner = torch.from_numpy(np.load(folder / "owner.npy"))
     make = getattr(catgnn, recipe)
-    memory = _run(make(graph=spec, epochs=4, num_parts=4, hidden=8).build(graph=g, node_part=owner), workers)
-    ours = _run(make(graph=f"parts:{folder}", epochs=4, hidden=8), workers)
+    memory = _run(make(graph=spec, epochs=4, num_parts=4, model={"hidden": 8}).build(graph=g, node_part=owner), workers)
+    ours = _run(make(graph=f"parts:{folder}", epochs=4, model={"hidden": 8}), workers)
     assert ours["losses"] == pytest.approx(memory["losses"], abs=1e-5)
     assert ours["parts"] == memory["parts"]
     assert_same_weights(ours, memory)
@@ -473,7 +473,7 @@ def test_any_recipe_trains_on_the_folders_parts(raw, folder2, recipe):
     g = load_graph(_files_spec(d, d / "e.bin"))
     owner = torch.from_numpy(np.load(folder2 / "owner.npy"))
     assert torch.equal(torch.from_numpy(PartFolder(folder2).owner_part()), owner)
-    settings = {"epochs": 2, "hidden": 8}
+    settings = {"epochs": 2, "model": {"hidden": 8}}
     memory = _run(make(graph="karate", **settings).build(graph=g, node_part=owner), 2)
     run = launch(make(graph=f"parts:{folder2}", **settings), runner="dask", workers=2, out=None)
     ours = run.wait(timeout=300)

@@ -143,7 +143,7 @@ def test_cli_run_with_scheduler_option(scheduler_address, local_reference, tmp_p
     proc = subprocess.run(
         [sys.executable, "-m", "workbench", "run", "full_graph", "--runner", "dask", "--workers", "2",
          "--scheduler", scheduler_address, "--graph", GRAPH, "--epochs", str(EPOCHS), "--seed", str(SEED),
-         "--set", f"hidden={HIDDEN}", "--timeout", "60", "--out", str(out), "--json"],
+         "--set", f"model.hidden={HIDDEN}", "--timeout", "60", "--out", str(out), "--json"],
         cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
         env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
