@@ -205,10 +205,8 @@ def test_modules_are_at_most_600_lines(package):
     assert not long, long
 
 
-def test_one_training_program_and_one_loop():
-    """Every run is the one ``TrainingProgram`` (the other ``Program``s probe the network or test the runners),
-    ``TrainLoop`` has no subclasses, and no ``Steps`` class derives from another: a trainer plugs in as a
-    ``Trainer`` with its ``Steps``."""
+def _class_bases() -> dict[str, set[str]]:
+    """Base class name -> the names of the core's classes that derive from it (read from the source)."""
     bases: dict[str, set[str]] = {}
     for path in CORE_FILES:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -216,6 +214,14 @@ def test_one_training_program_and_one_loop():
                 for base in node.bases:
                     name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
                     bases.setdefault(name, set()).add(node.name)
+    return bases
+
+
+def test_one_training_program_and_one_loop():
+    """Every run is the one ``TrainingProgram`` (the other ``Program``s probe the network or test the runners),
+    ``TrainLoop`` has no subclasses, and no ``Steps`` class derives from another: a trainer plugs in as a
+    ``Trainer`` with its ``Steps``."""
+    bases = _class_bases()
     assert bases.get("Program") == {"TrainingProgram", "NetProbe", "TinyProgram"}
     assert "TrainLoop" not in bases
     assert {"FullGraphTrainer", "MiniBatchTrainer", "ModelAveragingTrainer"} <= bases["Trainer"]
@@ -234,13 +240,7 @@ def test_no_trainer_class_derives_from_another():
     from workbench.composition import TRAINERS
     from workbench.train.program import Trainer
 
-    bases: dict[str, set[str]] = {}
-    for path in CORE_FILES:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef):
-                for base in node.bases:
-                    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
-                    bases.setdefault(name, set()).add(node.name)
+    bases = _class_bases()
     trainers = bases["Trainer"]
     assert {"FullGraphTrainer", "MiniBatchTrainer", "ModelAveragingTrainer"} <= trainers
     assert not trainers & set(bases), {t: bases[t] for t in trainers & set(bases)}
