@@ -127,6 +127,10 @@ class CrossEntropy(Loss):
 
     name = "cross_entropy"
 
+    @dataclasses.dataclass(kw_only=True)
+    class Config(Loss.Config):
+        """No options (its own class, so that a config names its method: ``CrossEntropy.Config()``)."""
+
     def loss(self, targets: NodeTargets) -> torch.Tensor:
         return node_loss(targets.logits, targets.labels, targets.rows, targets.total)
 
