@@ -213,11 +213,11 @@ class _Inbox:
                 self.started.add(rank)
             return
         event = event_from_dict(msg)
+        self.env.emit(event)   # logged first: a failure's step is never past what the run log holds
         with self.lock:
             self.counts[rank] += 1
             if event.type == "epoch":
                 self.last_epoch[rank] = max(self.last_epoch.get(rank, -1), getattr(event, "epoch", -1))
-        self.env.emit(event)
 
     def next_step(self) -> Optional[int]:
         """One past the furthest epoch any rank reported (``None`` before the first): where a run stopped."""
