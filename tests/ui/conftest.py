@@ -64,7 +64,7 @@ def served(tmp_path):
     def _serve(registry):
         port = free_port()
         servers.append(serve(registry, port=port, threaded=True))
-        time.sleep(0.5)
+        wait_listening(port)
         return f"http://127.0.0.1:{port}/"
 
     yield _serve
@@ -73,6 +73,16 @@ def served(tmp_path):
             s.stop()
         except RuntimeError:
             pass
+
+
+def wait_listening(port: int, timeout: float = 60.0) -> None:
+    """Wait until something accepts connections on 127.0.0.1:``port``: a server started on a thread returns before
+    it listens, and a page opened in between is refused (``net::ERR_CONNECTION_REFUSED``, seen on a loaded CI)."""
+    def accepts():
+        with socket.socket() as s:
+            s.settimeout(1.0)
+            return s.connect_ex(("127.0.0.1", port)) == 0
+    wait_until(accepts, timeout=timeout, what=lambda: f"nothing listens on 127.0.0.1:{port}")
 
 
 def wait_until(cond, timeout=60.0, interval=0.1, what=None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import panel as pn
 
-from tests.ui.conftest import ARTIFACTS, free_port, wait_until
+from tests.ui.conftest import ARTIFACTS, free_port, wait_listening, wait_until
 from widgets.staleness import StalenessView
 from widgets.store import RunStore
 from widgets.synthetic import fabricate_run
@@ -20,6 +20,7 @@ def test_long_run_staleness_in_chromium(page):
     server = pn.serve({name: (lambda v=v: pn.Column(v, width=1400)) for name, v in views.items()}, port=port,
                       address="127.0.0.1", threaded=True, show=False)
     try:
+        wait_listening(port)
         ARTIFACTS.mkdir(exist_ok=True)
         for name, view in views.items():
             page.goto(f"http://127.0.0.1:{port}/{name}")
