@@ -20,7 +20,8 @@ where a count would overflow or the vertices pass 2^31)::
 
     the passes:  the method's per-vertex arrays, e.g. HDRF N * (B replica bitsets + 4 pdeg; + 2 last part for
                  owner_rule='last'), SPRING N * (4 deg + 4 cid + 4 vol + 4 rich nbr + 4 first)
-                 + one chunk: a text block of 16 C bytes, 8 C bytes per id column, 2 C bytes of parts
+                 + the chunks: a text block of 16 C bytes, two chunks of ids in flight (the pass's and the
+                 next, read ahead) of 16 C bytes each, 2 C bytes of parts, a text pass's 512 KiB spill buffer
     SPRING's merge: the volumes freed; per cluster 4 size + 4 representative + 4 parent + 1 visited and an
                  8-byte heap key; then degrees and richest neighbours freed before the schedule
     completion:  N * (8 owner + 2 narrow owner copy + B bitsets, twice for owner results) + one chunk (the
@@ -30,7 +31,10 @@ measured on papers-like graphs (16 parts) about 30 bytes a vertex at SPRING's me
 completion (74 at its schedule before the narrow types), and nothing proportional to the number of edges:
 chunk buffers are reused from chunk to chunk, and an assignment that must be kept goes to a binary file chunk
 by chunk. A text file is parsed once: its first pass also writes the pairs to a temporary int32 file on disk
-(8 bytes a line, :class:`~workbench.partition.streaming.stream.SpilledTextStream`) that the later passes read.
+(8 bytes a line, :class:`~workbench.partition.streaming.stream.SpilledTextStream`) that the later passes read;
+the file goes at the end of the run, failed or not. A file's chunks are read (parsed, or split from a binary
+window) on a background thread one chunk ahead of the pass (:func:`~workbench.partition.streaming.stream.read_ahead`),
+so with two cores parsing overlaps the method's work; the kernels release the GIL (``nogil``) for that.
 :attr:`StreamMetrics.state_bytes` is the most the passes' arrays held at once;
 ``benchmarks/streaming.py --memory-only`` measures the peak of the whole command against it.
 """

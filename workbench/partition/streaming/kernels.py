@@ -22,7 +22,9 @@ completion and the edge-list text parser; the methods' own passes are in
 :mod:`~workbench.partition.streaming.kernels_clustering` (Hollocou / SPRING, 2PS-L).
 
 The edge-list text parser (:func:`parse_edge_lines`) writes a block's ids into reused arrays, so reading a
-chunk allocates nothing; the per-vertex reductions (:func:`count_replicas`, :func:`set_owner_bits`,
+chunk allocates nothing. Every kernel is compiled ``nogil``: the reader's thread parses the next chunk
+(:func:`~workbench.partition.streaming.stream.read_ahead`) while a pass's kernel runs, neither waiting on the
+GIL; the per-vertex reductions (:func:`count_replicas`, :func:`set_owner_bits`,
 :func:`owned_counts`) run without ``(N,)`` temporaries.
 
 Ties always go to the lowest part index unless a docstring says otherwise. Small helpers are
@@ -134,7 +136,7 @@ def _prefetch_rows(a, b, x, y):
     prefetch(y, b)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def degree_chunk(src, dst, deg, limit):
     """Degree pass: ``deg[u] += 1; deg[v] += 1`` per line, stopping before a line that would take a degree
     past ``limit`` (the largest value of ``deg``'s type). Returns the lines counted (the caller widens ``deg``
@@ -152,7 +154,7 @@ def degree_chunk(src, dst, deg, limit):
     return src.shape[0]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def list_schedule(order, weight, num_parts, part_load):
     """Graham list scheduling: each item of ``order`` to the currently least-loaded part (lowest index on
     ties), loads grown by ``weight``. ``part_load`` is updated in place. Returns the part of each item."""
@@ -176,7 +178,7 @@ def _place_line(u, v, p, rep, load):
     load[p] += 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def complete_chunk(src, dst, parts, owner, both_sides, rep, load, out):
     """Neighbour completion of one chunk of a vertex-cut result: a line goes to its assigned part ``parts[i]``,
     to ``owner[v]`` and, when ``both_sides`` (undirected lines), to ``owner[u]``: every owned vertex keeps its
@@ -212,7 +214,7 @@ def complete_chunk(src, dst, parts, owner, both_sides, rep, load, out):
         out[i] = ov
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def complete_owner_chunk(src, dst, owner, both_sides, one_side_rule, seed, rep, load, rep_l, load_l, out):
     """Neighbour completion of one chunk of an owner result: a line goes to ``owner[v]`` and, when
     ``both_sides``, ``owner[u]`` (``rep``, ``load``), and its owner-side part ``out[i] = owner[v]`` is kept as a
@@ -264,7 +266,7 @@ def _popcount_row(rep, v):
     return c
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def count_replicas(rep, at_least):
     """``sum_v max(popcount(rep[v]), at_least)``: replicas over all vertices (a vertex with none counts
     ``at_least``), with no ``(N,)`` temporary."""
@@ -274,14 +276,14 @@ def count_replicas(rep, at_least):
     return total
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def set_owner_bits(rep, owner):
     """Set bit ``owner[v]`` of every row ``v`` (each vertex is held by its owner)."""
     for v in range(owner.shape[0]):
         _set(rep, v, owner[v])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def owned_counts(owner, num_parts):
     """Vertices per part over the entries with ``owner >= 0``."""
     out = np.zeros(num_parts, np.int64)
@@ -291,7 +293,7 @@ def owned_counts(owner, num_parts):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def pick_owner(rep, num_parts, seed, owner):
     """Owner of each replicated vertex: a seeded pseudo-random replica (the paper's random choice), i.e.
     the ``k``-th set bit with ``k = mix64(seed, v) mod popcount``; -1 for a vertex with no replica."""
@@ -310,7 +312,7 @@ def pick_owner(rep, num_parts, seed, owner):
                 k -= 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def part_counts(rep, num_parts):
     """Vertices per part (set bits per column) of a bitset matrix."""
     out = np.zeros(num_parts, np.int64)
@@ -321,7 +323,7 @@ def part_counts(rep, num_parts):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def owner_comm_rows(rep, owner, num_parts):
     """``(P, P)`` rows part ``p`` sends part ``q`` per layer after completion: every replica of ``v`` on a part
     ``q != owner[v]`` is a halo row that ``owner[v]`` sends to ``q``."""
@@ -334,7 +336,7 @@ def owner_comm_rows(rep, owner, num_parts):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def completed_counts(rep, owner, num_parts):
     """:func:`part_counts` and :func:`owner_comm_rows` in one branch-free pass over the rows: ``(P,)`` vertices
     per part and ``(P, P)`` halo rows owner -> holder (every vertex must hold its owner's bit, as after
@@ -406,7 +408,7 @@ def pack_pairs(src, dst, pairs):
 _INT64_MAX = np.int64(2 ** 63 - 1)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def last_newline(buf, n):
     """Index of the last ``b"\\n"`` in ``buf[:n]`` (uint8), -1 if there is none."""
     for i in range(n - 1, -1, -1):
@@ -415,7 +417,7 @@ def last_newline(buf, n):
     return -1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def count_newlines(buf, n):
     """Number of ``b"\\n"`` in ``buf[:n]`` (uint8)."""
     c = 0
@@ -425,7 +427,7 @@ def count_newlines(buf, n):
     return c
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def parse_edge_lines(buf, n, src, dst):
     """Parse the plain form of an edge-list block ``buf[:n]`` (uint8) into ``src``/``dst`` (int64).
 

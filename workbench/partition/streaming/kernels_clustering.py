@@ -18,7 +18,7 @@ __all__ = ["hollocou_chunk", "twops_cluster_chunk", "twops_pre_chunk", "twops_re
            "first_seen_of_roots", "owners_of_roots"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def hollocou_chunk(src, dst, deg, cid, vol, rn, first, counters, tau, partial):
     """SPRING's Step A (Algorithm 1, lines 2-21) = Hollocou et al.'s volume-capped streaming clustering.
 
@@ -80,7 +80,7 @@ def hollocou_chunk(src, dst, deg, cid, vol, rn, first, counters, tau, partial):
     counters[0], counters[1] = k, f
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def twops_cluster_chunk(src, dst, deg, cid, vol, first, counters, cap):
     """2PS-L phase 1 (Mayer et al.): streaming clustering with full degrees; with
     ``real(x) = vol(c_x) - d(x)``, ``u`` joins ``c_v`` if ``real(u) <= real(v)`` and ``vol(c_v) + d(u) <= cap``,
@@ -121,7 +121,7 @@ def twops_cluster_chunk(src, dst, deg, cid, vol, first, counters, cap):
     counters[0], counters[1] = k, f
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def twops_pre_chunk(src, dst, vpart, cap_load, rep, load, last, out):
     """2PS-L phase 2a: a line whose endpoints' clusters map to one part goes there unless it is full
     (``load >= cap_load``); the others get -1 for phase 2b."""
@@ -138,7 +138,7 @@ def twops_pre_chunk(src, dst, vpart, cap_load, rep, load, last, out):
             out[i] = -1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def twops_rest_chunk(src, dst, num_parts, deg, cid, vol, vpart, cap_load, port, rep, load, last, out):
     """2PS-L phase 2b over the lines with ``out == -1``: score only ``part(c_u)`` and ``part(c_v)``
     (``g_u + g_v + gc_u + gc_v``, ties to the later candidate); a full candidate: (higher-degree endpoint) mod
@@ -205,7 +205,7 @@ def _find(parent, i):
     return root
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def spring_merge(deg, cid, rn, num_clusters, cap, rerank):
     """Algorithm 1 Step B (lines 22-29): representatives, then merge clusters smallest first into the cluster
     of the representative's richest neighbour while ``|C_i| + |C_t| <= cap``.
@@ -278,7 +278,7 @@ def spring_merge(deg, cid, rn, num_clusters, cap, rerank):
     return parent, size
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def first_seen_of_roots(cid, first, root, key):
     """Per merged cluster (``root``), the least first-seen rank ``first[v]`` over its seen vertices into ``key``
     (filled by the caller with a value above every rank: left for a root with none). Ranks are distinct, so
@@ -293,7 +293,7 @@ def first_seen_of_roots(cid, first, root, key):
     return key
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def owners_of_roots(cid, root, cpart):
     """``owner[v] = cpart[root[cid[v]]]`` for every seen vertex, -1 for the others (one pass)."""
     n = cid.shape[0]

@@ -20,14 +20,14 @@ from workbench.partition.streaming.kernels import _has, _set
 __all__ = ["inside_chunk", "own_bits", "select_chunk", "group_pairs", "csr_bucket", "range_limits"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def own_bits(owner, ins):
     """Bit ``owner[v]`` of every row (each vertex is in its owner's subgraph)."""
     for v in range(owner.shape[0]):
         _set(ins, v, owner[v])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def inside_chunk(src, dst, owner, both, ins, deg, deg_max, part_rows):
     """``u -> v`` puts ``u`` in ``owner[v]``'s subgraph (and ``v`` in ``owner[u]``'s when ``both``); degrees;
     ``part_rows[p]``: the directed edges part ``p`` may keep (``owner[d] == p``, or ``owner[s] == p`` across
@@ -73,7 +73,7 @@ def _emit(s, d, p, kind, slot, bucket_base, bounds, bounds_lo, bounds_hi, k, out
     out_d[k] = d
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def select_chunk(src, dst, owner, ins, both, slot, bucket_base, bounds, bounds_lo, bounds_hi, out_b, out_s, out_d):
     """The directed edges of a chunk that the parts of the current group keep, each with its bucket.
 
@@ -100,7 +100,7 @@ def select_chunk(src, dst, owner, ins, both, slot, bucket_base, bounds, bounds_l
     return k
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def group_pairs(out_b, out_s, out_d, k, counts, starts, pairs):
     """Counting sort of the first ``k`` selected edges by bucket into ``pairs`` (``(k, 2)``: source, destination);
     ``counts``/``starts`` (one per bucket) are overwritten."""
@@ -125,7 +125,7 @@ def group_pairs(out_b, out_s, out_d, k, counts, starts, pairs):
 
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def csr_bucket(pairs, g2l, tmp, out, counts):
     """One bucket's CSR rows: edges ``pairs[i] = (global source, global destination)`` (destinations in one
     range of consecutive local ids), counting-sorted by destination, each row's sources sorted by global id with
@@ -161,7 +161,7 @@ def csr_bucket(pairs, g2l, tmp, out, counts):
     return k
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def range_limits(ids, deg, budget, n):
     """Ascending exclusive upper limits (global ids, the last ``n``) cutting ``ids`` into ranges: a range starts at
     ``ids[i]`` where ``(sum of deg[ids[:i]]) // budget`` changes (at most ``budget`` plus one vertex's degree a

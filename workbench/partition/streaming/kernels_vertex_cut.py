@@ -15,7 +15,7 @@ from workbench.partition.streaming.kernels import AHEAD, _ONE, _has, _place, _pr
 __all__ = ["hash_chunk", "dbh_chunk", "hdrf_chunk", "greedy_cases_chunk"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def hash_chunk(src, dst, num_parts, seed, rep, load, last, out):
     """Random hashing: part = mix64(seed, min(u, v), max(u, v)) mod P (orientation-free)."""
     s = mix64(np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15))
@@ -30,7 +30,7 @@ def hash_chunk(src, dst, num_parts, seed, rep, load, last, out):
         out[i] = p
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def dbh_chunk(src, dst, num_parts, seed, deg, partial, rep, load, last, out):
     """DBH: hash the lower-degree endpoint (ties: ``dst``, as the reference code). ``partial``: degrees seen
     so far, counted before the decision; otherwise ``deg`` holds full degrees from a degree pass."""
@@ -56,7 +56,7 @@ def _bit(rep, v, p):
     return float((np.uint64(rep[v, p >> sh]) >> np.uint64(p & ((1 << sh) - 1))) & _ONE)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def hdrf_chunk(src, dst, num_parts, lam, eps, greedy, pdeg, limit, rep, load, last, out):
     """HDRF (``greedy=False``) or the greedy score form (``greedy=True``): argmax over parts of
     ``C_REP + lam * (maxsize - load[p]) / (eps + maxsize - minsize)``, first index on ties.
@@ -125,7 +125,7 @@ def _least_loaded_in(rep, x, y, load, num_parts, both):
     return best
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def greedy_cases_chunk(src, dst, num_parts, deg, seen, rep, load, last, out):
     """PowerGraph's greedy case rules: (1) a common part of ``A(u) ∩ A(v)``; (2) both seen but disjoint: a
     part of the endpoint with more unassigned edges (``deg - seen``); (3) one seen: one of its parts;

@@ -3,13 +3,25 @@
 Each line is one edge ``(u, v)``. With ``directed=False`` (the default for files) a line is an undirected edge
 and is assigned once; neighbour completion sends it to both endpoints' owners. With ``directed=True`` a line
 is the directed edge ``u -> v`` and completion sends it to ``v``'s owner (``v`` aggregates from ``u``).
+
+Reading never waits on the caller, nor the caller on reading more than it must: a file's chunks are made on a
+background thread one chunk ahead (:func:`read_ahead`: the text parsed, or a binary window split, by compiled
+loops that release the GIL, so on a second core) while the caller works on the previous chunk; at most two
+chunks are in flight (the one the caller holds and the next), in the same order and the same chunks as reading
+them in the caller's thread, and an error of the reader is raised in the caller with its own type and message.
+A text file read by a multi-pass method is parsed once (:class:`SpilledTextStream`): its first pass writes the
+parsed pairs, chunk by chunk from the reading thread, to a temporary int32 file (8 bytes a line, in the run's
+``assignment_dir``: the system temp folder, or the ``--out`` folder) that the later passes read as binary; the file
+is removed at the end of the run, failed or not.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import queue
 import tempfile
+import threading
 import weakref
 import zlib
 from pathlib import Path
@@ -20,10 +32,108 @@ import torch
 
 from workbench._validation import ParamError, param_error
 
-__all__ = ["EdgeFileStream", "GraphEdgeStream", "SpilledTextStream", "BYTES_PER_LINE_GUESS"]
+__all__ = ["EdgeFileStream", "GraphEdgeStream", "SpilledTextStream", "BYTES_PER_LINE_GUESS", "read_ahead"]
 
 BYTES_PER_LINE_GUESS = 16
 """Text bytes read per requested edge line (``chunk_edges * 16`` bytes a block)."""
+
+SPILL_ROWS = 1 << 16
+"""Pairs packed and written to a spill file at a time (a 512 KiB buffer, whatever the chunk size)."""
+
+READ_AHEAD = True
+"""Make a file's chunks on a background thread one ahead of the caller (:func:`read_ahead`); False reads them in
+the caller's thread (the same chunks: a switch for comparisons and debugging)."""
+
+_END = object()
+
+
+class _Failed:
+    """The reader's exception, handed to the caller to raise."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+def read_ahead(chunks, stream) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The ``(src, dst)`` chunks of ``chunks`` (a generator of ``(src, dst, id_range)`` whose buffers alternate
+    between two sets), each made on a background thread while the caller works on the one before;
+    ``stream.chunk_range`` is set to a chunk's ``id_range`` as it is handed over.
+
+    At most two chunks in flight: the reader makes chunk ``k + 1`` while the caller holds chunk ``k``, and starts
+    chunk ``k + 2`` (into chunk ``k``'s buffers) only once the caller asks for ``k + 1``. The chunks and their order
+    are those of ``chunks`` itself. An exception of the reader is raised in the caller, the same object (type and
+    message), when the caller asks for the chunk it failed on. When the caller stops early (a ``break``, an
+    exception, the generator closed or dropped), the reader stops after its chunk in hand, and ``chunks`` is
+    closed (its file with it) before this generator returns. ``READ_AHEAD = False``: the same chunks in the
+    caller's thread.
+    """
+    if not READ_AHEAD:
+        try:
+            for src, dst, stream.chunk_range in chunks:
+                yield src, dst
+        finally:
+            chunks.close()
+        return
+    free = threading.Semaphore(2)   # chunk buffers the reader may fill: the caller's chunk and the next
+    ready: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def produce():
+        try:
+            while True:
+                free.acquire()
+                if stop.is_set():
+                    return
+                item = next(chunks, _END)
+                ready.put(item)
+                if item is _END:
+                    return
+        except BaseException as exc:   # noqa: BLE001 -- raised in the caller
+            ready.put(_Failed(exc))
+        finally:
+            chunks.close()
+
+    thread = threading.Thread(target=produce, name=f"read-ahead {getattr(stream, 'name', '')}", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.exc
+            src, dst, stream.chunk_range = item
+            yield src, dst
+            free.release()   # the caller is done with this chunk: its buffers may take the one after next
+    finally:
+        stop.set()
+        free.release()
+        thread.join()
+
+
+class _IdBuffers:
+    """Two reused ``(src, dst)`` int64 buffer pairs, alternated chunk by chunk: the pair of the chunk last handed
+    out (the caller may still hold it) and the free one; the second pair is made when a second chunk needs it."""
+
+    def __init__(self):
+        empty = np.empty(0, np.int64)
+        self.pairs = [(empty, empty), (empty, empty)]
+        self.last = 1
+
+    def free(self, rows: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The pair the caller does not hold, made anew with ``rows`` ids if it has fewer (the old one freed first:
+        never both at once)."""
+        s = 1 - self.last
+        if self.pairs[s][0].size < rows:
+            self.pairs[s] = None
+            self.pairs[s] = (np.empty(rows, np.int64), np.empty(rows, np.int64))
+        return self.pairs[s]
+
+    def hand_out(self) -> None:
+        """The free pair goes to the caller (its chunk is yielded); the other one is free from now on."""
+        self.last = 1 - self.last
 
 
 class EdgeFileStream:
@@ -37,9 +147,11 @@ class EdgeFileStream:
     dtype is ``dtype`` or its sidecar's) are read ``chunk_edges`` rows at a time through a memory map of that
     window alone; ``num_nodes`` defaults to the sidecar's vertex count.
 
-    Memory: one text block (or one mapped window) and one chunk of ids, in buffers reused from chunk to chunk
-    (nothing grows with the file). The arrays of a chunk are therefore overwritten by the next one: copy them
-    to keep them.
+    Chunks are made on a background thread one ahead of the caller (:func:`read_ahead`), in the same order.
+
+    Memory: one text block (or one mapped window) and two chunks of ids (the caller's and the next), in buffers
+    reused from chunk to chunk (nothing grows with the file). The arrays of a chunk are therefore overwritten by
+    the chunk after next: copy them to keep them.
 
     Example:
         >>> import tempfile, pathlib
@@ -81,10 +193,7 @@ class EdgeFileStream:
         """The smallest and largest id of the chunk last yielded, when reading it found them (else ``None``)."""
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        if self.binary is not None:
-            yield from self._binary_chunks()
-            return
-        yield from self._text_chunks()
+        return read_ahead(self._binary_chunks() if self.binary is not None else self._text_chunks(), self)
 
     def _binary_chunks(self):
         """Windows of a binary edge file (one mapped at a time) copied into reused int64 buffers; ids at or above
@@ -94,23 +203,26 @@ class EdgeFileStream:
         from workbench.partition.streaming.kernels import split_pairs
 
         rows = max(min(self.chunk_edges, self.binary.num_lines), 1)
-        src, dst = np.empty(rows, np.int64), np.empty(rows, np.int64)
+        ids = _IdBuffers()
         lo = 0
         for window in binary_chunks(self.binary, self.chunk_edges):
             n = window.shape[0]
-            self.chunk_range = split_pairs(window, src, dst)
+            src, dst = ids.free(rows)
+            id_range = split_pairs(window, src, dst)
             del window
-            if self.num_nodes is not None and n and self.chunk_range[1] >= self.num_nodes:
+            if self.num_nodes is not None and n and id_range[1] >= self.num_nodes:
                 i = int(np.flatnonzero((src[:n] >= self.num_nodes) | (dst[:n] >= self.num_nodes))[0])
                 raise ParamError([param_error("path", "EdgeFileStream", f"vertex ids below num_nodes="
                                               f"{self.num_nodes} ({self.path.name})",
                                               f"line {lo + i}: {int(src[i])} {int(dst[i])}")])
             lo += n
-            yield src[:n], dst[:n]
+            ids.hand_out()
+            yield src[:n], dst[:n], id_range
 
     def _text_chunks(self):
         """Blocks of whole lines (``line_blocks``' cuts: read ``chunk_edges * 16`` bytes after the carried partial
-        line, cut after the last newline; at the end the carried rest) read into one reused byte buffer."""
+        line, cut after the last newline; at the end the carried rest) read into one reused byte buffer (the
+        reading thread's alone), parsed as ``(src, dst, None)``."""
         import workbench.partition.streaming.kernels as K
 
         block_bytes = self.chunk_edges * BYTES_PER_LINE_GUESS
@@ -136,8 +248,7 @@ class EdgeFileStream:
                 if end:
                     chunk = state.parse(buf, end)
                     if chunk is not None:
-                        self.chunk_range = None
-                        yield chunk
+                        yield chunk[0], chunk[1], None
                 if not got:
                     return
                 carry = total - end
@@ -166,14 +277,14 @@ def _read_into(stream, out: np.ndarray, owner: str, path: Path) -> int:
 
 
 class _TextState:
-    """Parsing state of one pass over a text file: reused id buffers and the full parser's line count and
-    column count (for its error messages)."""
+    """Parsing state of one pass over a text file: two reused id buffer pairs (the caller's chunk and the next) and
+    the full parser's line count and column count (for its error messages)."""
 
     def __init__(self, path: Path, num_nodes: Optional[int]):
         from workbench.data.readers import _EdgeListState
 
         self.full = _EdgeListState(path=path, num_nodes=num_nodes)
-        self.src = self.dst = np.empty(0, np.int64)   # sized by the first block
+        self.ids = _IdBuffers()   # sized by the first blocks
 
     def parse(self, buf: np.ndarray, n: int) -> Optional[tuple[np.ndarray, np.ndarray]]:
         """The edges of the block ``buf[:n]`` (views of the reused buffers, or fresh arrays from the full parser),
@@ -182,15 +293,16 @@ class _TextState:
 
         st = self.full
         if st.num_cols in (None, 2):
-            k, status = K.parse_edge_lines(buf, n, self.src, self.dst)
+            src, dst = self.ids.free()
+            k, status = K.parse_edge_lines(buf, n, src, dst)
             if status == 2:  # more lines than room: the block's lines and 1/16 more (blocks vary a little)
                 size = K.count_newlines(buf, n) + 1
                 size += size // 16
-                self.src = self.dst = None
-                self.src, self.dst = np.empty(size, np.int64), np.empty(size, np.int64)
-                k, status = K.parse_edge_lines(buf, n, self.src, self.dst)
+                del src, dst
+                src, dst = self.ids.free(size)
+                k, status = K.parse_edge_lines(buf, n, src, dst)
             if status == 0:
-                src, dst = self.src[:k], self.dst[:k]
+                src, dst = src[:k], dst[:k]
                 if k and st.num_nodes is not None and max(int(src.max()), int(dst.max())) >= st.num_nodes:
                     status = 1  # the full parser names the line
                 else:
@@ -199,6 +311,7 @@ class _TextState:
                         return None
                     if st.num_cols is None:
                         st.num_cols = 2
+                    self.ids.hand_out()
                     return src, dst
         import pandas as pd
 
@@ -211,10 +324,13 @@ class _TextState:
 class SpilledTextStream:
     """A text :class:`EdgeFileStream` parsed once: its first whole pass parses the text and writes the pairs, as
     they go by, to a temporary raw int32 file in ``folder``; every later pass reads that file as a binary stream
-    (a mapped window at a time, no parsing). Same lines in the same order and in the same chunks.
+    (a mapped window at a time, no parsing). Same lines in the same order and in the same chunks. Both kinds of
+    pass run on the reading thread of :func:`read_ahead` (parsing, packing and writing the spill beside the
+    caller's work on the chunk before).
 
     An id past int32 drops the spill (the passes then parse the text each time). The file (8 bytes a line) goes
-    with :meth:`close`, or with this object. Memory: one ``(C, 2)`` int32 buffer on top of the text stream's.
+    with :meth:`close` (which first stops a pass still reading), or with this object. Memory: one int32 buffer of
+    ``SPILL_ROWS`` pairs at most (a chunk is packed and written a slice at a time) on top of the text stream's.
 
     Example:
         >>> import tempfile, pathlib
@@ -234,17 +350,26 @@ class SpilledTextStream:
         self._binary: Optional[EdgeFileStream] = None
         self._sizes: list[int] = []   # lines per chunk of the text pass
         self._remove = None
+        self._passes: weakref.WeakSet = weakref.WeakSet()   # the passes under way (close() stops them)
 
     @property
     def spilled(self) -> bool:
         """Whether the later passes read the spill file."""
         return self._binary is not None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if self._binary is not None:
-            yield from self._read_spill()
-            return
-        yield from self._parse_and_spill()
+            chunks = self._read_spill()
+        else:
+            self.close()
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix="edges-", suffix=".bin", dir=self.folder)
+            f = os.fdopen(fd, "wb")
+            self._remove = weakref.finalize(self, _remove_spill, f, Path(name))
+            chunks = self._parse_and_spill(f, Path(name))
+        it = read_ahead(chunks, self)
+        self._passes.add(it)
+        return it
 
     def _read_spill(self):
         """The spill's pairs in the text pass's chunks (a line's place in its chunk is part of some results: the
@@ -253,53 +378,61 @@ class SpilledTextStream:
 
         info = self._binary.binary
         rows = max(self._sizes, default=0)   # the largest chunk: no buffer grows during a pass
-        src, dst = np.empty(rows, np.int64), np.empty(rows, np.int64)
+        ids = _IdBuffers()
         lo = 0
         for n in self._sizes:
             window = np.memmap(info.path, dtype=info.dtype, mode="r", offset=info.offset + lo * 8, shape=(n, 2))
-            self.chunk_range = split_pairs(window, src, dst)
+            src, dst = ids.free(rows)
+            id_range = split_pairs(window, src, dst)
             del window
             lo += n
-            yield src[:n], dst[:n]
+            ids.hand_out()
+            yield src[:n], dst[:n], id_range
 
-    def _parse_and_spill(self):
+    def _parse_and_spill(self, f, path: Path):
+        """The text pass (on the reading thread): each chunk parsed, then packed and written to the spill ``f``."""
         from workbench.partition.streaming.kernels import pack_pairs
 
-        self.close()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix="edges-", suffix=".bin", dir=self.folder)
-        path = Path(name)
-        f = os.fdopen(fd, "wb")
-        self._remove = weakref.finalize(self, _remove_spill, f, path)
         pairs = np.empty((0, 2), np.int32)
         limit = np.iinfo(np.int32).max
         self._sizes = []
-        for src, dst in self.text:
-            self._sizes.append(src.size)
+        for src, dst, _ in self.text._text_chunks():
+            n = src.size
+            self._sizes.append(n)
+            id_range = None
             if f is not None:
-                if pairs.shape[0] < src.size:   # the old buffer freed first: never two at once
+                need = min(n, SPILL_ROWS)
+                if pairs.shape[0] < need:   # the old buffer freed first: never two at once
                     pairs = None
-                    pairs = np.empty((src.size + src.size // 16, 2), np.int32)
-                lo, hi = pack_pairs(src, dst, pairs)
-                self.chunk_range = (int(lo), int(hi))
-                if lo < 0 or hi > limit:   # the spill cannot hold it: parse every pass
-                    self.close()
-                    f = None
-                else:
-                    pairs[:src.size].tofile(f)
-            else:
-                self.chunk_range = None
-            yield src, dst
+                    pairs = np.empty((min(need + need // 16, SPILL_ROWS), 2), np.int32)
+                id_range = (0, -1) if n == 0 else None
+                for a in range(0, n, SPILL_ROWS):   # packed and written a slice at a time
+                    b = min(a + SPILL_ROWS, n)
+                    lo, hi = pack_pairs(src[a:b], dst[a:b], pairs)
+                    if lo < 0 or hi > limit:   # the spill cannot hold it: parse every pass
+                        self._drop_spill()
+                        f, id_range = None, None   # the reader's ensure() finds the chunk's range itself
+                        break
+                    pairs[:b - a].tofile(f)
+                    id_range = (int(lo), int(hi)) if id_range is None else (min(id_range[0], int(lo)),
+                                                                              max(id_range[1], int(hi)))
+            yield src, dst, id_range
         if f is not None:   # a whole pass written: the next ones read it
             f.flush()
             self._binary = EdgeFileStream(path, chunk_edges=self.chunk_edges, directed=self.directed,
                                           num_nodes=self.num_nodes, dtype="int32")
 
-    def close(self) -> None:
-        """Remove the spill file (the next pass parses the text again)."""
+    def _drop_spill(self) -> None:
         if self._remove is not None:
             self._remove()
         self._remove, self._binary = None, None
+
+    def close(self) -> None:
+        """Stop the passes under way (their reading threads end) and remove the spill file (the next pass parses
+        the text again)."""
+        for it in list(self._passes):
+            it.close()
+        self._drop_spill()
 
     def __repr__(self) -> str:
         return f"SpilledTextStream({self.text!r}, spilled={self.spilled})"
