@@ -46,8 +46,8 @@ Decisions (the DistDGL paper leaves them open):
   input rows through the feature source, builds the block aggregators) up to N ahead of the step the model computes,
   in exactly the order the loop takes them: each epoch's training steps, then its validation batches, after the
   last epoch the test batches. Draws are keyed (seed, epoch, step, layer, vertex), never timed, and the one thread
-  makes every pull in the inline order, so the losses, weights and every figure are the inline run's (tested, on
-  one rank and on two). On several ranks sampling and pulls are collectives: the thread runs them on the rank's
+  makes every pull in the inline order, so the losses, weights, bytes, sampling and cache figures are the inline
+  run's (tested, on one rank and on two; the loop's own comm seconds and calls no longer hold the sampling's). On several ranks sampling and pulls are collectives: the thread runs them on the rank's
   side communicator ``sample`` (a second gloo group and socket mesh, or a second in-process group), beside the
   loop's gradient and metrics all-reduces on the main one, DistDGL's separate sampler processes as a thread; every
   rank's plan makes the same calls in the same order (:mod:`workbench.train.batches_ahead`). The trainer's wait for
