@@ -93,7 +93,7 @@ from workbench.train.batches_ahead import BatchesAhead, check_batches_ahead
 from workbench.train.loop import StepOutput, Steps, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
-from workbench.train.models import MODELS, GNNModel, SpMM
+from workbench.train.models import MODELS, GNNModel, ModelStage, SpMM, model_stage_class
 from workbench.train.objective import LinkTargets, NodeTargets, loss_of
 from workbench.train.program import Trainer
 
@@ -109,12 +109,12 @@ EVAL_STEP = -2
 # --------------------------------------------------------------------------------------------------------
 
 
-def block_aggregators(kind: str, blocks: list, device: torch.device, kernel: str = "auto") -> list[BlockAggregator]:
+def block_aggregators(model: ModelStage, blocks: list, device: torch.device, kernel: str = "auto") -> list:
     """One :class:`BlockAggregator` per block: how each sampled layer averages its sources.
 
     ``sage``: ``A_b[d, s] = 1 / deg_b(d)``, the mean over the sampled in-neighbours; ``gcn``: the mean over
     the sampled in-neighbours and ``d`` itself (``d`` is source row ``d``: destinations come first). The model
-    says which (:attr:`~workbench.train.models.ModelStage.self_loops`). ``kernel``: the run's ``train.kernel``
+    stage says which (:attr:`~workbench.train.models.ModelStage.self_loops`). ``kernel``: the run's ``train.kernel``
     (``auto`` and ``numba``: the compiled block kernel on the CPU; otherwise the weighted CSR product of that kernel).
 
     Example:
@@ -122,11 +122,11 @@ def block_aggregators(kind: str, blocks: list, device: torch.device, kernel: str
         >>> from workbench.sample import Block
         >>> b = Block(src_gid=torch.tensor([7, 3, 5]), num_dst=1, edge_src=torch.tensor([1, 2]),
         ...           edge_dst=torch.tensor([0, 0]))
-        >>> agg = block_aggregators("gcn", [b], torch.device("cpu"))[0]
+        >>> agg = block_aggregators(MODELS.build("gcn"), [b], torch.device("cpu"))[0]
         >>> agg(torch.tensor([[3.0], [6.0], [9.0]])).tolist(), agg.num_dst
         ([[6.0]], 1)
     """
-    self_loop = bool(MODELS.get_class(kind).self_loops)
+    self_loop = bool(model_stage_class(model).self_loops)
     return [BlockAggregator.of(b, self_loop, device, kernel) for b in blocks]
 
 
@@ -305,7 +305,7 @@ class MiniBatchTrainer(Trainer):
 
         pf, event = start_folder_run(self, world_size, emit)
         emit(event)
-        return part_refs(pf, self.config.method("model"), {})
+        return part_refs(pf, self.model_stage, {})
 
     # -- rank side -----------------------------------------------------------------------------------------
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
@@ -320,8 +320,8 @@ class MiniBatchTrainer(Trainer):
         return [self.build_model(ctx, shard.features.shape[1], shard.num_classes)]
 
     def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> Steps:
-        source = self.component
-        return MiniBatchSteps(ctx, self.config, shard, pipeline=None if source is None else source.pipeline(ctx, shard))
+        pipeline = None if self.component is None else self.component.pipeline(ctx, shard)
+        return MiniBatchSteps(ctx, self.config, shard, model_stage=self.model_stage, pipeline=pipeline)
 
     def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
         cfg = self.config
@@ -361,7 +361,7 @@ class MiniBatchSteps(Steps):
 
     evaluation = "sampled"
 
-    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, *,
+    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, *, model_stage: ModelStage,
                  pipeline: Optional[Callable[[Any, bool], Any]] = None):
         super().__init__(ctx, objective=loss_of(cfg))
         self.batches_ahead = int(getattr(cfg.train, "batches_ahead", 0))
@@ -382,7 +382,7 @@ class MiniBatchSteps(Steps):
                 if "inclusion probabilities" in cache.requires else None
             self.cache = cache.wrap(self.store, degrees=shard.degrees, probabilities=probabilities)
         self.features = self.cache if self.cache is not None else self.store
-        self.kind = cfg.method("model")
+        self.model_stage = model_stage   # the trainer's: its self-loops make the block aggregators
         self.labels = shard.labels.to(ctx.device)
         self.label_gid = shard.label_gid.to(ctx.device) if shard.label_gid is not None else None
         self.global_sizes: list[int] = []
@@ -458,7 +458,7 @@ class MiniBatchSteps(Steps):
         """A batch's blocks, input rows and aggregators, untimed (the batches-ahead thread: no phase timer there)."""
         mb = self.sampler.sample(seeds, self.source, epoch=epoch, step=step)
         x = features.pull(mb.input_gid).to(self.ctx.device)
-        return mb, x, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel)
+        return mb, x, block_aggregators(self.model_stage, mb.blocks, self.ctx.device, self.ctx.kernel)
 
     def _batch(self, key: tuple, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
         """``(minibatch, input rows, aggregators)``: from the batches-ahead thread (the wait timed as ``sample``), or
@@ -467,7 +467,7 @@ class MiniBatchSteps(Steps):
             with self.timer.phase("sample"):
                 return self._ahead.get(key)
         mb, x = self._sample_and_pull(seeds, epoch, step, features)
-        return mb, x, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel)
+        return mb, x, block_aggregators(self.model_stage, mb.blocks, self.ctx.device, self.ctx.kernel)
 
     def batches(self, epoch: int):
         mine, self.global_sizes = self._split_batches(self.shard.train_split, epoch)
@@ -530,8 +530,8 @@ class MiniBatchSteps(Steps):
             got = self.pipeline.get(step)
         with self.timer.phase("fetch"):
             rows = [self._pipeline_rows(mb, x) for mb, x in zip(got.batches, got.features)]
-        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), x)
-               for mb, x in zip(got.batches, rows)]
+        agg = [block_aggregators(self.model_stage, mb.blocks, self.ctx.device, self.ctx.kernel) for mb in got.batches]
+        out = [block_forward(self.model, a, x) for a, x in zip(agg, rows)]
         h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
         loss = self.objective.loss(LinkTargets(h, pos, neg, max(self.global_sizes[step], 1)))
         self._count(got.batches, got.minibatch.input_gid, seeds)
