@@ -303,12 +303,12 @@ def profile_epochs(graph, world_size: int, args, row_limit: int = 15) -> None:
 def gcn_matrix(graph):
     """GCN's ``Â = D^-1/2 (A + I) D^-1/2`` as a CSR tensor on the CPU (rows = destinations), with its COO
     triplets ``(rows, cols, weights)``: the operand every kernel benchmark times."""
-    from workbench.train.models import edge_weights, sparse_aggregator
+    from workbench.train.models import GCN, edge_weights, sparse_aggregator
 
     src, dst = graph.edges()
     loops = torch.arange(graph.num_nodes)
     s, d = torch.cat([src, loops]), torch.cat([dst, loops])
-    w = edge_weights("gcn", s, d, graph.in_degrees()[d], graph.out_degrees()[s]).to(torch.float32)
+    w = edge_weights(GCN, s, d, graph.in_degrees()[d], graph.out_degrees()[s]).to(torch.float32)
     a, _ = sparse_aggregator(d, s, w, (graph.num_nodes, graph.num_nodes))
     return a, (d, s, w)
 
@@ -317,7 +317,7 @@ def time_kernels(graph, widths=(64, 16), reps: int = 3, device: str = "cpu") -> 
     """Print the seconds of ``Â H`` per candidate kernel at each width on ``device`` (the measurement behind
     the choice in :mod:`workbench.train.kernels`)."""
     from workbench.train import kernels
-    from workbench.train.models import node_scales
+    from workbench.train.models import GCN, node_scales
 
     dev = torch.device(device)
     a, (d, s, w) = gcn_matrix(graph)
@@ -325,7 +325,7 @@ def time_kernels(graph, widths=(64, 16), reps: int = 3, device: str = "cpu") -> 
     crow, col, val = a.crow_indices(), a.col_indices(), a.values()
     if dev.type == "cpu":
         factored, _ = kernels.csr_pair(d, s, w, (graph.num_nodes, graph.num_nodes),
-                                       scales=node_scales("gcn", graph.in_degrees(), graph.out_degrees()))
+                                       scales=node_scales(GCN, graph.in_degrees(), graph.out_degrees()))
         cands = {"torch CSR": lambda h: torch.sparse.mm(a, h),
                  "numba CSR": lambda h: kernels.spmm(a, h) if kernels._load_numba() else None}
     else:

@@ -85,7 +85,7 @@ from workbench.train.batches_ahead import BatchesAhead, SampledAhead, check_batc
 from workbench.train.loop import StepOutput, Steps, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
-from workbench.train.models import MODELS, GNNModel, SpMM
+from workbench.train.models import MODELS, GNNModel, ModelStage, SpMM, model_stage_class
 from workbench.train.objective import LinkTargets, NodeTargets, loss_of
 from workbench.train.program import Trainer
 
@@ -101,12 +101,12 @@ EVAL_STEP = -2
 # --------------------------------------------------------------------------------------------------------
 
 
-def block_aggregators(kind: str, blocks: list, device: torch.device, kernel: str = "auto") -> list[BlockAggregator]:
+def block_aggregators(model: ModelStage, blocks: list, device: torch.device, kernel: str = "auto") -> list:
     """One :class:`BlockAggregator` per block: how each sampled layer averages its sources.
 
     ``sage``: ``A_b[d, s] = 1 / deg_b(d)``, the mean over the sampled in-neighbours; ``gcn``: the mean over
     the sampled in-neighbours and ``d`` itself (``d`` is source row ``d``: destinations come first). The model
-    says which (:attr:`~workbench.train.models.ModelStage.self_loops`). ``kernel``: the run's ``train.kernel``
+    stage says which (:attr:`~workbench.train.models.ModelStage.self_loops`). ``kernel``: the run's ``train.kernel``
     (``auto`` and ``numba``: the compiled block kernel on the CPU; otherwise the weighted CSR product of that kernel).
 
     Example:
@@ -114,11 +114,11 @@ def block_aggregators(kind: str, blocks: list, device: torch.device, kernel: str
         >>> from workbench.sample import Block
         >>> b = Block(src_gid=torch.tensor([7, 3, 5]), num_dst=1, edge_src=torch.tensor([1, 2]),
         ...           edge_dst=torch.tensor([0, 0]))
-        >>> agg = block_aggregators("gcn", [b], torch.device("cpu"))[0]
+        >>> agg = block_aggregators(MODELS.build("gcn"), [b], torch.device("cpu"))[0]
         >>> agg(torch.tensor([[3.0], [6.0], [9.0]])).tolist(), agg.num_dst
         ([[6.0]], 1)
     """
-    self_loop = bool(MODELS.get_class(kind).self_loops)
+    self_loop = bool(model_stage_class(model).self_loops)
     return [BlockAggregator.of(b, self_loop, device, kernel) for b in blocks]
 
 
@@ -297,7 +297,7 @@ class MiniBatchTrainer(Trainer):
 
         pf, event = start_folder_run(self, world_size, emit)
         emit(event)
-        return part_refs(pf, self.config.method("model"), {})
+        return part_refs(pf, self.model_stage, {})
 
     # -- rank side -----------------------------------------------------------------------------------------
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
@@ -312,8 +312,8 @@ class MiniBatchTrainer(Trainer):
         return [self.build_model(ctx, shard.features.shape[1], shard.num_classes)]
 
     def steps(self, ctx: RankContext, shard: MiniBatchShard, models: list) -> Steps:
-        source = self.component
-        return MiniBatchSteps(ctx, self.config, shard, pipeline=None if source is None else source.pipeline(ctx, shard))
+        pipeline = None if self.component is None else self.component.pipeline(ctx, shard)
+        return MiniBatchSteps(ctx, self.config, shard, model_stage=self.model_stage, pipeline=pipeline)
 
     def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
         cfg = self.config
@@ -354,7 +354,7 @@ class MiniBatchSteps(Steps):
     evaluation = "sampled"
     eval_step = EVAL_STEP
 
-    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, *,
+    def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, *, model_stage: ModelStage,
                  pipeline: Optional[Callable[[Any, bool], Any]] = None):
         super().__init__(ctx, objective=loss_of(cfg))
         self.batches_ahead = int(getattr(cfg.train, "batches_ahead", 0))
@@ -383,7 +383,7 @@ class MiniBatchSteps(Steps):
                 if "inclusion probabilities" in cache.requires else None
             self.cache = cache.wrap(self.store, degrees=shard.degrees, probabilities=probabilities)
         self.features = self.cache if self.cache is not None else self.store
-        self.kind = cfg.method("model")
+        self.model_stage = model_stage   # the trainer's: its self-loops make the block aggregators
         self.labels = shard.labels.to(ctx.device)
         self.label_gid = shard.label_gid.to(ctx.device) if shard.label_gid is not None else None
         self.global_sizes: list[int] = []
@@ -445,7 +445,7 @@ class MiniBatchSteps(Steps):
 
     def aggregators(self, mb) -> list[BlockAggregator]:
         """The block aggregators of a sampled batch (the run's model and kernel)."""
-        return block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel)
+        return block_aggregators(self.model_stage, mb.blocks, self.ctx.device, self.ctx.kernel)
 
     def _batch(self, key: tuple, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
         """``(minibatch, input rows, aggregators)``: from the batches-ahead thread (the wait timed as ``sample``), or
