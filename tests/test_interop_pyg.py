@@ -39,11 +39,11 @@ def test_gcnconv_gives_the_workbench_logits(small_sbm):
     from torch_geometric.nn import GCNConv
 
     from workbench.train.full_graph import build_shards
-    from workbench.train.models import GNNModel, SpMM, sparse_aggregator
+    from workbench.train.models import MODELS, GNNModel, SpMM, sparse_aggregator
 
     g = small_sbm
     model = GNNModel("gcn", in_dim=g.num_features, hidden=8, out_dim=g.num_classes, num_layers=2, seed=0)
-    (shard,), _ = build_shards(g, torch.zeros(g.num_nodes, dtype=torch.int64), 1, "gcn", model.input_widths)
+    (shard,), _ = build_shards(g, torch.zeros(g.num_nodes, dtype=torch.int64), 1, MODELS["gcn"], model.input_widths)
     a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, (g.num_nodes, g.num_nodes))
     ours = model(g.features, lambda h, i: SpMM.apply(a, a_t, h))
     data = g.to_pyg()

@@ -19,6 +19,7 @@ from workbench.graph import Graph
 from workbench.partition.streaming import EdgeFileStream, GraphEdgeStream, stream_partition
 from workbench.partition.streaming.folders import write_part_folders
 from workbench.train.model_averaging import folder_shard, part_subgraph
+from workbench.train.models import GCN, GraphSAGE
 from workbench.testing import assert_same_run, assert_same_weights
 
 SBM = "sbm:num_nodes=3000,num_blocks=6,avg_degree=8,num_features=8,seed=0"
@@ -179,13 +180,13 @@ def test_folder_round_trips_part_subgraph(raw, folder):
     assert m["num_edges_owned_rows"] == g.num_edges
     assert max(len(list((folder / q["dir"]).iterdir())) for q in m["parts"]) == 8
     for p in range(4):
-        for model in ("gcn", "sage"):
+        for model in (GCN(), GraphSAGE()):
             _assert_shards_equal(folder_shard(pf, p, model), part_subgraph(g, owner, p, 1, model))
         arrays = pf.open_part(p)
         assert isinstance(arrays["indices"], np.memmap) and arrays["indices"].dtype == np.int32
         q = m["parts"][p]
         assert q["num_local"] == q["num_owned"] + q["num_halo"] == arrays["gid"].shape[0]
-        assert q["num_train"] == int(part_subgraph(g, owner, p, 1, "sage").train_mask.sum())
+        assert q["num_train"] == int(part_subgraph(g, owner, p, 1, GraphSAGE()).train_mask.sum())
     whole = read_part_graph(folder)
     for name in ("indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask"):
         assert torch.equal(getattr(whole, name), getattr(g, name)), name
@@ -212,7 +213,7 @@ def test_folder_of_a_directed_stream_and_groups(raw, tmp_path):
     pf = PartFolder(tmp_path / "pf")
     assert pf.manifest["directed"] is True and pf.manifest["num_edges_owned_rows"] == g.num_edges
     for p in range(5):
-        _assert_shards_equal(folder_shard(pf, p, "gcn"), part_subgraph(g, torch.from_numpy(owner), p, 1, "gcn"))
+        _assert_shards_equal(folder_shard(pf, p, GCN()), part_subgraph(g, torch.from_numpy(owner), p, 1, GCN()))
     with pytest.raises(ParamError, match="'features' parameter of write_part_folders must be a \\(3000, F\\) float"):
         write_part_folders(edges, owner, tmp_path / "bad", features=d / "y.npy", labels=d / "y.npy")
 
@@ -274,7 +275,7 @@ def test_halo_features_by_reference_train_the_same_and_hold_owned_rows_only(raw,
     rows = sum(np.load(by_ref.part_dir(p) / "features.npy", mmap_mode="r").shape[0] for p in range(4))
     assert rows == copy.num_nodes                                          # owned rows only: N in all
     for p in range(4):
-        a, b = folder_shard(copy, p, "gcn"), folder_shard(by_ref, p, "gcn")
+        a, b = folder_shard(copy, p, GCN()), folder_shard(by_ref, p, GCN())
         assert torch.equal(a.features, b.features) and torch.equal(a.gid, b.gid)
         ids = np.array([a.num_local - 1, 0, a.num_owned, a.num_owned - 1, a.num_local - 1])   # halo and owned rows
         assert np.array_equal(by_ref.feature_rows(p, ids), a.features.numpy()[ids])
@@ -302,7 +303,7 @@ def test_minibatch_from_a_folder_reads_per_batch(raw, folder, monkeypatch):
     ids = torch.tensor([7, 0, 3, pf.parts[2]["num_owned"] + 5, 7])
     for p in range(4):
         mapped = folder_sampled_part(folder, p, 1.0, True)
-        memory = shard_sampled_part(part_subgraph(g, owner, p, 1, "sage"))
+        memory = shard_sampled_part(part_subgraph(g, owner, p, 1, GraphSAGE()))
         rows = mapped.source.rows
         assert rows.indices.dtype == torch.int32 and torch.equal(rows.indptr, memory.source.rows.indptr)
         assert torch.equal(rows.indices.long(), memory.source.rows.indices)
@@ -389,7 +390,7 @@ def test_compact_folders_and_version_1_folders_read_the_same(raw, folder, tmp_pa
         assert b["gid"].dtype == b["indptr"].dtype == np.int64
         for name in ("gid", "indptr", "labels"):
             assert np.array_equal(a[name], b[name])
-        for model in ("gcn", "sage"):
+        for model in (GCN(), GraphSAGE()):
             _assert_shards_equal(folder_shard(new_pf, p, model), folder_shard(old_pf, p, model))
         x, y = folder_sampled_part(compact, p, 1.0, True), folder_sampled_part(old, p, 1.0, True)
         assert torch.equal(x.labels, y.labels) and x.labels.dtype == torch.int64
@@ -557,7 +558,7 @@ def test_any_method_writes_a_folder_that_trains_as_that_method(tmp_path, method,
     for name in ("indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask"):
         assert torch.equal(getattr(whole, name), getattr(g, name)), name
     for p in range(2):   # each part is the in-memory completed subgraph of the method's owners
-        _assert_shards_equal(folder_shard(pf, p, "gcn"), part_subgraph(g, torch.from_numpy(in_memory), p, 1, "gcn"))
+        _assert_shards_equal(folder_shard(pf, p, GCN()), part_subgraph(g, torch.from_numpy(in_memory), p, 1, GCN()))
     summary = launch(full_graph.recipe(graph=f"parts:{d}", epochs=2, model={"hidden": 8}), runner="local", workers=2,
                      out=None, blocking=True).wait(timeout=300)
     assert summary["partition"] == method and summary["stages"]["partition"]["method"] == method

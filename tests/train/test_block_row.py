@@ -43,7 +43,7 @@ def test_block_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypa
     part = torch.randint(0, 3, (g.num_nodes,), generator=torch.Generator().manual_seed(2))
     stage = MODELS.build(model, hidden=8, num_layers=2)
     dims = (g.num_features, g.num_classes)
-    for shard in build_block_shards(g, part, 3, model, stage.exchange_widths(*dims), stage.backward_widths(*dims)):
+    for shard in build_block_shards(g, part, 3, stage, stage.exchange_widths(*dims), stage.backward_widths(*dims)):
         for coo, scales in ((shard.fwd, shard.fwd_scales), (shard.bwd, shard.bwd_scales)):
             for j, ((rows, cols, w), (r, c)) in enumerate(zip(coo, scales)):
                 assert r.shape == (shard.block_sizes[shard.rank],) and c.shape == (shard.block_sizes[j],)

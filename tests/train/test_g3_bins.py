@@ -18,7 +18,7 @@ from workbench.testing import assert_same_training as _assert_same_training, rel
 from workbench.train.bins import binned_forward, build_schedule, largest_vertex_bin, priority_order, working_set_bytes
 from workbench.sim.bins_pipeline import VARIANTS, simulate_all
 from workbench.train.full_graph import build_shards
-from workbench.train.models import GNNModel, SpMM, sparse_aggregator
+from workbench.train.models import MODELS, GNNModel, SpMM, sparse_aggregator
 
 
 def _bins(bin_limit: int, **more: str) -> dict:
@@ -32,7 +32,7 @@ def _bins(bin_limit: int, **more: str) -> dict:
 def test_binned_logits_equal_whole_graph_logits(model, num_layers, bin_limit):
     g = tiny_graph(directed=(model == "sage"), seed=1)
     m = GNNModel(model, in_dim=g.num_features, hidden=8, out_dim=g.num_classes, num_layers=num_layers, seed=0)
-    (shard,), _ = build_shards(g, torch.zeros(g.num_nodes, dtype=torch.int64), 1, model, m.input_widths)
+    (shard,), _ = build_shards(g, torch.zeros(g.num_nodes, dtype=torch.int64), 1, MODELS[model], m.input_widths)
     n = shard.plan.num_inner
     a, a_t = sparse_aggregator(shard.agg_rows, shard.agg_cols, shard.agg_weights, (n, n))
     ref = m(shard.data.features, lambda h, i: SpMM.apply(a, a_t, h))
@@ -211,7 +211,7 @@ def test_auto_budget_is_half_the_largest_part_or_four_largest_vertices():
 
 def test_largest_vertex_bin_is_the_bound_the_packer_enforces():
     g = tiny_graph(directed=True, seed=4)
-    (shard,), _ = build_shards(g, torch.zeros(g.num_nodes, dtype=torch.int64), 1, "gcn", [g.num_features, 8])
+    (shard,), _ = build_shards(g, torch.zeros(g.num_nodes, dtype=torch.int64), 1, MODELS["gcn"], [g.num_features, 8])
     n, widths_in, widths_out = shard.plan.num_inner, [g.num_features, 8], [8, g.num_classes]
     largest = largest_vertex_bin(*g.edges(), g.num_nodes, widths_in, widths_out)
     order = np.arange(n)

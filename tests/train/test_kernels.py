@@ -90,6 +90,7 @@ def test_block_mean_matches_the_dense_mean_forward_and_backward(kind, grouped):
     (a DGL block) and a destination without sampled in-neighbours."""
     from workbench.sample import Block
     from workbench.train.minibatch import block_aggregators
+    from workbench.train.models import MODELS
 
     gen = torch.Generator().manual_seed(0)
     nd, ns, ne = 7, 19, 40
@@ -106,7 +107,7 @@ def test_block_mean_matches_the_dense_mean_forward_and_backward(kind, grouped):
     dense = dense / dense.sum(1, keepdim=True).clamp_min(1.0)
     h = torch.randn(ns, 5, generator=gen, requires_grad=True)
     h_ref = h.detach().clone().requires_grad_(True)
-    agg = block_aggregators(kind, [block], torch.device("cpu"))[0]
+    agg = block_aggregators(MODELS[kind], [block], torch.device("cpu"))[0]
     out, ref = agg(h), dense @ h_ref
     torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
     g = torch.randn(nd, 5, generator=gen)
@@ -114,7 +115,7 @@ def test_block_mean_matches_the_dense_mean_forward_and_backward(kind, grouped):
     ref.backward(g)
     torch.testing.assert_close(h.grad, h_ref.grad, rtol=1e-6, atol=1e-6)
     with torch.no_grad():   # evaluation builds no transpose
-        fresh = block_aggregators(kind, [block], torch.device("cpu"))[0]
+        fresh = block_aggregators(MODELS[kind], [block], torch.device("cpu"))[0]
         fresh(h)
     assert "_t" not in fresh.__dict__ and "_t" in agg.__dict__
 

@@ -8,6 +8,7 @@ import torch
 from workbench._validation import ParamError
 from workbench.runtime import launch
 from workbench.testing import assert_same_weights
+from workbench.train.models import MODELS
 
 SMALL = "sbm:num_nodes=300,num_blocks=4,avg_degree=6,num_features=8,seed=0"
 
@@ -52,7 +53,7 @@ def test_part_scales_factor_the_weights_and_dgl_trains_as_numba(model, monkeypat
     g = load_graph(SMALL)
     part = torch.arange(g.num_nodes) % 3
     for p in range(3):
-        s = part_subgraph(g, part, p, 1, model)
+        s = part_subgraph(g, part, p, 1, MODELS.build(model))
         r, c = s.agg_scales
         assert r.shape == c.shape == (s.num_local,)
         torch.testing.assert_close(r[s.agg_rows] * c[s.agg_cols], s.agg_weights.to(torch.float32))
@@ -71,7 +72,7 @@ def test_part_subgraph_halo_hops(karate):
 
     node_part = partition(karate, 3, method="spring").node_part
     src, dst = karate.edges()
-    shards = {k: part_subgraph(karate, node_part, 0, k, "sage") for k in (0, 1, 2)}
+    shards = {k: part_subgraph(karate, node_part, 0, k, MODELS.build("sage")) for k in (0, 1, 2)}
     s1 = shards[1]
     owned = s1.gid[:s1.num_owned]
     assert torch.equal(owned, torch.nonzero(node_part == 0).flatten())

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workbench.testing import tiny_graph
-from workbench.train.models import GNNModel, SpMM, edge_weights, sparse_aggregator
+from workbench.train.models import MODELS, GNNModel, SpMM, edge_weights, sparse_aggregator
 
 
 def _aggregator(g, kind):
@@ -14,7 +14,7 @@ def _aggregator(g, kind):
     if kind == "gcn":
         loops = torch.arange(g.num_nodes)
         src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
-    w = edge_weights(kind, src, dst, g.in_degrees()[dst], g.out_degrees()[src])
+    w = edge_weights(MODELS[kind], src, dst, g.in_degrees()[dst], g.out_degrees()[src])
     a, a_t = sparse_aggregator(dst, src, w, (g.num_nodes, g.num_nodes))
     return lambda h, layer: SpMM.apply(a, a_t, h)
 

@@ -17,6 +17,7 @@ from workbench.data.partfolder import PartFolder, read_part_graph
 from workbench.testing import assert_same_run
 from workbench.train.block_row import build_block_shard, build_block_shards
 from workbench.train.full_graph import build_halo_shard, build_shards
+from workbench.train.models import MODELS
 from workbench.train.part_source import FolderParts, InMemoryParts, PartRef
 
 UNDIRECTED = "sbm:num_nodes=400,num_blocks=4,seed=0"
@@ -45,7 +46,7 @@ def _on_ranks(source, model="gcn", build=build_halo_shard):
     def body(r):
         try:
             comm = group.communicator(r)
-            shards[r] = build(PartRef(source=source, part=r, model=model, num_train_global=0,
+            shards[r] = build(PartRef(source=source, part=r, model=MODELS.build(model), num_train_global=0,
                                                  num_classes=0, predicted={}), comm)
             setup[r] = comm.counter.bytes_by_kind().get("part_setup", 0)
         except BaseException as exc:   # pragma: no cover - shown below
@@ -94,7 +95,7 @@ def test_shards_built_on_the_ranks_equal_the_shards_cut_from_the_whole_graph(spe
     assert g.directed == (spec == DIRECTED)
     node_part = torch.from_numpy(np.random.default_rng(0).integers(0, 3, g.num_nodes))
     shards, setup = _on_ranks(InMemoryParts(g, node_part), model)
-    want, plans = build_shards(g, node_part, 3, model, [g.num_features, 16])
+    want, plans = build_shards(g, node_part, 3, MODELS.build(model), [g.num_features, 16])
     for got, w in zip(shards, want):
         _assert_same_shard(got, w)
     assert sum(setup) == 24 * sum(p.num_halo for p in plans)    # ids, counts and degrees: 3 int64 per halo row
@@ -117,7 +118,7 @@ def test_block_rows_built_on_the_ranks_equal_the_blocks_cut_from_the_whole_graph
     g = _graph(spec)
     node_part = torch.from_numpy(np.random.default_rng(0).integers(0, 3, g.num_nodes))
     shards, _ = _on_ranks(InMemoryParts(g, node_part), model, build_block_shard)
-    for got, want in zip(shards, build_block_shards(g, node_part, 3, model, [g.num_features, 16])):
+    for got, want in zip(shards, build_block_shards(g, node_part, 3, MODELS.build(model), [g.num_features, 16])):
         _assert_same_blocks(got, want)
 
 
@@ -150,7 +151,7 @@ def test_a_folder_part_reads_as_its_graph_in_memory(folder):
     pf = PartFolder(folder)
     g, owner = read_part_graph(folder), torch.from_numpy(pf.owner_part())
     shards, _ = _on_ranks(FolderParts(folder))
-    want, _ = build_shards(g, owner, 2, "gcn", [g.num_features, 16])
+    want, _ = build_shards(g, owner, 2, MODELS.build("gcn"), [g.num_features, 16])
     for got, w in zip(shards, want):
         _assert_same_shard(got, w)
 

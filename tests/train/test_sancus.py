@@ -159,11 +159,12 @@ def test_accuracy_is_a_fresh_forward_that_leaves_training_alone():
                             epochs=6, model={"hidden": 16}, train={"lr": 0.02}, partition="metis", seed=0)
     fresh, results, _ = run_program(cfg.build(graph=g), 4)
     # the reference: the final weights on the whole graph, one dense aggregation
-    model = MODELS.build(cfg.method("model"), cfg.model).build(in_dim=g.num_features, out_dim=g.num_classes, seed=0)
+    stage = MODELS.build(cfg.method("model"), cfg.model)
+    model = stage.build(in_dim=g.num_features, out_dim=g.num_classes, seed=0)
     model.load_state_dict(results[0]["params"])
     n = g.num_nodes
-    src, dst = with_self_loops(cfg.method("model"), *g.edges(), torch.arange(n))
-    adj = torch.sparse_coo_tensor(torch.stack([dst, src]), edge_weights(cfg.method("model"), src, dst,
+    src, dst = with_self_loops(stage, *g.edges(), torch.arange(n))
+    adj = torch.sparse_coo_tensor(torch.stack([dst, src]), edge_weights(stage, src, dst,
                                   g.in_degrees()[dst], g.out_degrees()[src]), (n, n)).coalesce()
     model.eval()
     with torch.no_grad():

@@ -27,12 +27,13 @@ def _config(epochs: int, exchange: dict = None):
 def _reference(g, part, cfg, stale_epochs: set) -> dict:
     """Dense single-process training; in a stale epoch the backward pass of every aggregation uses the diagonal
     blocks' fresh gradient and the off-diagonal blocks' gradient of the last fresh epoch."""
-    model = MODELS.build(cfg.method("model"), cfg.model).build(in_dim=g.num_features, out_dim=g.num_classes, seed=0)
+    stage = MODELS.build(cfg.method("model"), cfg.model)
+    model = stage.build(in_dim=g.num_features, out_dim=g.num_classes, seed=0)
     opt = make_optimizer(cfg.train.optimizer, model.parameters(), cfg.train.lr, cfg.train.weight_decay)
     n = g.num_nodes
-    src, dst = with_self_loops(cfg.method("model"), *g.edges(), torch.arange(n))
+    src, dst = with_self_loops(stage, *g.edges(), torch.arange(n))
     a = torch.zeros(n, n)
-    a.index_put_((dst, src), edge_weights(cfg.method("model"), src, dst, g.in_degrees()[dst], g.out_degrees()[src]),
+    a.index_put_((dst, src), edge_weights(stage, src, dst, g.in_degrees()[dst], g.out_degrees()[src]),
                  accumulate=True)
     same = (part[:, None] == part[None, :]).float()
     cache: dict = {}

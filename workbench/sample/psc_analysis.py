@@ -45,9 +45,10 @@ def part_edges(graph, num_parts: int, rank: int = 0, method: str = "metis", seed
     """``(PartEdges, shard)`` of part ``rank`` under GCN normalisation (the edges a ``psc_gcn`` rank samples)."""
     from workbench.partition import partition
     from workbench.train.full_graph import build_shards
+    from workbench.train.models import GCN
 
     node_part = torch.as_tensor(partition(graph, num_parts, method=method, seed=seed).node_part, dtype=torch.int64)
-    shards, _ = build_shards(graph, node_part, num_parts, "gcn", [graph.num_features])
+    shards, _ = build_shards(graph, node_part, num_parts, GCN, [graph.num_features])
     s = shards[rank]
     edges = PartEdges(target=s.agg_rows, source=s.agg_cols, weight=s.agg_weights, num_inner=s.plan.num_inner,
                       num_halo=s.plan.num_halo)

@@ -44,7 +44,7 @@ from workbench.graph import Graph
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.train.loop import LabelData
 from workbench.train.kernels import spmm
-from workbench.train.models import edge_weights, node_scales, sparse_aggregator, with_self_loops
+from workbench.train.models import ModelStage, edge_weights, node_scales, sparse_aggregator, with_self_loops
 
 __all__ = ["BlockRowBroadcast", "BlockShard", "build_block_shards", "build_block_shard",
            "predicted_broadcast_bytes", "clip_threshold"]
@@ -94,9 +94,10 @@ def predicted_broadcast_bytes(num_nodes: int, world_size: int, input_widths: lis
     return {"bcast_fwd": int(fwd), "bcast_bwd": int(bwd), "total": int(fwd + bwd)}
 
 
-def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
+def build_block_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: ModelStage,
                        input_widths: list[int], backward_widths: Optional[list[int]] = None) -> list[BlockShard]:
-    """Relabel rows part by part and cut ``Â`` and ``Â^T`` into per-rank block rows (vectorised)."""
+    """Relabel rows part by part and cut ``Â`` and ``Â^T`` into per-rank block rows (vectorised); ``model``: the
+    model stage (or its class), whose ``Â`` it is."""
     n = graph.num_nodes
     order = torch.argsort(node_part, stable=True)           # new id -> old id
     sizes = torch.bincount(node_part, minlength=num_parts)
@@ -256,7 +257,7 @@ class BlockRowBroadcast(Exchange):
                            "'exact' with skip='gradients' (the 'cagnet' form broadcasts its own δ blocks)",
                            self.weight_grad)
 
-    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
+    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: ModelStage,
                input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
         shards = build_block_shards(graph, node_part, num_parts, model, input_widths, backward_widths)
         ring = [(num_parts - 1) * s for s in shards[0].block_sizes]   # a ring broadcast crosses p - 1 links

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Annotated, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
 
 import torch
 
@@ -35,6 +35,9 @@ from workbench.graph import Graph
 from workbench.stages import Stage, registry
 from workbench.train.staleness import GAP_NORMS, SKIP_TARGETS, STALENESS_RULES, StalenessPolicy
 from workbench.train.timing import PhaseTimer
+
+if TYPE_CHECKING:
+    from workbench.train.models import ModelStage
 
 __all__ = ["EXCHANGES", "Exchange", "ExchangeLayout", "RankExchange"]
 
@@ -103,10 +106,12 @@ class Exchange(Stage):
                            self.staleness)
 
     # -- client side ---------------------------------------------------------------------------------------
-    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
+    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: ModelStage,
                input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
         """Cut the partitioned graph into per-rank payloads (vectorised).
 
+        ``model`` is the run's model stage (a :class:`~workbench.train.models.ModelStage`, or its class): the
+        shards hold its ``Â`` (:func:`~workbench.train.models.edge_weights`, its self-loops and node scales).
         ``input_widths`` are the widths of the rows exchanged per layer (the model's ``exchange_widths``),
         ``backward_widths`` those of their gradients (None: ``[0, *input_widths[1:]]``)."""
         raise NotImplementedError

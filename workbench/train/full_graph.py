@@ -45,7 +45,7 @@ from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankEx
 from workbench.layout.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.full_graph_loop import FullGraphSteps
 from workbench.train.loop import LabelData, Steps, load_training_graph, partition_nodes, split_sizes
-from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
+from workbench.train.models import ModelStage, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
 from workbench.train.objective import loss_of
 from workbench.train.part_source import check_folder, part_refs, start_folder_run
 from workbench.train.program import Trainer
@@ -182,10 +182,11 @@ class RankShard:
     those of its own and halo vertices, zero elsewhere)."""
 
 
-def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
+def build_shards(graph: Graph, node_part: torch.Tensor, num_parts: int, model: ModelStage,
                  input_widths: list[int], backward_widths: Optional[list[int]] = None
                  ) -> tuple[list[RankShard], list[HaloExchangePlan]]:
-    """Split ``graph`` into per-rank shards (vectorised; one pass over the edges per rank)."""
+    """Split ``graph`` into per-rank shards (vectorised; one pass over the edges per rank); ``model``: the model
+    stage (or its class), whose ``Â`` the shards hold."""
     plans = build_halo_plans(graph, node_part, num_parts)
     in_deg, out_deg = graph.in_degrees(), graph.out_degrees()
     src, dst = graph.edges()
@@ -285,7 +286,7 @@ class OwnerComputeHalo(Exchange):
         """Without staleness every layer's halo rows go point to point, fresh (what G3's bins exchange through)."""
         return cls.provides | ({"p2p halo layers"} if getattr(config, "staleness", "none") == "none" else set())
 
-    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: str,
+    def layout(self, graph: Graph, node_part: torch.Tensor, num_parts: int, model: ModelStage,
                input_widths: list[int], backward_widths: Optional[list[int]] = None) -> ExchangeLayout:
         shards, plans = build_shards(graph, node_part, num_parts, model, input_widths, backward_widths)
         comm = comm_rows_from_parts(graph, node_part, num_parts)   # (P, P) rows p sends q per layer
@@ -376,7 +377,7 @@ class FullGraphTrainer(Trainer):
     def _layer_widths(self, graph: Any) -> tuple[list[int], list[int]]:
         """``(exchange widths, backward widths)`` per layer of the model on ``graph`` (or on ``(feature width,
         classes)``)."""
-        stage = MODELS.build(self.config.method("model"), self.config.model)
+        stage = self.model_stage
         in_dim, classes = graph if isinstance(graph, tuple) else (graph.num_features, graph.num_classes)
         dims = (in_dim, classes, self._pinned(self.exchange()))
         return stage.exchange_widths(*dims), stage.backward_widths(*dims)
@@ -413,7 +414,7 @@ class FullGraphTrainer(Trainer):
         self._bin_widths_out = widths[1:] + [int(m["num_classes"])]
         self.partition_metrics = {k: v for k, v in event.metrics.items() if not isinstance(v, list)}
         emit(event)
-        return part_refs(pf, self.config.method("model"), self.predicted)
+        return part_refs(pf, self.model_stage, self.predicted)
 
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
         """The rank's shard: as sent, or built from its part (a :class:`~workbench.train.part_source.PartRef`),
@@ -447,7 +448,7 @@ class FullGraphTrainer(Trainer):
         graph, node_part, result = self._load_and_partition(world_size, emit)
         self.split_sizes = split_sizes(graph)
         widths, backward = self._layer_widths(graph)
-        layout = self.exchange().layout(graph, node_part, world_size, cfg.method("model"), widths,
+        layout = self.exchange().layout(graph, node_part, world_size, self.model_stage, widths,
                                         backward_widths=backward)
         self.predicted = layout.predicted
         self.layout_info = dataclasses.replace(layout, shards=[])

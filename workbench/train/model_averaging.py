@@ -35,8 +35,7 @@ follows the batch. Full batch keeps each part's matrices (a folder's part drops 
 
 It is the program of ``sync.method=model_avg`` (:class:`~workbench.train.sync.ModelAveraging`, whose config
 holds ``interval``, ``halo_hops``, ``weighting``, ``replica_init`` and ``eval_sample``) in a
-:class:`~workbench.compose.RunConfig`:
-any partitioner, either model, full batch or any block sampler.
+:class:`~workbench.compose.RunConfig`: any partitioner, any model stage, full batch or any block sampler.
 
 Example:
     >>> from workbench.compose import RunConfig
@@ -64,7 +63,8 @@ from workbench.train.loop import StepOutput, Steps
 from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.evaluation import EVALUATORS, Evaluator
 from workbench.train.kernels import leading_rows
-from workbench.train.models import MODELS, SpMM, edge_weights, node_scales, sparse_aggregator, with_self_loops
+from workbench.train.models import (MODELS, ModelStage, SpMM, edge_weights, node_scales, sparse_aggregator,
+                                    with_self_loops)
 from workbench.train.objective import NodeTargets, loss_of
 from workbench.train.program import Trainer
 from workbench.train.sampled_parts import evaluate_sampled, folder_sampled_part, shard_sampled_part
@@ -135,16 +135,16 @@ class PartShard:
         return int(self.features.shape[1])
 
 
-def _triplets(model: str, src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
-    """``(rows, cols, weights, (r, c))`` of ``Â`` for the edges ``src -> dst`` of a standalone graph (its
-    degrees); ``weights == r[rows] * c[cols]``."""
+def _triplets(model: ModelStage, src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
+    """``(rows, cols, weights, (r, c))`` of the model stage's ``Â`` for the edges ``src -> dst`` of a standalone
+    graph (its degrees); ``weights == r[rows] * c[cols]``."""
     in_deg = torch.bincount(dst, minlength=num_nodes)
     out_deg = torch.bincount(src, minlength=num_nodes)
     s, d = with_self_loops(model, src, dst, torch.arange(num_nodes))
     return d, s, edge_weights(model, s, d, in_deg[d], out_deg[s]), node_scales(model, in_deg, out_deg)
 
 
-def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: int, model: str) -> PartShard:
+def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: int, model: ModelStage) -> PartShard:
     """Part ``part``'s standalone subgraph with a ``halo_hops`` halo (see the module docstring; vectorised).
 
     Example:
@@ -153,7 +153,7 @@ def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: i
         >>> g = Graph.from_edges(torch.tensor([0, 1, 1, 2, 2, 3]), torch.tensor([1, 0, 2, 1, 3, 2]), 4,
         ...                      directed=False, features=torch.eye(4), labels=torch.tensor([0, 1, 0, 1]),
         ...                      train_mask=torch.ones(4, dtype=torch.bool))
-        >>> s = part_subgraph(g, torch.tensor([0, 0, 1, 1]), 0, 1, "sage")
+        >>> s = part_subgraph(g, torch.tensor([0, 0, 1, 1]), 0, 1, MODELS.build("sage"))
         >>> s.gid.tolist(), s.num_owned, s.train_mask.tolist()
         ([0, 1, 2], 2, [True, True, False])
     """
@@ -185,7 +185,7 @@ def part_subgraph(graph: Graph, node_part: torch.Tensor, part: int, halo_hops: i
 
 
 def _shard(part: int, gid: torch.Tensor, num_owned: int, local_src: torch.Tensor, local_dst: torch.Tensor,
-           features: torch.Tensor, labels: torch.Tensor, train_owned: Optional[torch.Tensor], model: str) -> PartShard:
+           features: torch.Tensor, labels: torch.Tensor, train_owned: Optional[torch.Tensor], model: ModelStage):
     """A :class:`PartShard` from a part's local edges and node data (``train_owned``: the owned vertices' train
     mask, or ``None``): the one construction of :func:`part_subgraph` and :func:`folder_shard`."""
     rows, cols, w, scales = _triplets(model, local_src, local_dst, gid.numel())
@@ -198,7 +198,7 @@ def _shard(part: int, gid: torch.Tensor, num_owned: int, local_src: torch.Tensor
                      edge_src=cols[:e], edge_dst=rows[:e])
 
 
-def folder_shard(folder: Any, part: int, model: str) -> PartShard:
+def folder_shard(folder: Any, part: int, model: ModelStage) -> PartShard:
     """Part ``part`` of a partition folder (:class:`~workbench.data.partfolder.PartFolder`) as a :class:`PartShard`:
     the folder holds ``part_subgraph(graph, owner, part, 1, model)``'s subgraph, and its edges are put in that
     function's order (destinations, then sources, by global id), so the shard is the same. Reads the part's
@@ -227,7 +227,7 @@ class _FolderPart:
     training; local mini-batch training reads the part per batch instead,
     :func:`~workbench.train.sampled_parts.folder_sampled_part`). Pickled without the loaded shard."""
 
-    def __init__(self, path: str, part: int, model: str, info: dict, num_features: int):
+    def __init__(self, path: str, part: int, model: ModelStage, info: dict, num_features: int):
         self.path, self.part, self.model = str(path), part, model
         self.num_owned, self.num_local, self.num_train = info["num_owned"], info["num_local"], info["num_train"]
         self.num_features = int(num_features)
@@ -329,7 +329,7 @@ class ModelAveragingTrainer(Trainer):
                 emit(result.to_event())
             except Exception:  # a metrics failure must not stop training
                 pass
-        model = cfg.method("model")
+        model = self.model_stage
         emit(Progress(stage="subgraphs", done=0, total=num_parts, message=f"K = {cfg.sync.halo_hops}"))
         shards = [part_subgraph(graph, node_part, p, cfg.sync.halo_hops, model) for p in range(num_parts)]
         total_train = sum(s.num_train for s in shards)
@@ -374,13 +374,13 @@ class ModelAveragingTrainer(Trainer):
             emit(folder_partition_event(folder))
         except Exception:  # a metrics failure must not stop training
             pass
-        model = cfg.method("model")
+        model = self.model_stage
         shards = [_FolderPart(folder.path, p, model, info[p], int(m["feature_dim"])) for p in selected]
         total_train = sum(s.num_train for s in shards)
         for s in shards:
             s.alpha = (s.num_train / total_train if total_train else 1.0 / len(shards)) \
                 if cfg.sync.weighting == "train" else 1.0 / len(shards)
-        loops = MODELS.get_class(model).self_loops
+        loops = model.self_loops
         self.shard_sizes = [{"part": s.part, "owned": s.num_owned, "local": s.num_local, "train": s.num_train,
                              "alpha": s.alpha, "local_edges": info[s.part]["num_edges"] + (s.num_local if loops else 0)}
                             for s in shards]
@@ -396,7 +396,7 @@ class ModelAveragingTrainer(Trainer):
                 for s in payload.shards]
 
     def steps(self, ctx: RankContext, payload: _Payload, models: list) -> Steps:
-        return AveragingSteps(ctx, models, self.config, payload)
+        return AveragingSteps(ctx, models, self.config, payload, self.model_stage)
 
     def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
         cfg = self.config
@@ -423,9 +423,9 @@ class AveragingSteps(Steps):
 
     evaluation = "per_part"
 
-    def __init__(self, ctx, models: list, config: Any, payload: _Payload):
+    def __init__(self, ctx, models: list, config: Any, payload: _Payload, model_stage: ModelStage):
         super().__init__(ctx, exchange_kinds=("model_avg",), objective=loss_of(config))
-        self.cfg = config
+        self.cfg, self.model_stage = config, model_stage   # the stage's self-loops make the block aggregators
         self.models = models
         dev = ctx.device
         folder_eval = isinstance(payload.full, _FolderEval)
@@ -444,7 +444,6 @@ class AveragingSteps(Steps):
         Mini-batch: the parts' own ``eval_masks``."""
         if config.sample is not None:
             self.sampler = registry("sample").build(config.method("sample"), config.sample)
-            self.kind = config.method("model")
             self.parts = [folder_sampled_part(s.path, s.part, s.alpha, folder_eval) if isinstance(s, _FolderPart)
                           else shard_sampled_part(s) for s in payload.shards]
             if folder_eval:   # full neighbours (exact), or the training fan-outs
@@ -526,7 +525,8 @@ class AveragingSteps(Steps):
             p.source.release()
         with self.timer.phase("fetch"):
             h = p.feature_rows(mb.input_gid).to(self.ctx.device)
-        logits = block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), h)
+        aggregators = block_aggregators(self.model_stage, mb.blocks, self.ctx.device, self.ctx.kernel)
+        logits = block_forward(self.model, aggregators, h)
         y = p.labels[seeds].to(logits.device)
         loss = self.objective.loss(NodeTargets(logits, y))
         yes = torch.ones(seeds.numel(), dtype=torch.bool, device=logits.device)
@@ -572,8 +572,8 @@ class PerPartEvaluation(Evaluator):
                    for outs in per_part.values())
         vals, counts, model = [loss, 0.0, 0.0, 0.0], None, steps.models[0]
         if steps.folder_eval and steps.sampler is not None:
-            counts = evaluate_sampled(model, steps.parts, steps.eval_sampler, steps.kind, steps.cfg.sample.batch_size,
-                                      steps.ctx.device, steps.ctx.kernel)
+            counts = evaluate_sampled(model, steps.parts, steps.eval_sampler, steps.model_stage,
+                                      steps.cfg.sample.batch_size, steps.ctx.device, steps.ctx.kernel)
         elif steps.eval_parts is not None:
             counts = np.zeros((3, 2))
             with torch.no_grad():

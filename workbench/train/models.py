@@ -52,7 +52,8 @@ from workbench.stages import Stage, registry
 from workbench.train.kernels import csr_pair, set_kernel, spmm, spmm_kernel
 
 __all__ = ["GNNModel", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
-           "sparse_aggregator", "node_scales", "with_self_loops", "dropout_mask", "INITS", "LAYER_ORDERS", "transform_first", "backward_widths"]
+           "sparse_aggregator", "node_scales", "with_self_loops", "model_stage_class", "dropout_mask", "INITS",
+           "LAYER_ORDERS", "transform_first", "backward_widths"]
 
 INITS = ("uniform", "glorot")
 
@@ -75,7 +76,8 @@ class GNNModel(nn.Module):
     """GCN or GraphSAGE-mean with ``num_layers`` layers; the aggregation is passed to :meth:`forward`.
 
     Args:
-        kind: ``"gcn"`` or ``"sage"``.
+        kind: the model stage (a :class:`ModelStage` or its class, what :meth:`ModelStage.build` passes), or a
+            registered model's name (``"gcn"``, ``"sage"``).
         in_dim: input feature width.
         hidden: hidden width.
         out_dim: number of classes.
@@ -90,16 +92,19 @@ class GNNModel(nn.Module):
         pinned: layers kept aggregate-first whatever ``order`` says (an exchange's requirement).
     """
 
-    def __init__(self, kind: str, *, in_dim: int, hidden: int, out_dim: int, num_layers: int, seed: int = 0,
-                 dropout: float = 0.0, init: str = "uniform", order: str = "auto", pinned: frozenset = frozenset()):
+    def __init__(self, kind: "str | ModelStage | type[ModelStage]", *, in_dim: int, hidden: int, out_dim: int,
+                 num_layers: int, seed: int = 0, dropout: float = 0.0, init: str = "uniform", order: str = "auto",
+                 pinned: frozenset = frozenset()):
         super().__init__()
-        if kind not in MODELS:
+        if isinstance(kind, str) and kind not in MODELS:
             raise ValueError(f"The 'kind' parameter of GNNModel must be one of {sorted(MODELS)}. Got {kind!r} instead.")
         if order not in LAYER_ORDERS:
             raise ValueError(f"The 'order' parameter of GNNModel must be one of {list(LAYER_ORDERS)}. "
                              f"Got {order!r} instead.")
-        self.kind = kind
-        self.self_transform = MODELS.get_class(kind).self_transform
+        stage = MODELS[kind] if isinstance(kind, str) else model_stage_class(kind)
+        self.kind = stage.name
+        """The model's registry name."""
+        self.self_transform = stage.self_transform
         """Whether a layer adds ``H W_self`` (GraphSAGE) to the aggregated rows' transform."""
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         self.neigh = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(num_layers))
@@ -257,13 +262,30 @@ def backward_widths(exchange_widths: list[int], transform_first: list[bool]) -> 
     return [w if (i > 0 or transform_first[i]) else 0 for i, w in enumerate(exchange_widths)]
 
 
-def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree: torch.Tensor,
-                 src_out_degree: torch.Tensor) -> torch.Tensor:
-    """Per-edge weight of ``Â`` for edges ``src -> dst`` given the endpoints' GLOBAL degrees: the model
-    ``kind``'s :meth:`ModelStage.edge_weights`.
+def model_stage_class(model: "ModelStage | type[ModelStage]") -> "type[ModelStage]":
+    """The :class:`ModelStage` subclass of ``model``, a model stage (``MODELS.build(...)``) or its class: what the
+    layouts and aggregators ask for ``Â`` (:attr:`ModelStage.self_loops`, :meth:`ModelStage.edge_weights`,
+    :meth:`ModelStage.node_scales`). A name is refused: the model travels as an object, so one registered from
+    outside the package needs no lookup.
+
+    Example:
+        >>> model_stage_class(MODELS.build("gcn")) is model_stage_class(GCN) is GCN
+        True
+    """
+    cls = model if isinstance(model, type) else type(model)
+    if not issubclass(cls, ModelStage):
+        raise TypeError(f"expected the model stage (a ModelStage such as MODELS.build('gcn'), or its class), "
+                        f"got {model!r}")
+    return cls
+
+
+def edge_weights(model: "ModelStage | type[ModelStage]", src: torch.Tensor, dst: torch.Tensor,
+                 dst_in_degree: torch.Tensor, src_out_degree: torch.Tensor) -> torch.Tensor:
+    """Per-edge weight of ``Â`` for edges ``src -> dst`` given the endpoints' GLOBAL degrees: the model's
+    :meth:`ModelStage.edge_weights`.
 
     Args:
-        kind: a registered model (``"gcn"``, ``"sage"``).
+        model: the model stage (a :class:`ModelStage`, e.g. ``MODELS.build("gcn")``, or its class).
         src, dst: edge endpoints (any id space); self-loops for GCN are passed in as ordinary edges
             (:func:`with_self_loops`).
         dst_in_degree: in-degree (without self-loop) of each edge's destination, aligned with ``dst``.
@@ -272,33 +294,34 @@ def edge_weights(kind: str, src: torch.Tensor, dst: torch.Tensor, dst_in_degree:
     Returns:
         ``(num_edges,)`` float32 weights.
     """
-    return MODELS.get_class(kind).edge_weights(dst_in_degree, src_out_degree)
+    return model_stage_class(model).edge_weights(dst_in_degree, src_out_degree)
 
 
-def node_scales(kind: str, row_in_degree: torch.Tensor, col_out_degree: torch.Tensor
+def node_scales(model: "ModelStage | type[ModelStage]", row_in_degree: torch.Tensor, col_out_degree: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(r, c)`` with :func:`edge_weights` ``== r[dst] * c[src]``: the row (destination) and column (source)
-    factors of ``Â``, given the GLOBAL degrees of the matrix's rows and columns (in their local order).
+    factors of the model stage's ``Â``, given the GLOBAL degrees of the matrix's rows and columns (in their local
+    order).
 
     Example:
-        >>> r, c = node_scales("gcn", torch.tensor([3]), torch.tensor([0, 8]))
+        >>> r, c = node_scales(MODELS.build("gcn"), torch.tensor([3]), torch.tensor([0, 8]))
         >>> r.tolist(), [round(x, 4) for x in c.tolist()]
         ([0.5], [1.0, 0.3333])
     """
-    return MODELS.get_class(kind).node_scales(row_in_degree, col_out_degree)
+    return model_stage_class(model).node_scales(row_in_degree, col_out_degree)
 
 
-def with_self_loops(kind: str, src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor
+def with_self_loops(model: "ModelStage | type[ModelStage]", src: torch.Tensor, dst: torch.Tensor, ids: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(src, dst)`` with a self-loop on each of ``ids`` appended where the model ``kind``'s ``Â`` has them
+    """``(src, dst)`` with a self-loop on each of ``ids`` appended where the model stage's ``Â`` has them
     (:attr:`ModelStage.self_loops`), else unchanged.
 
     Example:
-        >>> s, d = with_self_loops("gcn", torch.tensor([1]), torch.tensor([0]), torch.arange(2))
-        >>> s.tolist(), d.tolist(), with_self_loops("sage", s, d, torch.arange(2))[0].tolist()
+        >>> s, d = with_self_loops(MODELS.build("gcn"), torch.tensor([1]), torch.tensor([0]), torch.arange(2))
+        >>> s.tolist(), d.tolist(), with_self_loops(MODELS.build("sage"), s, d, torch.arange(2))[0].tolist()
         ([1, 0, 1], [0, 0, 1], [1, 0, 1])
     """
-    if not MODELS.get_class(kind).self_loops:
+    if not model_stage_class(model).self_loops:
         return src, dst
     return torch.cat([src, ids]), torch.cat([dst, ids])
 
@@ -413,7 +436,7 @@ class ModelStage(Stage):
     def build(self, *, in_dim: int, out_dim: int, seed: int, pinned: frozenset = frozenset()) -> GNNModel:
         """The model, initialised from ``seed`` (identical replicas on every rank); ``pinned`` layers stay
         aggregate-first."""
-        return GNNModel(self.name, in_dim=in_dim, hidden=self.config.hidden, out_dim=out_dim,
+        return GNNModel(self, in_dim=in_dim, hidden=self.config.hidden, out_dim=out_dim,
                         num_layers=self.config.num_layers, seed=seed, dropout=self.config.dropout,
                         init=self.config.init, order=self.config.order, pinned=pinned)
 

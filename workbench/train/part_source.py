@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -41,6 +41,9 @@ import torch
 from workbench._validation import ErrorCollector
 from workbench.data.safe_io import open_npy
 from workbench.graph import Graph
+
+if TYPE_CHECKING:
+    from workbench.train.models import ModelStage
 
 __all__ = ["PartArrays", "PartSource", "FolderParts", "InMemoryParts", "PartRef", "HaloAgreement", "agree_halo",
            "folder_partition_event", "check_folder", "start_folder_run", "part_refs", "SETUP_KIND"]
@@ -209,7 +212,9 @@ class PartRef:
 
     source: PartSource
     part: int
-    model: str
+    model: ModelStage
+    """The run's model stage (a :class:`~workbench.train.models.ModelStage`, pickled with the ref): the shard the
+    rank builds holds its ``Â``."""
     num_train_global: int
     num_classes: int
     predicted: dict
@@ -372,9 +377,10 @@ def start_folder_run(trainer: Any, world_size: int, emit: Callable[[Any], None])
     return pf, folder_partition_event(pf)
 
 
-def part_refs(folder: Any, model: str, predicted: dict) -> list[PartRef]:
+def part_refs(folder: Any, model: ModelStage, predicted: dict) -> list[PartRef]:
     """One :class:`PartRef` per part of ``folder`` (a :class:`~workbench.data.partfolder.PartFolder`), with the
-    manifest's global figures: training vertices, classes, each part's split counts."""
+    manifest's global figures: training vertices, classes, each part's split counts; ``model``: the run's model
+    stage."""
     counts = {k: [int(q[f"num_{k}"]) for q in folder.parts] for k in ("train", "val", "test")}
     source = FolderParts(folder.path)
     return [PartRef(source=source, part=p, model=model, num_train_global=sum(counts["train"]),

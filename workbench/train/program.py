@@ -95,6 +95,10 @@ class Trainer:
         self.notes: list[str] = []
         """Lines of the summary's ``notes`` (the program's list: settings sized or taken from others)."""
         self.split_sizes: Optional[dict] = None
+        self.model_stage: Any = MODELS.build(config.method("model"), config.model)
+        """The run's model stage (a :class:`~workbench.train.models.ModelStage`), built once from the config: the
+        layouts, shards and aggregators take it as an object (its ``self_loops``, ``edge_weights``, ``node_scales``,
+        widths), never its name, so a model registered from outside the package runs everywhere."""
 
     def partition_folder(self) -> Any:
         """The :class:`~workbench.data.partfolder.PartsConfig` of the partition folder ``config.graph`` names
@@ -164,7 +168,7 @@ class Trainer:
         """One replica of the run's model on the rank's device (seed: ``train.seed`` unless given)."""
         cfg = self.config
         extra = {} if pinned is None else {"pinned": pinned}
-        return MODELS.build(cfg.method("model"), cfg.model).build(
+        return self.model_stage.build(
             in_dim=in_dim, out_dim=out_dim, seed=cfg.train.seed if seed is None else seed, **extra).to(ctx.device)
 
     def models(self, ctx: RankContext, payload: Any) -> list[nn.Module]:

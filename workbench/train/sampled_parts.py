@@ -153,12 +153,13 @@ def folder_sampled_part(path: Any, part: int, alpha: float, with_eval: bool) -> 
                        eval_masks=masks)
 
 
-def evaluate_sampled(model: Any, parts: list, sampler: Any, kind: str, batch_size: int, device: torch.device,
-                     kernel: str = "auto") -> np.ndarray:
+def evaluate_sampled(model: Any, parts: list, sampler: Any, model_stage: Any, batch_size: int,
+                     device: torch.device, kernel: str = "auto") -> np.ndarray:
     """Hits and counts of ``model``'s predictions on the parts' owned labelled train/val/test vertices (their
     ``eval_masks``), in batches of ``batch_size`` vertices whose blocks ``sampler`` draws inside each part
     (full neighbours: ``fanouts = -1``; with fan-outs, every batch under one key, epoch -1 and step 0, which no
-    training step uses, so a vertex's sample does not depend on its batch).
+    training step uses, so a vertex's sample does not depend on its batch). ``model_stage``: the model's stage
+    (a :class:`~workbench.train.models.ModelStage`), whose self-loops the block aggregators take.
 
     Returns:
         ``(3, 2)`` float64: per split (train, val, test), ``(hits, vertices)``.
@@ -174,7 +175,7 @@ def evaluate_sampled(model: Any, parts: list, sampler: Any, kind: str, batch_siz
                 mb = sampler.sample(batch, p.source, epoch=-1, step=0)
                 p.source.release()
                 h = p.feature_rows(mb.input_gid).to(device)
-                logits = block_forward(model, block_aggregators(kind, mb.blocks, device, kernel), h)
+                logits = block_forward(model, block_aggregators(model_stage, mb.blocks, device, kernel), h)
                 hit = (logits.argmax(dim=1).cpu() == p.labels[batch])
                 for i, m in enumerate(masks):
                     m = m[batch]
