@@ -53,6 +53,7 @@ def test_text_and_binary_streams_give_the_same_partition_in_many_chunks(text_and
     passes reading the spill) and the .npy give the same owners, line parts and metrics, as do reading in the
     caller's thread and parsing every pass; the spill is read by the later passes and gone after the run."""
     text, npy = text_and_npy
+    monkeypatch.setattr(S, "READ_AHEAD", True)   # the default on two cores or more
     names, spill_seen = set(), []
     thread_cls = threading.Thread
 
@@ -95,6 +96,7 @@ def test_reading_ahead_changes_no_chunk_and_no_k0_result(text_and_npy, tmp_path,
     """The chunks (a line's place in its chunk decides the K = 0 ablation's random side) are those of reading in
     the caller's thread, for the text, the spill and the binary reader alike."""
     text, npy = text_and_npy
+    monkeypatch.setattr(S, "READ_AHEAD", True)
     for path in (text, npy):
         threaded = [(s.copy(), d.copy()) for s, d in EdgeFileStream(path, chunk_edges=50)]
         monkeypatch.setattr(S, "READ_AHEAD", False)
@@ -154,10 +156,11 @@ def test_the_spill_goes_after_a_failed_run_and_errors_keep_their_message(tmp_pat
     assert read_ahead_threads() == []
 
 
-def test_a_pass_stopped_early_ends_its_reading_thread(text_and_npy, tmp_path):
+def test_a_pass_stopped_early_ends_its_reading_thread(text_and_npy, tmp_path, monkeypatch):
     """A caller that stops (a break) ends the reading thread and closes the file; a spilled stream's close()
     stops a pass still under way and removes the spill."""
     text, npy = text_and_npy
+    monkeypatch.setattr(S, "READ_AHEAD", True)
     for path in (text, npy):
         for s, d in EdgeFileStream(path, chunk_edges=10):
             break
@@ -171,10 +174,12 @@ def test_a_pass_stopped_early_ends_its_reading_thread(text_and_npy, tmp_path):
     assert list(it) == []
 
 
-def test_indented_comments_and_blank_lines_across_block_cuts_never_end_the_stream(tmp_path):
+@pytest.mark.parametrize("ahead", [True, False])
+def test_indented_comments_and_blank_lines_across_block_cuts_never_end_the_stream(tmp_path, monkeypatch, ahead):
     """A comment after leading blanks in the middle of the file is skipped, not the end of the stream, and so are
     comment and blank lines longer than a block (the cut falls inside them) and runs of them at a block's edge, in
     the text passes, the spill's and reading in the caller's thread alike."""
+    monkeypatch.setattr(S, "READ_AHEAD", ahead)
     rng = np.random.default_rng(7)
     lines, want = [], []
     for i in range(600):

@@ -40,9 +40,9 @@ BYTES_PER_LINE_GUESS = 16
 SPILL_ROWS = 1 << 16
 """Pairs packed and written to a spill file at a time (a 512 KiB buffer, whatever the chunk size)."""
 
-READ_AHEAD = True
-"""Make a file's chunks on a background thread one ahead of the caller (:func:`read_ahead`); False reads them in
-the caller's thread (the same chunks: a switch for comparisons and debugging)."""
+READ_AHEAD = len(os.sched_getaffinity(0)) > 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) > 1
+"""Make a file's chunks on a background thread one ahead of the caller (:func:`read_ahead`; the default where this
+process may run on two cores or more); False reads them in the caller's thread (the same chunks)."""
 
 _END = object()
 
