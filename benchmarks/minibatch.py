@@ -23,7 +23,9 @@ Variants of the workbench, each run in the same invocation and compared with the
   sampling DAGs in W worker processes, :mod:`workbench.schedule`), the other way to overlap;
 * ``--ranks R``: also on R thread ranks (``num_parts=R``, the local runner's in-process group; every trainer
   takes ``batch_size`` seeds per step, so an epoch has about 1/R of the steps; the host's cores are shared out,
-  one intra-op thread per rank on 2 cores): the scaling of an epoch.
+  one intra-op thread per rank on 2 cores): the scaling of an epoch. With ``--batches-ahead N`` too, also on R
+  ranks with ``train.batches_ahead=N`` (each rank's thread samples owner-routed and pulls over its side
+  communicator while the rank trains; losses compared with the R-rank inline run's).
 
 ``all epochs`` sums every epoch (the first, and the last one's test pass, which the medians leave out).
 
@@ -92,6 +94,10 @@ def run_workbench(graph, args, label: str = "workbench", settings: dict | None =
                  device="cpu")
     summary = program.summarize([o.result for o in run_inprocess(program, payloads, env)])
     phases = _print_breakdown(summary["time_breakdown"], label)
+    over = summary["time_breakdown"].get("overlapped", {})
+    if any(over.get("mean_per_epoch", {}).values()):
+        print(f"{label} off the critical path (rank 0, median after the first epoch): " + ", ".join(
+            f"{p} {_median_after_first(v):.3f} s" for p, v in over["by_rank"][0].items()))
     return {"median": _median_after_first(summary["epoch_times"]), "loss": summary["losses"][-1],
             "losses": list(summary["losses"]), "times": list(summary["epoch_times"]),
             "val": list(summary["accuracy_by_epoch"]["val"]), "phases": phases}
@@ -200,6 +206,12 @@ def main(argv=None) -> int:
         run = run_workbench(graph, args, f"{args.ranks} ranks", ranks=args.ranks)
         variants.append((f"{args.ranks} ranks", run, None,
                          f"{run['median'] / wb['median']:.2f}x the 1-rank epoch, {len(run['times'])} epochs"))
+        if args.batches_ahead:
+            name = f"{args.ranks} ranks, batches ahead {args.batches_ahead}"
+            ahead = run_workbench(graph, args, name, {"train.batches_ahead": str(args.batches_ahead)}, ranks=args.ranks)
+            same = "identical" if ahead["losses"] == run["losses"] else "DIFFERENT"
+            variants.append((name, ahead, None, f"{ahead['median'] / run['median']:.2f}x the {args.ranks}-rank inline "
+                                                f"epoch; losses {same} to its"))
     wb_s = wb["median"]
     if dgl_runs[0] is not None:
         dgl_runs.append(run_dgl(graph, args))

@@ -42,7 +42,7 @@ from workbench.events import (
 )
 from workbench.events import ScheduleStats, ScheduleTrace
 from workbench.events import PipelineTimeline
-from workbench.events import STEP_PHASES, StepTimes
+from workbench.events import OVERLAP_PHASES, STEP_PHASES, StepTimes
 
 __all__ = ["RunStore", "list_runs"]
 
@@ -72,7 +72,10 @@ COLUMNS: dict[str, list[str]] = {
     # where each rank's epoch went (StepTimes): one row per rank and epoch, the seconds of each phase in a
     # column named after it (STEP_PHASES order; a phase a trainer did not report is 0, an unknown one counts
     # as "other")
-    "step_times": ["rank", "epoch", "steps", "program", "wall_s", "time", *STEP_PHASES],
+    # ... and the seconds a background thread spent off the critical path (StepTimes.overlapped: the mini-batch
+    # trainer's batches-ahead thread), one column per OVERLAP_PHASES phase named "overlapped_<phase>"
+    "step_times": ["rank", "epoch", "steps", "program", "wall_s", "time", *(f"overlapped_{p}" for p in OVERLAP_PHASES),
+                   *STEP_PHASES],
 }
 #: iterations whose timeline bars a store keeps (the view follows the latest few)
 PIPELINE_BAR_ITERATIONS = 200
@@ -289,6 +292,8 @@ class RunStore:
         row.update(dict.fromkeys(STEP_PHASES, 0.0))
         for phase, sec in (d.get("seconds") or {}).items():
             row[phase if phase in STEP_PHASES else "other"] += float(sec or 0.0)
+        for phase in OVERLAP_PHASES:
+            row[f"overlapped_{phase}"] = float((d.get("overlapped") or {}).get(phase) or 0.0)
         self._rows["step_times"].append(row)
         self._versions["step_times"] += 1
 

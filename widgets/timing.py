@@ -8,6 +8,11 @@ colour (:data:`PHASE_COLORS`: the same in every redraw and every run) and one le
 order of the stack from top to bottom. Hovering a bar segment tells its rank, epoch, phase, seconds and
 share of that epoch.
 
+Overlapped work: the seconds a rank's background thread spent off the critical path (the mini-batch trainer's
+``train.batches_ahead`` thread sampling and pulling features: :class:`~workbench.events.StepTimes` ``overlapped``)
+are in no bar, since they add nothing to the epoch's time; the line above the bars says how much of them the
+latest epoch had, beside the ``sample`` wait left on the critical path.
+
 Long runs: the bars cover the latest ``last_epochs`` epochs; when that makes more than :data:`MAX_BARS`
 bars over all ranks, consecutive epochs are grouped into buckets and each bar is the mean epoch of its
 bucket (the title says the bucket width). The shares always cover the whole run.
@@ -36,7 +41,7 @@ import param
 
 from widgets.base import PLOT_OPTS, StoreView, empty_note
 from widgets.live_plots import LivePlot
-from workbench.events import STEP_PHASES
+from workbench.events import OVERLAP_PHASES, STEP_PHASES
 
 __all__ = ["TimingView", "PHASE_COLORS", "MAX_BARS", "largest_remainder", "format_seconds"]
 
@@ -116,14 +121,16 @@ class TimingView(StoreView):
 
     # -- data ---------------------------------------------------------------------------------------------
     def epoch_frame(self) -> pd.DataFrame:
-        """One row per rank and epoch: ``steps``, ``wall_s``, the seconds of each phase and their ``total``."""
+        """One row per rank and epoch: ``steps``, ``wall_s``, the seconds of each phase and their ``total``, and the
+        seconds overlapped off the critical path (``overlapped_sample``, ``overlapped_fetch``; in no ``total``)."""
         df = self.store.frame("step_times")
-        cols = ["rank", "epoch", "steps", "wall_s", *STEP_PHASES, "total"]
+        over = [f"overlapped_{p}" for p in OVERLAP_PHASES]
+        cols = ["rank", "epoch", "steps", "wall_s", *STEP_PHASES, "total", *over]
         if df.empty:
             return pd.DataFrame(columns=cols)
         # one event per rank and epoch; a trainer that reports an epoch in several parts is summed
         if df.duplicated(["rank", "epoch"]).any():
-            df = df.groupby(["rank", "epoch"], as_index=False)[["steps", "wall_s", *STEP_PHASES]].sum()
+            df = df.groupby(["rank", "epoch"], as_index=False)[["steps", "wall_s", *STEP_PHASES, *over]].sum()
         df = df.sort_values(["rank", "epoch"], kind="stable").reset_index(drop=True)
         df = df.assign(total=df[list(STEP_PHASES)].sum(axis=1))
         return df[cols]
@@ -272,6 +279,11 @@ class TimingView(StoreView):
         per_step = f", {format_seconds(mean / steps)} per step" if steps else ""
         ranks = len(recent)
         parts.append(f"epoch <b>{last}</b>: <b>{format_seconds(mean)}</b>{' per rank' if ranks > 1 else ''}{per_step}")
+        over = {p: float(recent[f"overlapped_{p}"].mean()) for p in OVERLAP_PHASES}
+        if sum(over.values()) > 0:
+            parts.append(f"<span class='wb-time-overlapped'>off the critical path: <b>{format_seconds(sum(over.values()))}"
+                         f"</b> ({', '.join(f'{p} {format_seconds(s)}' for p, s in over.items() if s)}; waited for: "
+                         f"sample {format_seconds(float(recent['sample'].mean()))})</span>")
         if ranks > 1:
             slow = recent.loc[recent["total"].idxmax()]
             phase = max(STEP_PHASES, key=lambda p: float(slow[p]))

@@ -32,11 +32,13 @@ __all__ = [
     "Event", "RunStarted", "RunFinished", "Progress", "PartitionComputed", "EpochEnd", "Traffic",
     "Staleness", "CacheStats", "SampleStats", "EventSink", "ListSink", "FanOut", "RunLog", "event_from_dict",
     "read_run_log", "EVENT_TYPES", "ScheduleStats", "ScheduleTrace", "PipelineCost", "PipelineTimeline",
-    "StepTimes", "STEP_PHASES",
+    "StepTimes", "STEP_PHASES", "OVERLAP_PHASES",
 ]
 
 #: the phases of a training step, in the order :class:`StepTimes` and the run summary's ``time_breakdown`` list them
 STEP_PHASES = ("sample", "fetch", "forward", "exchange", "backward", "grad_sync", "optimizer", "evaluate", "other")
+#: the phases of work a rank's background thread does off the critical path (:class:`StepTimes` ``overlapped``)
+OVERLAP_PHASES = ("sample", "fetch")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -164,6 +166,10 @@ class StepTimes(Event):
     """phase -> seconds, keys from :data:`STEP_PHASES`."""
     wall_s: float = 0.0
     train_cpu_s: float = 0.0
+    overlapped: dict = dataclasses.field(default_factory=dict)
+    """phase -> seconds of work a background thread of the rank did during the epoch, off the critical path and
+    in none of ``seconds`` (the mini-batch trainer's ``train.batches_ahead`` thread: ``sample``, ``fetch``; empty
+    without one; :mod:`workbench.train.timing`)."""
 
 
 @dataclasses.dataclass(kw_only=True)

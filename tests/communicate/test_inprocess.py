@@ -37,6 +37,38 @@ def test_every_verb_values_and_bytes(world_size):
     check_communicator_results(results)
 
 
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_a_side_communicator_runs_beside_the_main_one(world_size):
+    """``comm.side("sample")``: a second group of the same ranks; one thread runs every verb on it while another
+    runs all-reduces on the main one; its bytes land in the rank's one counter, its calls and seconds do not."""
+    from workbench.testing.communicator import check_side_communicator_results, exercise_side_communicator
+
+    results, errors = run_ranks(InProcessGroup(world_size), exercise_side_communicator)
+    assert errors == [None] * world_size
+    check_side_communicator_results(results)
+
+
+def test_aborting_a_group_wakes_its_side_groups():
+    group = InProcessGroup(2)
+    side = group.side_group("sample")
+    assert group.side_group("sample") is side and group.side_group("other") is not side
+    woke = []
+
+    def wait():
+        try:
+            side.communicator(0).all_reduce(torch.ones(1))   # rank 1 never comes
+        except CommunicationAborted as exc:
+            woke.append(exc)
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    time.sleep(0.05)
+    group.abort(ValueError("boom"))
+    t.join(5)
+    assert woke and not t.is_alive()
+    assert group.side_group("late").aborted          # a side group made after the abort is born aborted
+
+
 def test_all_reduce_is_deterministic_and_bit_identical():
     torch.manual_seed(0)
     data = [torch.randn(1000) for _ in range(3)]

@@ -78,3 +78,19 @@ def test_gloo_matches_inprocess(make, tmp_path):
     assert got["losses"] == pytest.approx(expected["losses"], rel=1e-5)
     assert got["bytes_by_kind"] == expected["bytes_by_kind"]
     assert_same_weights(got, expected)
+
+
+@pytest.mark.slow
+def test_gloo_batches_ahead_without_a_mesh_matches_inprocess(tmp_path):
+    """Mini-batch training with ``train.batches_ahead=2`` on spawned gloo ranks without socket meshes: each rank's
+    thread samples and pulls over a second gloo group (paired isend/irecv exchanges) while the loop all-reduces on
+    the default group; the in-process inline run's losses, weights and bytes."""
+    from recipes import distdgl
+
+    config = distdgl.recipe(graph="products-like:num_nodes=600,seed=1", epochs=2,
+                            sample={"fanouts": (5, 5), "batch_size": 16})
+    expected, _, _ = run_program(config.build(), 2)
+    got = _run_gloo(config.with_strings({"train.batches_ahead": "2"}).build(), 2, tmp_path)
+    assert got["losses"] == pytest.approx(expected["losses"], rel=1e-5)
+    assert got["bytes_by_kind"] == expected["bytes_by_kind"] and got["sampled_edges"] == expected["sampled_edges"]
+    assert_same_weights(got, expected)

@@ -2,9 +2,13 @@
 
 * One rank: ``train.batches_ahead=N`` gives the inline run's losses, weights and accuracies bit for bit, and the
   same figures and bytes by kind (plain, the single-process reference of 2 trainers, a dynamic cache).
-* The trainer's wait for a batch prepared ahead is its ``sample`` time, ``fetch`` is 0, the phases still add up.
-* Refused, before any rank samples, on several ranks, with a schedule and under full-graph training; any
-  other loop refuses it when built. The setting is in the run summary's stages.
+* Two thread ranks (the thread samples and pulls on the side communicator): the inline 2-rank run's losses,
+  weights (norm of the difference), figures, bytes by kind and epoch, cache statistics per epoch; a stopped
+  2-rank run ends every rank's thread. Gloo processes with socket meshes: ``tests/runtime/test_dask_training.py``.
+* The trainer's wait for a batch prepared ahead is its ``sample`` time, ``fetch`` is 0, the phases still add up;
+  the thread's own sampling and pulls are reported as overlapped (off the critical path).
+* Refused with a schedule, under full-graph training and on several NCCL ranks; any other loop refuses it when
+  built. The setting is in the run summary's stages.
 * :class:`BatchesAhead`: plan order, bounded lookahead, errors raised where the item is asked for, close.
 """
 
@@ -18,10 +22,10 @@ import torch
 
 from recipes import distdgl, full_graph
 from workbench._validation import ParamError
-from workbench.events import SampleStats, StepTimes
+from workbench.events import CacheStats, SampleStats, StepTimes, Traffic
 from workbench.runtime import launch
 from workbench.train.minibatch import BatchesAhead
-from workbench.testing import assert_same_run
+from workbench.testing import assert_same_run, run_program
 
 GRAPH = "products-like:num_nodes=2000,seed=0"
 FIGURES = ("losses", "accuracy_by_epoch", "bytes_by_kind", "steps", "sampled_edges",
@@ -68,13 +72,117 @@ def test_the_wait_for_a_prefetched_batch_is_the_sample_phase():
     assert out["time_breakdown"]["mean_per_epoch"]["fetch"] == 0.0
 
 
-def test_batches_ahead_is_refused_on_several_ranks_before_any_rank_samples():
-    events = []
-    with pytest.raises(ParamError, match=r"'train.batches_ahead' parameter of RunConfig must be 0 on 2 ranks: .*"
-                                         r"Got 2 instead"):
-        _run(_config(2), runner="local", workers=2, events=events)
-    assert not [e for e in events if isinstance(e, SampleStats)]
-    assert _run(_config(0), runner="local", workers=2)["world_size"] == 2   # 0 is the default and runs
+def _by_epoch_and_kind(events) -> dict:
+    out: dict = {}
+    for e in events:
+        if isinstance(e, Traffic):
+            out[(e.epoch, e.kind)] = out.get((e.epoch, e.kind), 0) + e.bytes
+    return out
+
+
+@pytest.mark.parametrize("strings", [{}, {"cache.method": "lru", "cache.ratio": "0.2"},
+                                     {"cache.method": "degree", "cache.ratio": "0.2", "train.max_steps": "3"}],
+                         ids=["plain", "lru-cache", "degree-cache-max-steps"])
+def test_batches_ahead_on_two_ranks_trains_exactly_as_the_inline_run(strings):
+    """On 2 thread ranks the thread samples owner-routed and pulls over the side communicator while the loop
+    all-reduces on the main one: the same losses, weights, figures, bytes (by kind, and by epoch and kind in the
+    Traffic events) and cache statistics per epoch as the inline 2-rank run."""
+    inline, inline_ranks, inline_events = run_program(_config(0, **strings).build(), 2)
+    ahead, ahead_ranks, ahead_events = run_program(_config(2, **strings).build(), 2)
+    assert ahead["world_size"] == 2 and ahead["stages"]["train"]["batches_ahead"] == 2
+    assert max(ahead["sample_bytes"]) > 0 and max(ahead["feature_bytes"]) > 0   # owner-routed, remote rows
+    for a, b in zip(ahead["losses"], inline["losses"]):
+        assert abs(a - b) <= 1e-6 * abs(b)
+    for a, b in zip(ahead_ranks, inline_ranks):
+        for name, w in b["params"].items():
+            assert torch.linalg.norm(a["params"][name] - w) <= 1e-6 * torch.linalg.norm(w), name
+    for key in FIGURES + ("bytes_by_epoch", "cache_hit_rate"):
+        assert ahead[key] == inline[key], key
+    assert _by_epoch_and_kind(ahead_events) == _by_epoch_and_kind(inline_events)
+    cache = [sorted((e.rank, e.epoch, e.hits, e.misses, e.remote_rows) for e in events if isinstance(e, CacheStats))
+             for events in (ahead_events, inline_events)]
+    assert cache[0] == cache[1] and (not strings or cache[0])
+    # the sampling collectives ran on the side communicator: the loop's calls are the all-reduces alone
+    assert all(len(a) < len(b) for r_a, r_b in zip(ahead_ranks, inline_ranks) for a, b in zip(r_a["calls"], r_b["calls"]))
+    assert not _ahead_threads()
+
+
+def test_batches_ahead_on_two_ranks_reports_the_sampling_off_the_critical_path():
+    out, _, events = run_program(_config(2).build(), 2)
+    times = [e for e in events if isinstance(e, StepTimes)]
+    assert len(times) == 6
+    for e in times:
+        assert e.seconds["fetch"] == 0.0
+        assert sum(e.seconds.values()) == pytest.approx(e.wall_s, rel=1e-6, abs=1e-9)   # overlapped is apart
+        assert e.overlapped["sample"] > 0 and e.overlapped["fetch"] > 0
+    over = out["time_breakdown"]["overlapped"]
+    assert over["phases"] == ["sample", "fetch"] and len(over["by_rank"]) == 2
+    assert over["mean_per_epoch"]["sample"] > 0 and len(over["by_rank"][1]["fetch"]) == 3
+    inline, _, inline_events = run_program(_config(0).build(), 2)
+    assert inline["time_breakdown"]["overlapped"]["mean_per_epoch"] == {"sample": 0.0, "fetch": 0.0}
+    assert all(e.overlapped == {} for e in inline_events if isinstance(e, StepTimes))
+
+
+def test_a_stopped_two_rank_run_ends_every_batches_ahead_thread():
+    """Every rank stops after the same epoch; each thread still prepares the batches its peers' threads may be
+    sampling (up to the depth past the last one taken), so none waits in a side collective."""
+    from workbench.events import EpochEnd
+
+    epochs = []
+    handle = launch(_config(2).with_strings({"train.epochs": "500"}), runner="local", workers=2, out=None,
+                    listeners=[lambda e: epochs.append(e) if isinstance(e, EpochEnd) else None])
+    deadline = time.monotonic() + 60
+    while len(epochs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert epochs and _ahead_threads()
+    t0 = time.monotonic()
+    handle.stop()
+    summary = handle.wait(60)
+    assert handle.status == "stopped" and summary["stopped"] and time.monotonic() - t0 < 30
+    deadline = time.monotonic() + 10
+    while _ahead_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _ahead_threads()
+
+
+def test_a_failing_rank_ends_every_batches_ahead_thread_quickly(monkeypatch):
+    """A rank that fails aborts its side communicator as it closes, so the other rank's thread, waiting in a
+    sampling collective for it, wakes at once (not after the transport's timeout)."""
+    from workbench.runtime.errors import RunError
+    from workbench.train.minibatch import MiniBatchSteps
+
+    forward = MiniBatchSteps.forward
+
+    def failing(self, batch):
+        if self.ctx.rank == 1 and self.epoch == 1 and batch[0] == 1:
+            raise ValueError("rank 1 fails")
+        return forward(self, batch)
+
+    monkeypatch.setattr(MiniBatchSteps, "forward", failing)
+    t0 = time.monotonic()
+    with pytest.raises(RunError, match="rank 1 fails"):
+        run_program(_config(2).build(), 2, timeout_s=120)
+    assert time.monotonic() - t0 < 30
+    deadline = time.monotonic() + 10
+    while _ahead_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _ahead_threads()
+
+
+def test_batches_ahead_is_refused_on_several_nccl_ranks():
+    from workbench._validation import ErrorCollector
+    from workbench.train.batches_ahead import check_batches_ahead
+
+    cfg = _config(2)
+    for world_size, backend, ok in ((2, "nccl", False), (1, "nccl", True), (2, "gloo", True), (2, None, True)):
+        errs = ErrorCollector("RunConfig")
+        check_batches_ahead(errs, cfg, world_size, backend)
+        if ok:
+            errs.raise_if_any()
+        else:
+            with pytest.raises(ParamError, match=r"'train.batches_ahead' parameter of RunConfig must be 0 on 2 NCCL "
+                                                 r"ranks: .*Got 2 instead"):
+                errs.raise_if_any()
 
 
 def test_batches_ahead_is_refused_where_nothing_reads_it():
@@ -89,8 +197,6 @@ def test_batches_ahead_is_refused_where_nothing_reads_it():
         scheduled.build()
     with pytest.raises(ParamError, match=r"'train.batches_ahead' .* must be 0 with local training per part"):
         _config(1, **{"sync.method": "model_avg", "sample.split": "own"}).build()
-    with pytest.raises(ParamError, match=r"'train.batches_ahead' parameter of RunConfig must be 0 on 2 ranks"):
-        _config(1, **{"sample.trainers": "2"}).build().prepare(2, lambda event: None)
     with pytest.raises(ParamError, match=r"'batches_ahead' parameter of TrainLoopConfig must be an int >= 0"):
         _config(-1)
 

@@ -101,6 +101,25 @@ def test_the_store_keeps_step_times_from_events_and_from_a_log(tmp_path):
     assert store.version("step_times") == (1,)
 
 
+def test_the_time_tab_tells_the_seconds_overlapped_off_the_critical_path():
+    """``StepTimes.overlapped`` (a batches-ahead thread's sampling and pulls) is kept per rank and epoch, in no bar
+    and no share (it adds nothing to the epoch), and the line above the bars tells it beside the ``sample`` wait."""
+    store = RunStore()
+    for rank in (0, 1):
+        store.push(StepTimes(rank=rank, epoch=0, steps=2, seconds={"sample": 0.01, "forward": 0.5}, wall_s=0.51,
+                             overlapped={"sample": 0.25, "fetch": 0.125}))
+    view = TimingView(store)
+    frame = view.epoch_frame()
+    assert list(frame["overlapped_sample"]) == [0.25, 0.25] and list(frame["overlapped_fetch"]) == [0.125, 0.125]
+    assert list(frame["total"]) == [pytest.approx(0.51)] * 2
+    assert set(view.bar_frame()[0]["phase"]) == set(STEP_PHASES)
+    stats = view._stats_html(frame)
+    assert "off the critical path: <b>375 ms</b> (sample 250 ms, fetch 125 ms; waited for: sample 10 ms)" in stats
+    plain = RunStore()
+    plain.push(StepTimes(rank=0, epoch=0, steps=2, seconds={"forward": 0.5}, wall_s=0.5))
+    assert "critical path" not in TimingView(plain)._stats_html(TimingView(plain).epoch_frame())
+
+
 def test_time_tab_appears_when_step_times_arrive_and_renders_in_a_notebook(render):
     events = _run(run_id="nb", epochs=4)
     store = RunStore(events=[e for e in events if e.type != "step_times"])

@@ -391,14 +391,22 @@ class CachedFeatureStore:
         return out[inverse]
 
     # -- stats ------------------------------------------------------------------------------------------------
-    def epoch_stats(self, epoch: int, run_id: str = "") -> CacheStats:
-        """This rank's :class:`CacheStats` since the last call (then the counts restart)."""
-        ev = CacheStats(run_id=run_id, rank=self.rank, epoch=epoch, hits=self.hits, misses=self.misses,
-                        bytes_saved=self.hits * self.request_bytes, policy=self.policy.name,
-                        ratio=float(self.policy.config.ratio), refresh_bytes=self.refresh_bytes,
-                        remote_rows=self.remote_rows, fill_bytes=self.fill_bytes)
+    def take_counts(self) -> dict[str, int]:
+        """``hits``, ``misses``, ``remote_rows`` and ``refresh_bytes`` since the last call or :meth:`epoch_stats`
+        (then they restart): what a thread that pulls ahead of the epochs adds to the epoch of each pull."""
+        out = {"hits": self.hits, "misses": self.misses, "remote_rows": self.remote_rows,
+               "refresh_bytes": self.refresh_bytes}
         self._reset_counts()
-        return ev
+        return out
+
+    def epoch_stats(self, epoch: int, run_id: str = "", counts: Optional[dict] = None) -> CacheStats:
+        """This rank's :class:`CacheStats` since the last call (then the counts restart), or of ``counts``
+        (:meth:`take_counts` summed over the epoch's pulls; the cache's own counts are then left alone)."""
+        c = self.take_counts() if counts is None else counts
+        return CacheStats(run_id=run_id, rank=self.rank, epoch=epoch, hits=c["hits"], misses=c["misses"],
+                          bytes_saved=c["hits"] * self.request_bytes, policy=self.policy.name,
+                          ratio=float(self.policy.config.ratio), refresh_bytes=c["refresh_bytes"],
+                          remote_rows=c["remote_rows"], fill_bytes=self.fill_bytes)
 
     def __repr__(self) -> str:
         return (f"CachedFeatureStore(policy={self.policy.name!r}, rank={self.rank}, capacity={self.capacity}, "

@@ -20,6 +20,15 @@ all_to_all     direct: ``len(tensors[j])`` bytes on link ``rank -> j`` (``j != r
 ============== ===========================================================================
 
 Only the sending side records, so summing the records of all ranks gives the traffic exactly once.
+
+**Side communicators** (:meth:`Communicator.side`): a second, independent communicator over the same ranks
+(``torch.distributed``: a ``new_group`` of every rank and, where the rank has one, a socket mesh of its own; thread
+ranks: a second in-process group), so one thread of every rank can run collectives on it while another thread runs
+collectives on the main one (DistDGL samples in separate processes for the same reason; here the mini-batch
+trainer's batches-ahead thread samples and pulls features on it). Its bytes go to the same records of the same
+:class:`TrafficCounter` with the same kinds (:meth:`TrafficCounter.shared`), tagged with its own ``epoch`` and phase
+prefix (the thread that uses it sets them); its seconds and collective calls are its own, so the main thread's comm
+clock and call list stay the main thread's.
 """
 
 from __future__ import annotations
@@ -54,6 +63,22 @@ class TrafficCounter:
         self.comm_seconds = 0.0
         self.calls: list[tuple[float, float]] = []
 
+    def shared(self) -> "TrafficCounter":
+        """A counter that adds to (and reads, drains) the same records as this one, with its own ``comm_seconds``
+        and ``calls``: a side communicator's (:meth:`Communicator.side`), whose bytes belong to the rank's
+        traffic but whose seconds run on another thread, beside the rank's own.
+
+        Example:
+            >>> c = TrafficCounter()
+            >>> s = c.shared()
+            >>> s.add(0, 0, 1, "sample_req", 0, 8); s.comm_seconds += 1.0
+            >>> c.bytes_by_kind(), c.comm_seconds
+            ({'sample_req': 8}, 0.0)
+        """
+        out = TrafficCounter()
+        out._records, out._lock = self._records, self._lock
+        return out
+
     def add(self, epoch: int, src: int, dst: int, kind: str, layer: int, nbytes: int, messages: int = 1) -> None:
         if nbytes <= 0 and messages <= 0:
             return
@@ -67,11 +92,21 @@ class TrafficCounter:
             return [Traffic(epoch=e, src_rank=s, dst_rank=d, kind=k, layer=l, bytes=b, messages=m)
                     for (e, s, d, k, l), (b, m) in sorted(self._records.items())]
 
-    def drain(self, run_id: str = "") -> list[Traffic]:
-        """Return and clear the records (as :class:`Traffic` events)."""
-        out = self.records()
+    def drain(self, run_id: str = "", through_epoch: Optional[int] = None) -> list[Traffic]:
+        """Return and clear the records (as :class:`Traffic` events); with ``through_epoch``, only those of that
+        epoch and earlier (a side communicator's thread may already count the next epoch's traffic).
+
+        Example:
+            >>> c = TrafficCounter()
+            >>> c.add(0, 0, 1, "halo", 0, 8); c.add(1, 0, 1, "halo", 0, 4)
+            >>> [t.epoch for t in c.drain(through_epoch=0)], c.bytes_by_kind()
+            ([0], {'halo': 4})
+        """
         with self._lock:
-            self._records.clear()
+            keys = [k for k in self._records if through_epoch is None or k[0] <= through_epoch]
+            taken = {k: self._records.pop(k) for k in keys}
+        out = [Traffic(epoch=e, src_rank=s, dst_rank=d, kind=k, layer=l, bytes=b, messages=m)
+               for (e, s, d, k, l), (b, m) in sorted(taken.items())]
         for ev in out:
             ev.run_id = run_id
         return out
@@ -121,6 +156,43 @@ class Communicator(abc.ABC):
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def side(self, name: str) -> "Communicator":
+        """The side communicator ``name`` of this rank: an independent communicator over the same ranks whose
+        collectives may run on another thread while this one's run (module docstring). Made on the first call (a
+        collective: every rank asks for the same names in the same order), then the same object; its bytes are
+        counted in this communicator's records (:meth:`TrafficCounter.shared`); closed by :meth:`close`.
+
+        Example:
+            >>> import threading, torch
+            >>> from workbench.communicate.inprocess import InProcessGroup
+            >>> group, out = InProcessGroup(2), {}
+            >>> def body(rank):
+            ...     comm = group.communicator(rank)
+            ...     side = comm.side("sample")
+            ...     t = threading.Thread(target=lambda: side.all_to_all([torch.ones(2)] * 2, kind="sample_req"))
+            ...     t.start(); comm.all_reduce(torch.ones(1)); t.join()
+            ...     out[rank] = comm.counter.bytes_by_kind()
+            >>> threads = [threading.Thread(target=body, args=(r,)) for r in range(2)]
+            >>> for t in threads: t.start()
+            >>> for t in threads: t.join()
+            >>> sorted(out[0].items())
+            [('allreduce', 4), ('sample_req', 8)]
+        """
+        sides = self.__dict__.setdefault("_sides", {})
+        if name not in sides:
+            comm = self._side(name, self.counter.shared())
+            comm.epoch = self.epoch
+            sides[name] = comm
+        return sides[name]
+
+    def _side(self, name: str, counter: TrafficCounter) -> "Communicator":
+        """A backend's new side communicator (:meth:`side`), counting into ``counter``."""
+        raise NotImplementedError(f"{type(self).__name__} has no side communicators")
+
+    def _close_sides(self) -> None:
+        for comm in self.__dict__.pop("_sides", {}).values():
+            comm.close()
 
     @contextlib.contextmanager
     def phase(self, prefix: str):
@@ -208,7 +280,8 @@ class Communicator(abc.ABC):
         self._timed(self._barrier, collective=True)
 
     def close(self) -> None:
-        """Release backend resources (idempotent)."""
+        """Release backend resources, the side communicators' too (idempotent)."""
+        self._close_sides()
 
     # ------------------------------------------------------------------------------------------------ backend
     @abc.abstractmethod

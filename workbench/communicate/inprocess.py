@@ -13,6 +13,8 @@ Communicator`, so a program counts the same bytes on either backend.
 * Tensors are copied on the way in and out: no rank ever holds a view of another rank's memory.
 * A failing rank must not hang the others: :meth:`InProcessGroup.abort` wakes every waiter with
   :class:`CommunicationAborted`; every wait also gives up after ``timeout`` seconds.
+* Side communicators (:meth:`~workbench.communicate.base.Communicator.side`): a second group of the same ranks
+  (:meth:`InProcessGroup.side_group`), with its own channels and barrier; aborting a group aborts its side groups.
 
 Example:
     >>> import threading, torch
@@ -88,6 +90,7 @@ class InProcessGroup:
         self._barrier = threading.Barrier(world_size)
         self._abort_exc: Optional[BaseException] = None
         self._abort_lock = threading.Lock()
+        self._sides: dict[str, "InProcessGroup"] = {}
 
     # ------------------------------------------------------------------------------------------------ public
     def communicator(self, rank: int, counter: Optional[TrafficCounter] = None) -> "InProcessCommunicator":
@@ -96,12 +99,28 @@ class InProcessGroup:
             raise ValueError(f"rank {rank} is outside [0, {self.world_size})")
         return InProcessCommunicator(self, rank, counter)
 
+    def side_group(self, name: str) -> "InProcessGroup":
+        """The group of side communicators ``name`` of these ranks (made by the first rank that asks; the same
+        object for every rank), aborted with this one."""
+        with self._abort_lock:
+            group = self._sides.get(name)
+            if group is None:
+                group = self._sides[name] = InProcessGroup(self.world_size, timeout=self.timeout)
+                if self._abort_exc is not None:
+                    group._abort_exc = self._abort_exc
+                    group._barrier.abort()
+            return group
+
     def abort(self, exc: Optional[BaseException] = None) -> None:
-        """Wake every rank blocked in this group with :class:`CommunicationAborted` (idempotent)."""
+        """Wake every rank blocked in this group and its side groups with :class:`CommunicationAborted`
+        (idempotent)."""
         with self._abort_lock:
             if self._abort_exc is None:
                 self._abort_exc = exc if exc is not None else RuntimeError("aborted")
+            sides = list(self._sides.values())
         self._barrier.abort()
+        for group in sides:
+            group.abort(exc)
 
     @property
     def aborted(self) -> bool:
@@ -155,6 +174,9 @@ class InProcessCommunicator(Communicator):
     def __init__(self, group: InProcessGroup, rank: int, counter: Optional[TrafficCounter] = None):
         super().__init__(rank, group.world_size, counter)
         self.group = group
+
+    def _side(self, name: str, counter: TrafficCounter) -> "InProcessCommunicator":
+        return self.group.side_group(name).communicator(self.rank, counter)
 
     # p2p -----------------------------------------------------------------------------------------------------
     def _send(self, tensor: torch.Tensor, dst: int) -> None:

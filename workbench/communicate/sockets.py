@@ -115,6 +115,7 @@ class SocketMesh:
         self._reading = {j: _Inbound() for j in socks}
         self._eof: set[int] = set()
         self.closed = False
+        self.store, self.host, self.prefix = None, None, "workbench/mesh"
 
     # set-up ----------------------------------------------------------------------------------------------
     @classmethod
@@ -155,7 +156,15 @@ class SocketMesh:
             raise
         finally:
             listener.close()
-        return cls(rank, world_size, socks, timeout_s)
+        mesh = cls(rank, world_size, socks, timeout_s)
+        mesh.store, mesh.host, mesh.prefix = store, host, prefix   # what a second mesh of these ranks connects by
+        return mesh
+
+    def another(self, name: str) -> "SocketMesh":
+        """A second mesh of the same ranks, through the same store under ``prefix/name`` (a side communicator's:
+        :meth:`~workbench.communicate.base.Communicator.side`); a collective: every rank calls it."""
+        return SocketMesh.connect(self.store, self.rank, self.world_size, host=self.host, timeout_s=self.timeout_s,
+                                  prefix=f"{self.prefix}/{name}")
 
     def close(self) -> None:
         """Close every stream (idempotent)."""

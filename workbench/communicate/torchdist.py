@@ -135,10 +135,19 @@ class TorchDistCommunicator(Communicator):
             device = torch.device("cuda", torch.cuda.current_device()) if self.dist_backend == "nccl" \
                 else torch.device("cpu")
         self.device = torch.device(device)
-        if mesh is not None and (self.device.type != "cpu" or group is not None):
-            raise ValueError("TorchDistCommunicator: mesh= carries CPU tensors of the default group; got device "
-                             f"{self.device} and group {group}")
+        if mesh is not None and (self.device.type != "cpu" or (group is not None and world != dist.get_world_size())):
+            raise ValueError("TorchDistCommunicator: mesh= carries CPU tensors of every rank; got device "
+                             f"{self.device} and group {group} of {world} ranks")
         self.mesh = mesh
+
+    def _side(self, name: str, counter: TrafficCounter) -> "TorchDistCommunicator":
+        """A ``new_group`` of every rank (gloo runs the collectives of different groups concurrently, from different
+        threads) and, where this rank has a socket mesh, a second mesh (:meth:`SocketMesh.another`)."""
+        if self.group is not None:
+            raise ValueError("TorchDistCommunicator.side: side communicators are made from the default group's")
+        group = dist.new_group(ranks=list(range(self.world_size)), backend=self.dist_backend)
+        mesh = self.mesh.another(name) if self.mesh is not None else None
+        return TorchDistCommunicator(group, device=self.device, counter=counter, mesh=mesh)
 
     def _peer(self, rank: int) -> int:
         """Global rank of group rank ``rank`` (p2p calls take global ranks)."""
@@ -244,7 +253,9 @@ class TorchDistCommunicator(Communicator):
         return out  # type: ignore[return-value]
 
     def close(self) -> None:
-        """Close the socket mesh, if any (the process group is the runtime's to destroy)."""
+        """Close the socket mesh, if any, and the side communicators' (the process groups are the runtime's to
+        destroy)."""
+        self._close_sides()
         if self.mesh is not None:
             self.mesh.close()
 

@@ -7,6 +7,8 @@
 ``communicator(rank)`` and ``abort(exc)``, as :class:`~workbench.communicate.inprocess.InProcessGroup`).
 A process backend runs :func:`exercise_communicator` on its ranks (e.g. through
 :func:`workbench.testing.run_gloo_ranks`) and hands the results to :func:`check_communicator_results`.
+:func:`exercise_side_communicator` runs it on the rank's side communicator (``comm.side("sample")``) on a
+second thread while the first runs all-reduces on the main one; :func:`check_side_communicator_results` checks both.
 
 Example:
     >>> from workbench.communicate.inprocess import InProcessGroup
@@ -21,7 +23,10 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["exercise_communicator", "expected_bytes", "check_communicator_results", "check_communicator"]
+__all__ = ["exercise_communicator", "expected_bytes", "check_communicator_results", "check_communicator",
+           "exercise_side_communicator", "check_side_communicator_results"]
+
+SIDE_ROUNDS = 40  # all-reduces the main thread runs while the side communicator is exercised
 
 N = 6  # floats per rank-tensor (24 bytes)
 
@@ -138,3 +143,48 @@ def check_communicator(group_factory: Callable[[int], Any], world_sizes: tuple[i
             check_communicator_results(results)
         except AssertionError as exc:
             raise AssertionError(f"communicator {name} with {p} ranks: {exc}") from exc
+
+
+def exercise_side_communicator(comm) -> dict:
+    """:func:`exercise_communicator` on ``comm.side("sample")`` in a second thread, while this thread runs
+    :data:`SIDE_ROUNDS` all-reduces (kind ``main``, epoch 0) on ``comm``; the side's results, plus the main sums,
+    the main counter's bytes by kind of epoch 0 and its collective calls (its own only)."""
+    import threading
+
+    comm.set_epoch(0)
+    side = comm.side("sample")
+    out: dict = {}
+
+    def body() -> None:
+        try:
+            out["side"] = exercise_communicator(side)
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the rank's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=body, name="side-exercise")
+    thread.start()
+    sums = [comm.all_reduce(_vec(comm.rank, scale=float(i)), kind="main").tolist() for i in range(SIDE_ROUNDS)]
+    thread.join(60)
+    if "error" in out:
+        raise out["error"]
+    assert not thread.is_alive(), "the side communicator's thread hung"
+    res = out["side"]
+    res["main_sums"] = sums
+    res["main_bytes_by_kind"] = comm.counter.bytes_by_kind(epoch=0)
+    res["main_calls"] = len(comm.counter.calls)
+    res["same_side"] = comm.side("sample") is side
+    return res
+
+
+def check_side_communicator_results(results: list[dict]) -> None:
+    """Assert :func:`exercise_side_communicator` results: the side's verbs as :func:`check_communicator_results`
+    (their bytes counted in the rank's one counter, under epoch 1), the main thread's all-reduces, their bytes under
+    epoch 0 and kind ``main`` only, and the main counter's calls: the main thread's all-reduces alone."""
+    check_communicator_results(results)
+    p = len(results)
+    for r, res in enumerate(results):
+        for i, got in enumerate(res["main_sums"]):
+            assert got == sum(_vec(j, scale=float(i)) for j in range(p)).tolist(), f"main all_reduce {i} on rank {r}"
+        want = {"main": SIDE_ROUNDS * (2 * (p - 1) * 4 * N // p)} if p > 1 else {}
+        assert res["main_bytes_by_kind"] == want, f"rank {r}: main bytes {res['main_bytes_by_kind']} != {want}"
+        assert res["main_calls"] == SIDE_ROUNDS and res["same_side"], f"rank {r}"

@@ -88,6 +88,8 @@ class SpmmCall:
     kernel: str
     device: str
     matrix: Optional[torch.Tensor] = dataclasses.field(default=None, repr=False, compare=False)
+    thread: str = dataclasses.field(default="", repr=False, compare=False)
+    """The calling thread's name (a thread rank's ``RUN-rankR``): whose product it was."""
 
     def min_bytes(self) -> int:
         """The fewest bytes the product must move through memory: the CSR arrays read once (row pointers,
@@ -154,7 +156,7 @@ def _record(a: torch.Tensor, h: torch.Tensor, accumulate: bool, kernel: str) -> 
         calls.append(SpmmCall(rows=int(m), cols=int(n), nnz=int(a._nnz()), width=int(h.shape[1]),
                               index_bytes=a.col_indices().element_size(), value_bytes=h.element_size(),
                               accumulate=accumulate, kernel=kernel, device=str(h.device),
-                              matrix=a if keep else None))
+                              matrix=a if keep else None, thread=threading.current_thread().name))
 
 
 def _load_numba():

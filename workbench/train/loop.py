@@ -149,9 +149,10 @@ class TrainLoopConfig(Config):
     until the first epoch that reaches it, None if none does) and ``time_to_accuracy_epoch``."""
     batches_ahead: Annotated[int, Interval(0, None)] = 0
     """Mini-batch training: batches sampled and pulled ahead, on one background thread, while the model computes
-    the current one (0 = off, inline). Same batches, same losses (bit for bit), same bytes; one rank only (its
-    sampling and pulls need no collective), refused on more (:mod:`workbench.train.minibatch`). The trainer's
-    wait for a batch is timed as ``sample``. It gains where the model's compute leaves a core free."""
+    the current one (0 = off, inline). Same batches, same losses, same bytes; on several ranks the thread's
+    sampling and pulls run on the rank's side communicator (:mod:`workbench.train.batches_ahead`). The trainer's
+    wait for a batch is timed as ``sample``, the thread's work as overlapped. It gains where the model's compute
+    leaves a core free."""
 
     max_steps: Annotated[Optional[int], OneOf(None, Interval(1, None))] = None
     """Mini-batch training: at most this many steps per epoch, the first of the epoch's shuffled batches (every

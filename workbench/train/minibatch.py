@@ -41,32 +41,24 @@ Decisions (the DistDGL paper leaves them open):
   batches. Draws are keyed by (seed, epoch, step, layer, vertex) and never by rank, and each trainer's
   loss is divided by the global batch size, so that run reproduces the P-rank run's losses and weights
   up to float summation order (tested).
-* **Overlap** (``train.batches_ahead = N``; 0, inline, by default). A background thread (:class:`BatchesAhead`)
-  prepares the run's batches (samples the blocks, pulls the input rows through the feature source, builds the
-  block aggregators) up to N ahead of the step the model computes, in exactly the order the loop takes them:
-  each epoch's training steps, then its validation batches, after the last epoch the test batches (so the
-  evaluation batches and the next epoch's first ones are prepared while the model still computes). Draws are
-  keyed (seed, epoch, step, layer, vertex), never timed, and the one thread makes every pull in the inline
-  order, so the losses, weights and every figure are the inline run's bit for bit (tested). The sampler's
-  numba kernels and torch's ops release the GIL, so the thread runs beside forward and backward. The
-  trainer's wait for a batch is its ``sample`` phase and ``fetch`` is 0
-  (:class:`~workbench.events.SampleStats` ``sample_s`` still sums the sampler's own seconds on the thread).
-  **One rank only**, refused on more before any rank starts: there, owner-routed sampling and KVStore pulls are
-  collectives on the rank's communicator, which the thread would enter while the loop's thread enters the
-  gradient and metrics all-reduces, in an order that differs between ranks (crossed messages or a deadlock),
-  and the traffic counter's epoch and ``eval_`` phase belong to the loop's thread (bytes would land in another
-  epoch or kind). Refused with a schedule too, whose workers already sample ahead.
-  Why a thread and not ByteGNN's scheduled program (``--set schedule.method=fixed-depth``), which also samples
-  ahead with the same losses (bit for bit, measured): its worker processes send each batch's blocks and
-  feature rows through pipes, task by task, and evaluation batches are sampled inline. One rank of
-  ``products-like:num_nodes=100000`` (``benchmarks/minibatch.py``, 2 cores, load average 0.2): inline 0.75
-  s/epoch, the scheduled program with one worker 1.91 (0.98 s of it waiting for batches), the thread 0.78.
-  The thread hides sampling and pulls only where the model's compute leaves a core free: with 2 cores the
-  model's 2 intra-op threads keep both busy and its forward and backward slow down by about what is hidden
-  (0.93-1.04x the inline epoch over three runs; the last epoch's test pass gains ~10 %); with one compute
-  thread and the other core for the thread, 1.19 -> 0.74 s/epoch. Since the sampling kernel runs parallel over
-  the frontier (inline sampling 0.17 -> 0.075 s/epoch), inline is 0.91-0.95x DGL's loop and the thread
-  1.04-1.05x inline.
+* **Overlap** (``train.batches_ahead = N``; 0, inline, by default). A background thread
+  (:class:`~workbench.train.batches_ahead.SampledAhead`) prepares the run's batches (samples the blocks, pulls the
+  input rows through the feature source, builds the block aggregators) up to N ahead of the step the model computes,
+  in exactly the order the loop takes them: each epoch's training steps, then its validation batches, after the
+  last epoch the test batches. Draws are keyed (seed, epoch, step, layer, vertex), never timed, and the one thread
+  makes every pull in the inline order, so the losses, weights, bytes, sampling and cache figures are the inline
+  run's (tested, on one rank and on two; the loop's own comm seconds and calls no longer hold the sampling's). On several ranks sampling and pulls are collectives: the thread runs them on the rank's
+  side communicator ``sample`` (a second gloo group and socket mesh, or a second in-process group), beside the
+  loop's gradient and metrics all-reduces on the main one, DistDGL's separate sampler processes as a thread; every
+  rank's plan makes the same calls in the same order (:mod:`workbench.train.batches_ahead`). The trainer's wait for
+  a batch is its ``sample`` phase and ``fetch`` is 0; the thread's own sampling and pulls are reported off the
+  critical path (:class:`~workbench.events.StepTimes` ``overlapped``; :class:`~workbench.events.SampleStats`
+  ``sample_s`` still sums the sampler's seconds). Refused with a schedule, whose workers already sample ahead, and
+  on several NCCL ranks. Why a thread and not ByteGNN's scheduled program (``schedule.method=fixed-depth``): its
+  workers send each batch's blocks and rows through pipes, task by task. One rank of
+  ``products-like:num_nodes=100000`` (``benchmarks/minibatch.py``, 2 cores, load 0.2): inline 0.75 s/epoch, the
+  scheduled program with one worker 1.91, the thread 0.78: it hides sampling and pulls only where the model's
+  compute leaves a core free (with one compute thread and the other core for the thread, 1.19 -> 0.74 s/epoch).
 
 Example:
     >>> from workbench.compose import RunConfig
@@ -90,7 +82,7 @@ from workbench.events import Event, SampleStats
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
 from workbench.summary import rank_fragment
-from workbench.train.batches_ahead import BatchesAhead, check_batches_ahead
+from workbench.train.batches_ahead import BatchesAhead, SampledAhead, check_batches_ahead
 from workbench.train.loop import StepOutput, Steps, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
 from workbench.train.kernels import call_compiled, compiled, csr_pair, set_kernel
@@ -348,7 +340,7 @@ class MiniBatchTrainer(Trainer):
 class MiniBatchSteps(Steps):
     """The steps of sampled mini-batches (one trainer).
 
-    With ``train.batches_ahead = N > 0`` (one rank) a :class:`BatchesAhead` samples, pulls and builds the
+    With ``train.batches_ahead = N > 0`` a :class:`SampledAhead` samples, pulls and builds the
     aggregators of the run's batches on a background thread, N ahead of the step being computed, in the
     order the loop takes them: every epoch's training steps, then its validation batches (and the test
     batches after the last epoch), so evaluation batches and the next epoch's first batches are prepared
@@ -360,23 +352,32 @@ class MiniBatchSteps(Steps):
     ``sampled`` evaluator scores)."""
 
     evaluation = "sampled"
+    eval_step = EVAL_STEP
 
     def __init__(self, ctx: RankContext, cfg: Any, shard: MiniBatchShard, *,
                  pipeline: Optional[Callable[[Any, bool], Any]] = None):
         super().__init__(ctx, objective=loss_of(cfg))
         self.batches_ahead = int(getattr(cfg.train, "batches_ahead", 0))
-        self._ahead: Optional[BatchesAhead] = None
+        self._ahead: Optional[SampledAhead] = None
         from workbench.cache import FeatureStore
         from workbench.sample import OwnerRoutedSource
 
+        if self.batches_ahead:
+            errs = ErrorCollector(type(cfg).__name__)
+            check_batches_ahead(errs, cfg, ctx.world_size, getattr(ctx.comm, "dist_backend", None))
+            errs.raise_if_any()
+        self.sample_comm = ctx.comm.side("sample") if self.batches_ahead else ctx.comm
+        """Where sampling and feature pulls communicate: with batches ahead, the rank's side communicator (the
+        thread's collectives run beside the loop's), else the rank's own."""
         self.cfg, self.shard = cfg, shard
         self.sampler = registry("sample").build(cfg.method("sample"), cfg.sample)
-        self.source = OwnerRoutedSource(shard.rows, shard.node_part, ctx.comm)
-        self.store = FeatureStore(shard.owned_gid, shard.features, shard.node_part, ctx.comm)
+        self.source = OwnerRoutedSource(shard.rows, shard.node_part, self.sample_comm)
+        self.store = FeatureStore(shard.owned_gid, shard.features, shard.node_part, self.sample_comm)
         self.cache = None
         self.batch_size = cfg.sample.batch_size
         if cfg.cache is not None:
             ctx.comm.set_epoch(0)
+            self.sample_comm.set_epoch(0)
             cache = registry("cache").build(cfg.method("cache"), cfg.cache)
             probabilities = self._presample(int(cfg.cache.presample_epochs)) \
                 if "inclusion probabilities" in cache.requires else None
@@ -399,7 +400,7 @@ class MiniBatchSteps(Steps):
         every rank samples its steps (traffic kinds ``presample_sample_req`` / ``presample_sample_resp``)."""
         counts = torch.zeros(self.shard.node_part.numel(), dtype=torch.float64)
         steps = 0
-        with self.ctx.comm.phase("presample_"):
+        with self.sample_comm.phase("presample_"):
             for k in range(epochs):
                 for step, seeds in enumerate(self._split_batches(self.shard.train_split, -1 - k)[0]):
                     counts[self.sampler.sample(seeds, self.source, epoch=-1 - k, step=step).input_gid] += 1.0
@@ -427,8 +428,7 @@ class MiniBatchSteps(Steps):
         self._acc = defaultdict(int)
         self._sample_s = 0.0
         if self.batches_ahead and self._ahead is None and epoch == 0:   # inside the first epoch's clock
-            self._ahead = BatchesAhead(self._ahead_plan(), self._prepare, self.batches_ahead,
-                                               name=f"rank{self.ctx.rank}-batches-ahead")
+            self._ahead = SampledAhead(self, self.batches_ahead)
 
     def close(self) -> None:
         try:
@@ -440,25 +440,12 @@ class MiniBatchSteps(Steps):
                 self.pipeline.close()
 
     # -- overlap -------------------------------------------------------------------------------------------
-    def _ahead_plan(self):
-        """``(key, args of _prepare)`` of every batch of the run, in the order the loop takes them."""
-        last = self.config.epochs - 1
-        for epoch in range(self.config.epochs):
-            for step, seeds in enumerate(self._split_batches(self.shard.train_split, epoch)[0]):
-                yield (epoch, "train", step), (seeds, epoch, step, self.features)
-            for split in (self.shard.val_split,) + ((self.shard.test_split,) if epoch == last else ()):
-                tag = self._eval_tag(split)
-                for i, seeds in enumerate(self._split_batches(split, epoch)[0]):
-                    yield (epoch, tag, i), (seeds, epoch, EVAL_STEP, self.store)
-
     def _eval_tag(self, split) -> Optional[str]:
         return "val" if split is self.shard.val_split else "test" if split is self.shard.test_split else None
 
-    def _prepare(self, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
-        """A batch's blocks, input rows and aggregators, untimed (the batches-ahead thread: no phase timer there)."""
-        mb = self.sampler.sample(seeds, self.source, epoch=epoch, step=step)
-        x = features.pull(mb.input_gid).to(self.ctx.device)
-        return mb, x, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel)
+    def aggregators(self, mb) -> list[BlockAggregator]:
+        """The block aggregators of a sampled batch (the run's model and kernel)."""
+        return block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel)
 
     def _batch(self, key: tuple, seeds: torch.Tensor, epoch: int, step: int, features) -> tuple:
         """``(minibatch, input rows, aggregators)``: from the batches-ahead thread (the wait timed as ``sample``), or
@@ -467,7 +454,7 @@ class MiniBatchSteps(Steps):
             with self.timer.phase("sample"):
                 return self._ahead.get(key)
         mb, x = self._sample_and_pull(seeds, epoch, step, features)
-        return mb, x, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel)
+        return mb, x, self.aggregators(mb)
 
     def batches(self, epoch: int):
         mine, self.global_sizes = self._split_batches(self.shard.train_split, epoch)
@@ -530,8 +517,7 @@ class MiniBatchSteps(Steps):
             got = self.pipeline.get(step)
         with self.timer.phase("fetch"):
             rows = [self._pipeline_rows(mb, x) for mb, x in zip(got.batches, got.features)]
-        out = [block_forward(self.model, block_aggregators(self.kind, mb.blocks, self.ctx.device, self.ctx.kernel), x)
-               for mb, x in zip(got.batches, rows)]
+        out = [block_forward(self.model, self.aggregators(mb), x) for mb, x in zip(got.batches, rows)]
         h, pos, neg = out[0], out[1][torch.from_numpy(got.links[1])], out[2][torch.from_numpy(got.links[2])]
         loss = self.objective.loss(LinkTargets(h, pos, neg, max(self.global_sizes[step], 1)))
         self._count(got.batches, got.minibatch.input_gid, seeds)
@@ -572,7 +558,7 @@ class MiniBatchSteps(Steps):
                             feature_bytes=feature_bytes, sample_s=self._sample_s))
         hits = 0
         if self.cache is not None:
-            ev = self.cache.epoch_stats(epoch)
+            ev = self.cache.epoch_stats(epoch, counts=self._ahead.cache_counts(epoch) if self._ahead else None)
             hits = ev.hits
             ctx.log(ev)
         s = self.stats

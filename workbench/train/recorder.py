@@ -15,7 +15,7 @@ from torch import nn
 from workbench.communicate.netmodel import critical_calls
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
 from workbench.summary import RunSummary
-from workbench.train.timing import PhaseTimer, process_cpu_s
+from workbench.train.timing import OVERLAP_PHASES, PhaseTimer, process_cpu_s
 
 __all__ = ["EpochRecorder", "summarize_ranks", "peak_rss_mb", "critical_comm", "time_breakdown", "TRAFFIC_DETAILS",
            "TRAFFIC_DETAIL_EPOCHS", "TRAFFIC_WINDOW_EPOCHS", "PROGRESS_INTERVAL_S"]
@@ -92,7 +92,7 @@ class EpochRecorder:
         self.result: dict[str, Any] = {"rank": ctx.rank, "losses": [], "train_acc": [], "val_acc": [], "test_acc": [],
                                        "epoch_wall_s": [], "compute_s": [], "comm_s": [], "calls": [],
                                        "bytes_by_kind": defaultdict(int), "exchange_bytes_by_epoch": [],
-                                       "exchange_kind_bytes_by_epoch": [], "step_times": []}
+                                       "exchange_kind_bytes_by_epoch": [], "step_times": [], "overlapped_times": []}
 
     def start(self, epoch: int) -> None:
         self.epoch = epoch
@@ -113,6 +113,8 @@ class EpochRecorder:
         if self._train_cpu_s is None:   # no training_done(): the whole epoch was training
             self.training_done()
         phases, wall = self.timer.stop()
+        overlapped = {k: v for k, v in self.timer.take_overlapped().items() if v} \
+            if hasattr(self.timer, "take_overlapped") else {}
         comm_s = ctx.comm.counter.comm_seconds - self._c0
         counter = ctx.comm.counter
         by_kind = counter.bytes_by_kind(self.epoch)
@@ -122,8 +124,8 @@ class EpochRecorder:
                          compute_s=max(wall - comm_s, 0.0), comm_s=comm_s, wall_s=wall,
                          bytes_by_kind=by_kind, messages=messages))
         ctx.log(StepTimes(rank=ctx.rank, epoch=self.epoch, steps=self.timer.steps, program=ctx.program,
-                          seconds=phases, wall_s=wall, train_cpu_s=self._train_cpu_s))
-        self._log_traffic(counter.drain(ctx.run_id))
+                          seconds=phases, wall_s=wall, train_cpu_s=self._train_cpu_s, overlapped=overlapped))
+        self._log_traffic(counter.drain(ctx.run_id, through_epoch=self.epoch))   # a thread ahead counts the next
         now = time.monotonic()
         if self.epoch == 0 or self.epoch + 1 >= self.total or now - self._progress_at >= PROGRESS_INTERVAL_S:
             self._progress_at = now
@@ -138,6 +140,7 @@ class EpochRecorder:
         res["calls"].append(list(counter.calls))
         del counter.calls[:]
         res["step_times"].append(dict(phases))
+        res["overlapped_times"].append(overlapped)
         for k, b in by_kind.items():
             res["bytes_by_kind"][k] += b
         res["exchange_kind_bytes_by_epoch"].append({k: by_kind.get(k, 0) for k in self.kinds})
@@ -186,7 +189,10 @@ def time_breakdown(results: list[dict]) -> dict:
 
     Returns:
         ``{"phases": [...], "by_rank": [{phase: [seconds per epoch]} per rank, in rank order],
-        "mean_per_epoch": {phase: mean over ranks and epochs}}`` (the phases of :data:`~workbench.events.STEP_PHASES`).
+        "mean_per_epoch": {phase: mean over ranks and epochs}, "overlapped": {...}}`` (the phases of
+        :data:`~workbench.events.STEP_PHASES`); ``overlapped`` has the same ``phases``, ``by_rank`` and
+        ``mean_per_epoch`` for the seconds a rank's background thread spent off the critical path (the results'
+        ``overlapped_times``: :data:`~workbench.train.timing.OVERLAP_PHASES`; zeros without such a thread).
 
     Example:
         >>> r = [{"rank": 0, "step_times": [{"forward": 1.0}, {"forward": 3.0}]}, {"rank": 1, "step_times": [{}]}]
@@ -197,11 +203,15 @@ def time_breakdown(results: list[dict]) -> dict:
     results = sorted(results, key=lambda r: r.get("rank", 0))
     by_rank = [{p: [float(epoch.get(p, 0.0)) for epoch in r.get("step_times", [])] for p in STEP_PHASES}
                for r in results]
-    mean = {}
-    for p in STEP_PHASES:
-        values = [x for rank in by_rank for x in rank[p]]
-        mean[p] = sum(values) / len(values) if values else 0.0
-    return {"phases": list(STEP_PHASES), "by_rank": by_rank, "mean_per_epoch": mean}
+    over = [{p: [float(epoch.get(p, 0.0)) for epoch in r.get("overlapped_times", [{}] * len(r.get("step_times", [])))]
+             for p in OVERLAP_PHASES} for r in results]
+
+    def means(ranks: list[dict], phases) -> dict:
+        values = {p: [x for rank in ranks for x in rank[p]] for p in phases}
+        return {p: sum(v) / len(v) if v else 0.0 for p, v in values.items()}
+
+    return {"phases": list(STEP_PHASES), "by_rank": by_rank, "mean_per_epoch": means(by_rank, STEP_PHASES),
+            "overlapped": {"phases": list(OVERLAP_PHASES), "by_rank": over, "mean_per_epoch": means(over, OVERLAP_PHASES)}}
 
 
 def critical_comm(calls_by_rank: list[list[tuple[float, float]]]) -> Optional[float]:

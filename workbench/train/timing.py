@@ -15,6 +15,12 @@ inside ``forward`` or ``backward`` are counted as ``exchange`` (halo rows, block
 embeddings and gradients). Communication inside the other phases stays there: owner-routed sampling traffic
 is ``sample``, a KVStore pull is ``fetch``, the weight-gradient all-reduce is ``grad_sync``.
 
+**Overlapped** work (:meth:`PhaseTimer.overlapped`): seconds a background thread of the rank spends beside the
+epoch's steps (the mini-batch trainer's batches-ahead thread: sampling, with its owner-routed traffic on a side
+communicator, and feature pulls) are off the critical path, so no phase holds them: they are kept apart, by phase
+of :data:`OVERLAP_PHASES`, and reported as :class:`~workbench.events.StepTimes` ``overlapped`` (the run summary's
+``time_breakdown["overlapped"]``). The trainer's wait for such a batch is a phase of the epoch (``sample``).
+
 Cost: two ``perf_counter`` calls and one attribute read per phase change, a handful per step; no event per
 step. On CUDA, kernels run asynchronously and no phase synchronises the device (that would slow every
 step): a phase's GPU work is then counted where the host next waits for it, typically the next
@@ -34,12 +40,13 @@ Example:
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
-from workbench.events import STEP_PHASES
+from workbench.events import OVERLAP_PHASES, STEP_PHASES
 
-__all__ = ["PhaseTimer", "STEP_PHASES", "COMM_MOVED_PHASES"]
+__all__ = ["PhaseTimer", "STEP_PHASES", "COMM_MOVED_PHASES", "OVERLAP_PHASES"]
 
 #: phases whose communication time the comm clock moves to ``exchange``
 COMM_MOVED_PHASES = frozenset({"forward", "backward"})
@@ -105,6 +112,27 @@ class PhaseTimer:
         self._absorbing = False
         self._t0 = self._mark = time.perf_counter()
         self._comm_mark = self._comm()
+        self._overlap_lock = threading.Lock()
+        self._overlapped = dict.fromkeys(OVERLAP_PHASES, 0.0)
+
+    def overlapped(self, phase: str, seconds: float) -> None:
+        """Add ``seconds`` of ``phase`` (one of :data:`OVERLAP_PHASES`) done off the critical path, on another
+        thread (thread-safe); they count in the epoch during which :meth:`take_overlapped` next reads them."""
+        with self._overlap_lock:
+            self._overlapped[phase] += float(seconds)
+
+    def take_overlapped(self) -> dict[str, float]:
+        """The overlapped seconds by phase since the last call (then they start again from 0).
+
+        Example:
+            >>> timer = PhaseTimer()
+            >>> timer.overlapped("sample", 0.25)
+            >>> timer.take_overlapped(), timer.take_overlapped()["sample"]
+            ({'sample': 0.25, 'fetch': 0.0}, 0.0)
+        """
+        with self._overlap_lock:
+            out, self._overlapped = self._overlapped, dict.fromkeys(OVERLAP_PHASES, 0.0)
+        return out
 
     def _comm(self) -> float:
         return self.counter.comm_seconds if self.counter is not None else 0.0
