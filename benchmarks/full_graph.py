@@ -99,7 +99,7 @@ def run_workbench(graph, world_size: int, args) -> dict:
                  timeout_s=3600, device=args.device)
     with peak_rss() as rss:
         results = [o.result for o in sorted(run_inprocess(program, payloads, env), key=lambda o: o.rank)]
-    summary = program.summarize(results)
+    summary = program.summarize(results).to_dict()
     summary["prepare_s"] = prepare_s
     summary["train_mb_per_rank"] = rss["extra_mb"] / world_size
     summary["traffic"] = [e for e in sink.events if isinstance(e, Traffic)]

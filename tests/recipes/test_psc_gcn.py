@@ -59,12 +59,13 @@ def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
     program = cfg.build()
     assert type(program.trainer) is FullGraphTrainer and isinstance(program.trainer.component, SampledEdges)
     summary, results, events = run_program(program, 3)
+    exchanges = [r["fragments"]["exchange"] for r in results]   # each rank's prefetch exchange: records and sizes
     D, hidden = 8, [8, 8]
     for t in range(5):   # the transport counts at the sender, the records at the receiver: compare sums over ranks
         got = {k: sum(r["exchange_kind_bytes_by_epoch"][t][k] for r in results) for k in results[0]["exchange_kind_bytes_by_epoch"][t]}
 
         def total(key):
-            return sum(r["prefetch_records"][t][key] for r in results)
+            return sum(x["prefetch_records"][t][key] for x in exchanges)
         assert got["prefetch_req"] == 8 * total("requested_rows")
         assert got["prefetch_fwd"] == total("sg_rows") * sum(hidden) * 4
         assert got["prefetch_bwd"] == total("tg_rows") * sum(hidden) * 4
@@ -72,9 +73,9 @@ def test_bytes_per_stream_equal_the_digest_formulas(tmp_path):
         assert got["feature_req"] == total("feature_misses") * 8
         assert got["prefetch_stats"] == 4 * total("stats_rows")
         assert (total("stats_rows") > 0) == (t % 2 == 0)          # t = 0 included: features x initial weights
-    rows = sum(r["prefetch_records"][0]["sg_rows"] for r in results)
+    rows = sum(x["prefetch_records"][0]["sg_rows"] for x in exchanges)
     assert summary["remote_feature_rows"][0] == rows
-    misses = sum(r["prefetch_records"][0]["feature_misses"] for r in results)
+    misses = sum(x["prefetch_records"][0]["feature_misses"] for x in exchanges)
     assert summary["feature_bytes"][0] == misses * (D * 4 + 8)
     assert summary["cache_hit_rate"][0] == pytest.approx(1 - misses / rows)
     from workbench.events import CacheStats, SampleStats
@@ -122,7 +123,8 @@ def test_probabilities_at_t0_come_from_the_features_and_the_initial_weights(monk
         other = ~edges.self_loop
         assert not torch.allclose(p[other], torch.full_like(p[other], 0.3))              # not Algorithm 2's line 2
         assert p[other].sum().item() == pytest.approx(0.3 * int(other.sum()), rel=1e-6)  # the same budget
-    assert all(r["prefetch_records"][0]["stats_rows"] > 0 and r["prefetch_refreshes"][0]["estimates"] for r in results)
+    assert all(x["prefetch_records"][0]["stats_rows"] > 0 and x["prefetch_refreshes"][0]["estimates"]
+               for x in (r["fragments"]["exchange"] for r in results))
 
 
 def test_recipe_json_has_the_psc_figures(tmp_path):

@@ -302,7 +302,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"workbench run: error: {err.details()}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(summary, default=str))
+        print(json.dumps(summary.to_dict() if hasattr(summary, "to_dict") else summary, default=str))
     else:
         status = handle.status
         if summary.get("modelled_comm_s"):

@@ -41,6 +41,7 @@ import secrets
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
@@ -51,6 +52,7 @@ from workbench.runtime.errors import RunError
 from workbench.runtime.measures import run_measures
 from workbench.runtime.program import Program
 from workbench.runtime.runners import LIVENESS_S, RunEnv, run_inprocess
+from workbench.summary import RunSummary
 
 __all__ = ["launch", "RunHandle", "RUNNERS", "DEVICES"]
 
@@ -84,7 +86,7 @@ class RunHandle:
         self.program = program
         self.status = "pending"
         self.error: Optional[BaseException] = None
-        self.summary: dict = {}
+        self.summary: Mapping = {}
         self.dashboard_link: Optional[str] = None
         self.process_group: Optional[str] = None
         self.started = time.time()
@@ -145,8 +147,9 @@ class RunHandle:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def wait(self, timeout: Optional[float] = None) -> dict:
-        """Block until the run ends; return its summary.
+    def wait(self, timeout: Optional[float] = None) -> Mapping:
+        """Block until the run ends; return its summary (a training run's: a :class:`~workbench.summary.RunSummary`,
+        a read-only mapping of the summary's keys, ``to_dict()`` for a plain dict; another program's: a dict).
 
         Raises:
             RankFailed, WorkerLost, RendezvousTimeout: the run failed (see :mod:`workbench.runtime.errors`).
@@ -168,14 +171,14 @@ class RunHandle:
         if name in ("dashboard_link", "process_group"):
             setattr(self, name, value)
 
-    def _finish(self, status: str, summary: Optional[dict] = None, error: Optional[BaseException] = None) -> None:
-        self.summary = summary or {}
+    def _finish(self, status: str, summary: Optional[Mapping] = None, error: Optional[BaseException] = None) -> None:
+        self.summary = summary if summary is not None else {}
         self.error = error
         self.ended = time.time()
         text = None
         if error is not None:
             text = error.details() if isinstance(error, RunError) else describe(error)
-        self.emit(RunFinished(status=status, error=text, summary=self.summary))
+        self.emit(RunFinished(status=status, error=text, summary=_flat(self.summary)))
         self.status = status
         if self._log is not None:
             self._log.close()
@@ -348,6 +351,19 @@ def _stop_live_runs(timeout_s: float = 30.0) -> None:
             handle._thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
+def _add_fragment(summary: Mapping, name: str, values: dict) -> Mapping:
+    """``summary`` with the run's ``values`` added: a :class:`~workbench.summary.RunSummary` gets them as fragment
+    ``name`` (a key it has already is an error), another program's summary (a dict) as keys."""
+    if isinstance(summary, RunSummary):
+        return summary.with_fragments({name: values})
+    return {**summary, **values}
+
+
+def _flat(summary: Mapping) -> dict:
+    """The summary as the run log keeps it: a plain JSON-safe dict."""
+    return summary.to_dict() if isinstance(summary, RunSummary) else dict(summary)
+
+
 def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runner: str, scheduler: Any,
          network: Any = None, scheduler_file: Any = None) -> None:
     handle.status = "running"
@@ -362,17 +378,17 @@ def _run(handle: RunHandle, program: Program, payloads: list, env: RunEnv, runne
         if any(o.status == "stopped" for o in outcomes):
             handle._finish("stopped", {"run_id": env.run_id, "stopped": True, "wall_s": time.perf_counter() - t0})
             return
-        summary = dict(program.summarize([o.result or {} for o in sorted(outcomes, key=lambda o: o.rank)]))
-        for key, value in (("run_id", env.run_id), ("runner", runner), ("world_size", env.world_size),
-                           ("wall_s", time.perf_counter() - t0)):
-            summary.setdefault(key, value)
+        summary = program.summarize([o.result or {} for o in sorted(outcomes, key=lambda o: o.rank)])
+        run = {"run_id": env.run_id, "runner": runner, "world_size": env.world_size, "wall_s": time.perf_counter() - t0}
         if handle.process_group is not None:
-            summary.setdefault("process_group", handle.process_group)
+            run["process_group"] = handle.process_group
         if getattr(program, "notes", None):
-            summary.setdefault("notes", list(program.notes))
+            run["notes"] = list(program.notes)
+        summary = _add_fragment(summary, "run", {k: v for k, v in run.items() if k not in summary})
         if network is not None and "comm_s" in summary:
-            summary.update(modelled_comm(handle.events, network, env.world_size, len(summary["comm_s"])))
-        summary.update(run_measures(summary, getattr(getattr(program.config, "train", None), "target_accuracy", None)))
-        handle._finish("finished", summary)
+            summary = _add_fragment(summary, "network", modelled_comm(handle.events, network, env.world_size,
+                                                                      len(summary["comm_s"])))
+        target = getattr(getattr(program.config, "train", None), "target_accuracy", None)
+        handle._finish("finished", _add_fragment(summary, "measures", run_measures(summary, target)))
     except BaseException as exc:  # noqa: BLE001 - surfaced by wait()
         handle._finish("failed", error=exc)

@@ -55,6 +55,7 @@ from workbench.runtime.program import RankContext
 from workbench.schedule.executor import trace_samples
 from workbench.schedule.graphstore import GraphStoreServer, PartStore, exchange_addresses
 from workbench.stages import registry
+from workbench.summary import rank_fragment
 from workbench.train.minibatch import MiniBatchShard, MiniBatchTrainer
 from workbench.train.objective import LinkTargets, loss_of
 
@@ -101,7 +102,8 @@ class ScheduledSource:
 
     def figures(self, rank_results: list[dict]) -> dict:
         """The run's scheduling figures (:func:`schedule_summary`) and its ``schedule`` method."""
-        return {**schedule_summary([r["schedule"] for r in rank_results]), "schedule": self.config.method("schedule")}
+        return {**schedule_summary([rank_fragment(r, "schedule") for r in rank_results]),
+                "schedule": self.config.method("schedule")}
 
 
 def bytegnn_name(config: Any) -> str:

@@ -278,7 +278,8 @@ class BinnedStep:
     def after_backward(self) -> None:
         self.backward_s.append(time.perf_counter() - self._t_forward_end)
 
-    def result(self) -> dict:
+    def rank_fragments(self) -> dict[str, dict]:
+        """The ``step`` fragment of the rank's result: the bins' timings (``g3_bins``)."""
         def per_epoch(epochs: list) -> list:                        # mean per layer and bin; the first epoch warms up
             times = epochs[1:] or epochs
             return [np.mean([e[k] for e in times], axis=0).tolist() for k in range(len(times[0]))] if times else []
@@ -287,10 +288,10 @@ class BinnedStep:
         fwd, pack = sum(sum(layer) for layer in mean), sum(sum(layer) for layer in packs)
         bwd = float(np.mean(self.backward_s[1:] or self.backward_s)) if self.backward_s else 0.0
         # the simulated backward replays each bin's pack, then its compute x ratio: together the measured backward
-        return {"g3_bins": {"bin_compute_s": mean, "bin_pack_s": packs,
-                            "backward_ratio": max(bwd - pack, 0.0) / fwd if fwd > 0 else 1.0,
-                            "one_off_s": {"pack_s": self.schedule.pack_s, "build_s": self.build_s},
-                            "bins_per_layer": [lb.num_bins for lb in self.schedule.layers]}}
+        return {"step": {"g3_bins": {"bin_compute_s": mean, "bin_pack_s": packs,
+                                     "backward_ratio": max(bwd - pack, 0.0) / fwd if fwd > 0 else 1.0,
+                                     "one_off_s": {"pack_s": self.schedule.pack_s, "build_s": self.build_s},
+                                     "bins_per_layer": [lb.num_bins for lb in self.schedule.layers]}}}
 
 
 def bin_costs(plan: BinPlan, rank_results: list[dict], *, consecutive: bool = False
@@ -305,8 +306,8 @@ def bin_costs(plan: BinPlan, rank_results: list[dict], *, consecutive: bool = Fa
         row = []
         for r, s in enumerate(schedules):
             lb = s.layers[k]
-            measured = results[r]["g3_bins"]["bin_compute_s"]
-            packed = results[r]["g3_bins"]["bin_pack_s"]              # per epoch; packing the bins was one-off
+            measured = _bins(results[r])["bin_compute_s"]
+            packed = _bins(results[r])["bin_pack_s"]              # per epoch; packing the bins was one-off
             work = lb.num_edges + np.array([len(d) for d in lb.dst])
             if consecutive:
                 done = plan.schedules[r].layers[k]
@@ -326,8 +327,13 @@ def bin_costs(plan: BinPlan, rank_results: list[dict], *, consecutive: bool = Fa
                                 send_bytes=4 * f_out * lb.send_rows.astype(float),
                                 back_bytes=4 * f_in * halo_rows.astype(float), deps=deps[k][r]))
         layers.append(row)
-    ratio = float(np.mean([r["g3_bins"]["backward_ratio"] for r in results]))
+    ratio = float(np.mean([_bins(r)["backward_ratio"] for r in results]))
     return layers, ratio
+
+
+def _bins(result: dict) -> dict:
+    """A rank's bin timings (its ``step`` fragment's ``g3_bins``)."""
+    return result["fragments"]["step"]["g3_bins"]
 
 
 def bins_summary(plan: BinPlan, rank_results: list[dict], step: Any, num_params: int,
@@ -346,8 +352,7 @@ def bins_summary(plan: BinPlan, rank_results: list[dict], step: Any, num_params:
         "bins_per_layer": [[lb.num_bins for lb in s.layers] for s in plan.schedules],
         "max_bin_bytes": max(int(lb.footprint.max()) for s in plan.schedules for lb in s.layers),
         "backward_ratio": ratio,
-        "one_off_s": max(r["g3_bins"]["one_off_s"]["pack_s"] + r["g3_bins"]["one_off_s"]["build_s"]
-                         for r in rank_results),
+        "one_off_s": max(_bins(r)["one_off_s"]["pack_s"] + _bins(r)["one_off_s"]["build_s"] for r in rank_results),
         "simulated_epoch_s": {v: sim[v]["epoch_s"] for v in sim},
         "idle_fraction": {v: sim[v]["idle_fraction"] for v in sim},
         "speedup_over_sequential": {v: sim[v]["speedup"] for v in sim},

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from workbench.composition import register_trainer
 from workbench.events import Event, PipelineCost
+from workbench.summary import rank_fragment
 from workbench.train.full_graph import FULL_GRAPH_INSTEAD, FullGraphTrainer, full_graph_name
 from workbench.sim.pipeline_time import IterationCost, TimelineRecorder, scaled_bandwidth, simulate_pipeline
 
@@ -73,18 +74,17 @@ class SampledEdges:
                             allreduce_bytes=allreduce_bytes(sum(p.numel() for p in model.parameters()), ctx.world_size))
         return {"sampler": sampler, "cache": cache, "timing": timing}
 
-    def rank_result(self, models: list) -> dict:
-        """The model's size, which the figures' all-reduce bytes are made of."""
-        return {"num_params": sum(p.numel() for p in models[0].parameters())}
+    def rank_fragments(self, models: list) -> dict[str, dict]:
+        """The rank's ``model`` fragment: the model's size, which the figures' all-reduce bytes are made of."""
+        return {"model": {"num_params": sum(p.numel() for p in models[0].parameters())}}
 
-    def summarize(self, rank_results: list[dict], base: Callable[..., dict], widths: list[int]) -> dict:
-        """The run summary (:meth:`Trainer.summarize <workbench.train.program.Trainer.summarize>`): its settings,
-        then the figures of :func:`prefetch_figures`."""
+    def summary_fragments(self, rank_results: list[dict], widths: list[int]) -> dict[str, dict]:
+        """The run summary's fragments (:meth:`Trainer.summary_fragments
+        <workbench.train.program.Trainer.summary_fragments>`): the ``exchange``, ``sample`` and ``cache`` methods,
+        and ``prefetch``, the figures of :func:`prefetch_figures`."""
         cfg = self.config
-        summary = base({"exchange": cfg.method("exchange"), "sample": cfg.method("sample"),
-                        "cache": cfg.method("cache")})
-        summary.update(prefetch_figures(rank_results, widths, cfg))
-        return summary
+        return {"exchange": {"exchange": cfg.method("exchange")}, "sample": {"sample": cfg.method("sample")},
+                "cache": {"cache": cfg.method("cache")}, "prefetch": prefetch_figures(rank_results, widths, cfg)}
 
 
 # named as full-graph runs are, after the exchange (``prefetch``): run lists and summaries have always said so
@@ -147,7 +147,8 @@ def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -
     """The PSC-GCN figures of a run (per epoch = iteration): cache hit rate, remote feature rows and bytes,
     realised staleness per stream, sampled vs expected boundary rows, variance, simulated time."""
     results = sorted(rank_results, key=lambda r: r.get("rank", 0))
-    recs = [r["prefetch_records"] for r in results]
+    exchanges = [rank_fragment(r, "exchange") for r in results]   # the prefetch exchange's records and sizes
+    recs = [x["prefetch_records"] for x in exchanges]
     T = len(recs[0])
     D = widths[0]
     cached = getattr(config, "cache", None) is not None
@@ -164,7 +165,7 @@ def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -
             out.append(max(ages) if ages else None)
         return out
 
-    refreshes = [r["prefetch_refreshes"] for r in results]
+    refreshes = [x["prefetch_refreshes"] for x in exchanges]
     variance = []
     for k in range(len(refreshes[0])):
         rows = [r[k] for r in refreshes]
@@ -176,18 +177,18 @@ def prefetch_figures(rank_results: list[dict], widths: list[int], config: Any) -
     # timing account
     tau = int(config.exchange.tau)
     world = len(results)
-    ar = allreduce_bytes(int(results[0].get("num_params", 0)), world)
+    ar = allreduce_bytes(int(rank_fragment(results[0], "model").get("num_params", 0)), world)
     sampled = getattr(config, "sample", None) is not None
 
-    def cost(r, t, exact=False):
-        return iteration_cost(r["prefetch_records"][t], widths, num_inner=r["num_inner"], num_halo=r["num_halo"],
-                              full_edges=r["full_edges"], cached=cached, sampled=sampled, allreduce_bytes=ar,
+    def cost(x, t, exact=False):
+        return iteration_cost(x["prefetch_records"][t], widths, num_inner=x["num_inner"], num_halo=x["num_halo"],
+                              full_edges=x["full_edges"], cached=cached, sampled=sampled, allreduce_bytes=ar,
                               exact=exact)
 
-    exact = [cost(r, 0, exact=True) for r in results]
+    exact = [cost(x, 0, exact=True) for x in exchanges]
     bw = scaled_bandwidth(exact, config.exchange.comm_ratio)
     detail: dict = {}
-    sim = simulate_pipeline([[cost(r, t) for t in range(T)] for r in results], tau, bw, record=detail)
+    sim = simulate_pipeline([[cost(x, t) for t in range(T)] for x in exchanges], tau, bw, record=detail)
     sync = simulate_pipeline([[c] * 2 for c in exact], 0, bw)[-1]
     return {
         "tau": tau, "cache_hit_rate": hit, "remote_feature_rows": remote_rows, "feature_bytes": feature_bytes,

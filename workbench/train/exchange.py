@@ -211,5 +211,7 @@ class RankExchange:
     def after_backward(self, model) -> None:
         """Called after ``loss.backward()``, before the gradient all-reduce."""
 
-    def result(self) -> dict:
-        return self.policy.result(self.comm)
+    def rank_fragments(self) -> dict[str, dict]:
+        """This exchange's fragments of the rank's result: ``staleness`` (the policy's agreed rounds, ages and
+        cache: :meth:`StalenessPolicy.result`) when a staleness policy is on, else none."""
+        return {"staleness": self.policy.result(self.comm)} if self.policy.active else {}

@@ -41,6 +41,7 @@ from workbench.composition import register_trainer
 from workbench.events import Event, PartitionComputed, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
+from workbench.summary import merge_fragments, rank_fragment
 from workbench.train.exchange import EXCHANGES, Exchange, ExchangeLayout, RankExchange
 from workbench.layout.halo import HaloExchangePlan, build_halo_plans, comm_rows_from_parts, predicted_halo_bytes
 from workbench.train.full_graph_loop import FullGraphSteps
@@ -509,59 +510,72 @@ class FullGraphTrainer(Trainer):
         step = step_of(self.config).attach(ctx, shard)   # the whole part, or G3's bins
         return FullGraphSteps(ctx, exchange=exchange, shard=shard, objective=loss_of(self.config), step=step)
 
-    def rank_result(self, shard: Any, models: list) -> dict:
-        out = {"predicted": shard.predicted}
-        if getattr(shard, "rank_bins", None) is not None:   # the client gathers the bins the ranks planned
-            out["g3_plan"] = shard.rank_bins.for_client()
-        return out if self.component is None else {**out, **self.component.rank_result(models)}
+    def rank_fragments(self, shard: Any, models: list) -> dict[str, dict]:
+        """The rank's ``layout`` (its shard's predicted bytes) and, where the rank planned its G3 bins, ``bins`` (the
+        plan the client gathers); the component's (sampled edges: ``model``)."""
+        out = {"layout": {"predicted": shard.predicted}}
+        if getattr(shard, "rank_bins", None) is not None:
+            out["bins"] = {"g3_plan": shard.rank_bins.for_client()}
+        return merge_fragments(out, self.component.rank_fragments(models) if self.component is not None else None)
 
-    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
-        if self.component is not None:   # sampled edges: its settings and figures (no whole-halo prediction holds)
-            return self.component.summarize(rank_results, base, self._widths)
-        cfg = self.config
-        summary = base({"exchange": cfg.method("exchange"), "split_sizes": self.split_sizes},
-                       predicted=self.predicted or rank_results[0].get("predicted", {}))
-        baseline = summary["predicted_bytes_per_epoch"] * summary["epochs"]
-        moved = sum(summary["bytes_by_epoch"])
-        # skipped rounds make epochs differ: report the mean epoch (equal to every epoch for an exact exchange)
-        summary["bytes_per_epoch"] = int(round(moved / max(summary["epochs"], 1)))
-        summary["baseline_bytes"] = int(baseline)
-        summary["comm_reduction"] = (1.0 - moved / baseline) if baseline else 0.0
-        r0 = min(rank_results, key=lambda r: r.get("rank", 0))
-        skipped = r0.get("broadcast_skipped")   # None: an exchange that agrees no rounds (prefetch: its age is tau)
-        rounds = {} if skipped is None else {
-            "broadcast_skipped": skipped, "broadcasts_skipped": int(sum(sum(la) for ep in skipped for la in ep)),
-            "broadcast_rounds": int(sum(len(la) for ep in skipped for la in ep))}
-        ex = cfg.exchange
-        summary.update({
-            "staleness": ex.staleness,
-            "epsilon": ex.epsilon,
-            **rounds,
-            "max_age": max(r.get("max_age", 0) for r in rank_results),
-            "cache_bytes": max(r.get("cache_bytes", 0) for r in rank_results),
-        })
+    def predicted_bytes(self, rank_results: list[dict]) -> dict:
+        if self.component is not None:   # sampled edges: no whole-halo prediction holds
+            return {}
+        return self.predicted or rank_fragment(rank_results[0], "layout").get("predicted", {})
+
+    def bytes_per_epoch(self, bytes_by_epoch: list[int]) -> int:
+        """Skipped rounds make epochs differ: the mean epoch (every epoch's for an exact exchange)."""
+        if self.component is not None:
+            return super().bytes_per_epoch(bytes_by_epoch)
+        return int(round(sum(bytes_by_epoch) / max(len(bytes_by_epoch), 1)))
+
+    def summary_fragments(self, rank_results: list[dict], summary: Any) -> dict[str, dict]:
+        """``exchange`` (its method, the bytes an exact run would move and the share saved, the bytes predicted per
+        epoch; the prefetch exchange's realised ``max_age``), ``data`` (the split sizes), ``staleness`` (SANCUS's
+        rounds, ages and cache: only when a staleness policy is on), ``partition`` (its metrics) and ``step`` (G3's
+        bins, when binned); sampled edges: the component's (:meth:`SampledEdges.summary_fragments
+        <workbench.train.edge_sampled.SampledEdges.summary_fragments>`)."""
+        if self.component is not None:
+            return self.component.summary_fragments(rank_results, self._widths)
+        cfg, r0 = self.config, rank_results[0]
+        baseline, moved = summary.predicted_bytes_per_epoch * summary.epochs, sum(summary.bytes_by_epoch)
+        exchange = {"exchange": cfg.method("exchange"), "baseline_bytes": int(baseline),
+                    "comm_reduction": (1.0 - moved / baseline) if baseline else 0.0}
+        if "max_age" in rank_fragment(r0, "exchange"):   # the prefetch exchange's realised age (tau)
+            exchange["max_age"] = max(rank_fragment(r, "exchange")["max_age"] for r in rank_results)
+        out = {"exchange": exchange, "data": {"split_sizes": self.split_sizes}}
+        stale = [rank_fragment(r, "staleness") for r in rank_results]
+        skipped = stale[0].get("broadcast_skipped")   # None: no staleness policy, every round sent
+        if stale[0]:
+            ex = cfg.exchange
+            out["staleness"] = {
+                "staleness": ex.staleness, **({"epsilon": ex.epsilon} if ex.staleness != "none" else {}),
+                "broadcast_skipped": skipped, "broadcasts_skipped": int(sum(sum(la) for ep in skipped for la in ep)),
+                "broadcast_rounds": int(sum(len(la) for ep in skipped for la in ep)),
+                "max_age": max(s["max_age"] for s in stale), "cache_bytes": max(s["cache_bytes"] for s in stale)}
         if getattr(self, "partition_metrics", None):
-            summary["partition_metrics"] = self.partition_metrics
+            out["partition"] = {"partition_metrics": self.partition_metrics}
         if self.bins_on_ranks:   # a folder run: the bins its ranks planned, as the client plans them in memory
             from workbench.train.bins_program import plan_from_ranks
 
-            planned = [r["g3_plan"] for r in sorted(rank_results, key=lambda r: r.get("rank", 0))]
+            planned = [rank_fragment(r, "bins")["g3_plan"] for r in rank_results]
             self._take_budget(planned[0].budget)
             self.bin_plan = plan_from_ranks(planned, self._widths, self._bin_widths_out)
         if self.bin_plan is not None:
             from workbench.train.bins_program import bins_summary
 
             num_params = sum(int(torch.as_tensor(v).numel()) for v in r0.get("params", {}).values())
-            summary["g3"] = bins_summary(self.bin_plan, rank_results, self.bin_step, num_params, self.budget_auto)
+            out["step"] = {"g3": bins_summary(self.bin_plan, rank_results, self.bin_step, num_params,
+                                              self.budget_auto)}
         info = self.layout_info
         if info is not None and skipped:
             flags = [[[not s for s in layer] for layer in epoch] for epoch in skipped]
-            summary["predicted_bytes_by_epoch"] = predicted_bytes_by_epoch(
-                flags, info.root_rows, self.widths(), skip=ex.skip, backward_rows=info.backward_rows,
+            exchange["predicted_bytes_by_epoch"] = predicted_bytes_by_epoch(
+                flags, info.root_rows, self.widths(), skip=cfg.exchange.skip, backward_rows=info.backward_rows,
                 backward_widths=self._backward_widths or None)
         elif info is not None and skipped is None:   # nothing skipped: every epoch moves the predicted bytes
-            summary["predicted_bytes_by_epoch"] = [summary["predicted_bytes_per_epoch"]] * summary["epochs"]
-        return summary
+            exchange["predicted_bytes_by_epoch"] = [summary.predicted_bytes_per_epoch] * summary.epochs
+        return out
 
     def widths(self) -> list[int]:
         """Widths of the rows exchanged per layer (the model's ``exchange_widths``; needs ``prepare``)."""

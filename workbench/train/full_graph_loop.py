@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import torch
 
+from workbench.summary import merge_fragments
 from workbench.train.exchange import RankExchange
 from workbench.train.loop import StepOutput, Steps
 from workbench.train.objective import NodeTargets
@@ -37,8 +38,8 @@ class WholePartStep:
     def after_backward(self) -> None:
         """After the step's backward pass (before the exchange's own hook)."""
 
-    def result(self) -> dict:
-        """Entries of the rank's result (G3's bin timings)."""
+    def rank_fragments(self) -> dict[str, dict]:
+        """The step's fragments of the rank's result (G3's bin timings: ``step``). Default: none."""
         return {}
 
 
@@ -98,5 +99,6 @@ class FullGraphSteps(Steps):
         for event in self.exchange.epoch_events(epoch):
             self.ctx.log(event)
 
-    def extra_result(self) -> dict:
-        return {**self.exchange.result(), **self.step.result()}
+    def rank_fragments(self) -> dict[str, dict]:
+        """The exchange's fragments (its own figures; ``staleness`` when a staleness policy is on) and the step's."""
+        return merge_fragments(self.exchange.rank_fragments(), self.step.rank_fragments())

@@ -19,6 +19,7 @@ from torch import nn
 from workbench._validation import Config, ErrorCollector
 from workbench.constraints import Interval, OneOf, Options
 from workbench.graph import Graph
+from workbench.summary import merge_fragments
 from workbench.train.evaluation import AutoEvaluation
 from workbench.train.kernels import KERNEL_CHOICES, available_kernels
 from workbench.train.objective import CrossEntropy
@@ -280,8 +281,11 @@ class Steps:
     def on_epoch_end(self, epoch: int, metrics: dict, outputs: list[StepOutput]) -> None:
         """After the epoch's ``EpochEnd`` event: emit per-epoch events of the stages."""
 
-    def extra_result(self) -> dict:
-        """Entries added to the rank's result dict."""
+    def rank_fragments(self) -> dict[str, dict]:
+        """What these steps add to the rank's result, by the name of the piece that contributed it
+        (``{"minibatch": {...}, "schedule": {...}}``; the exchange's, the step's): the rank result's ``fragments``,
+        which the trainer turns into the run summary's (:meth:`Trainer.summary_fragments
+        <workbench.train.program.Trainer.summary_fragments>`). Default: none."""
         return {}
 
     def close(self) -> None:
@@ -310,7 +314,8 @@ class TrainLoop:
         recorder.end(metrics)                 # EpochEnd + StepTimes + Traffic events, per-epoch results
         steps.on_epoch_end(epoch, metrics, outputs)   # extra per-epoch events (staleness, cache hit rates, ...)
 
-    and returns the rank's result dict (``recorder.finish``, the sync's and the steps' results). Every rank must
+    and returns the rank's result dict (``recorder.finish``, with ``fragments``: the sync's and the steps'
+    :meth:`Steps.rank_fragments`, merged by :func:`~workbench.summary.merge_fragments`). Every rank must
     run the same number of steps per epoch (collectives inside each step).
 
     Each part runs in a phase of :attr:`timer` (``forward``; ``backward`` with ``after_backward``; ``grad_sync``;
@@ -423,6 +428,5 @@ class TrainLoop:
         finally:
             self.steps.close()
         out = self.recorder.finish(self.model)
-        out.update(self.sync.result())
-        out.update(self.steps.extra_result())
+        out["fragments"] = merge_fragments(self.sync.rank_fragments(), self.steps.rank_fragments())
         return out

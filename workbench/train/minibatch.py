@@ -81,6 +81,7 @@ from workbench.composition import register_trainer
 from workbench.events import Event, SampleStats
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
+from workbench.summary import rank_fragment
 from workbench.train.batches_ahead import BatchesAhead, SampledAhead, check_batches_ahead
 from workbench.train.loop import StepOutput, Steps, split_sizes
 from workbench.train.minibatch_shard import MiniBatchShard, build_minibatch_shard
@@ -315,26 +316,25 @@ class MiniBatchTrainer(Trainer):
         pipeline = None if self.component is None else self.component.pipeline(ctx, shard)
         return MiniBatchSteps(ctx, self.config, shard, model_stage=self.model_stage, pipeline=pipeline)
 
-    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
+    def summary_fragments(self, rank_results: list[dict], summary: Any) -> dict[str, dict]:
+        """``sample`` (the sampler, its settings and per-epoch statistics), ``cache`` (the method, its hits and
+        fill), ``data`` (the split sizes) and, with a schedule, ``schedule`` (the component's figures)."""
         cfg = self.config
-        summary = base({"sample": cfg.method("sample"), "cache": cfg.method("cache"),
-                        "fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size,
-                        "split_sizes": self.split_sizes})
-        epochs = summary["epochs"]
-
-        def per_epoch(key):
-            return [int(sum(r["minibatch"][key][e] for r in rank_results)) for e in range(epochs)]
-
-        for key in ("steps", "sampled_edges", "input_nodes", "remote_feature_rows", "cache_hits", "feature_bytes",
-                    "sample_bytes"):
-            summary[key] = per_epoch(key)
-        summary["steps"] = [s // max(len(rank_results), 1) for s in summary["steps"]]
-        summary["cache_hit_rate"] = [h / r if r else 0.0 for h, r in
-                                     zip(summary["cache_hits"], summary["remote_feature_rows"])]
-        summary["cache_fill_bytes"] = int(sum(r["minibatch"]["fill_bytes"] for r in rank_results))
+        stats = [rank_fragment(r, "minibatch") for r in rank_results]
+        per_epoch = {key: [int(sum(s[key][e] for s in stats)) for e in range(summary.epochs)]
+                     for key in ("steps", "sampled_edges", "input_nodes", "remote_feature_rows", "cache_hits",
+                                 "feature_bytes", "sample_bytes")}
+        hits, remote = per_epoch.pop("cache_hits"), per_epoch["remote_feature_rows"]
+        per_epoch["steps"] = [s // max(len(rank_results), 1) for s in per_epoch["steps"]]
+        out = {"sample": {"sample": cfg.method("sample"), "fanouts": list(cfg.sample.fanouts),
+                          "batch_size": cfg.sample.batch_size, **per_epoch},
+               "cache": {"cache": cfg.method("cache"), "cache_hits": hits,
+                         "cache_hit_rate": [h / r if r else 0.0 for h, r in zip(hits, remote)],
+                         "cache_fill_bytes": int(sum(s["fill_bytes"] for s in stats))},
+               "data": {"split_sizes": self.split_sizes}}
         if self.component is not None:
-            summary.update(self.component.figures(rank_results))
-        return summary
+            out["schedule"] = self.component.figures(rank_results)
+        return out
 
 
 class MiniBatchSteps(Steps):
@@ -572,6 +572,6 @@ class MiniBatchSteps(Steps):
         for event in self.pipeline.epoch_events(epoch, self.config.epochs) if self.pipeline is not None else ():
             ctx.log(event)
 
-    def extra_result(self) -> dict:
+    def rank_fragments(self) -> dict[str, dict]:
         out = {"minibatch": {**self.stats, "fill_bytes": self.fill_bytes}}
         return out if self.pipeline is None else {**out, "schedule": self.pipeline.result()}

@@ -59,6 +59,7 @@ from workbench.events import Event, Progress
 from workbench.graph import Graph
 from workbench.runtime.program import RankContext
 from workbench.stages import registry
+from workbench.summary import rank_fragment
 from workbench.train.loop import StepOutput, Steps
 from workbench.train.minibatch import block_aggregators, block_forward
 from workbench.train.evaluation import EVALUATORS, Evaluator
@@ -398,21 +399,20 @@ class ModelAveragingTrainer(Trainer):
     def steps(self, ctx: RankContext, payload: _Payload, models: list) -> Steps:
         return AveragingSteps(ctx, models, self.config, payload, self.model_stage)
 
-    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
-        cfg = self.config
-        summary = base({"sample": cfg.method("sample"),
-                        **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
-                           if cfg.sample is not None else {}),
-                        "sync_interval": cfg.sync.interval, "halo_hops": cfg.sync.halo_hops,
-                        "num_parts": cfg.num_parts or len(rank_results), "parts": self.shard_sizes})
-        r0 = min(rank_results, key=lambda r: r.get("rank", 0))
-        summary.update({k: r0[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val", "num_syncs",
-                                           "num_params")})
-        summary["steps"] = [sum(r["steps"][e] for r in rank_results) for e in range(len(r0["steps"]))]
-        p = len(rank_results)
-        per_sync = sum(2 * (p - 1) * 4 * r0["num_params"] // p for _ in range(p)) if p > 1 else 0
-        summary["predicted_model_avg_bytes"] = per_sync * r0["num_syncs"]
-        return summary
+    def summary_fragments(self, rank_results: list[dict], summary: Any) -> dict[str, dict]:
+        """``sample`` (its method and settings) and ``model_averaging`` (settings, parts, best epoch, syncs, steps)."""
+        cfg, p, steps = self.config, len(rank_results), [rank_fragment(r, "model_averaging")["steps"] for r in rank_results]
+        own, sync = rank_fragment(rank_results[0], "model_averaging"), rank_fragment(rank_results[0], "sync")
+        per_sync = sum(2 * (p - 1) * 4 * own["num_params"] // p for _ in range(p)) if p > 1 else 0
+        return {"sample": {"sample": cfg.method("sample"),
+                           **({"fanouts": list(cfg.sample.fanouts), "batch_size": cfg.sample.batch_size}
+                              if cfg.sample is not None else {})},
+                "model_averaging": {"sync_interval": cfg.sync.interval, "halo_hops": cfg.sync.halo_hops,
+                                    "num_parts": cfg.num_parts or p, "parts": self.shard_sizes,
+                                    **{k: own[k] for k in ("best_epoch", "best_val_acc", "test_acc_at_best_val")},
+                                    "num_syncs": sync["num_syncs"], "num_params": own["num_params"],
+                                    "steps": [sum(s[e] for s in steps) for e in range(len(steps[0]))],
+                                    "predicted_model_avg_bytes": per_sync * sync["num_syncs"]}}
 
 
 class AveragingSteps(Steps):
@@ -545,9 +545,10 @@ class AveragingSteps(Steps):
         if val is not None and val == val and val > self.best[1]:
             self.best = (epoch, val, metrics.get("test_acc"))
 
-    def extra_result(self) -> dict:
-        return {"best_epoch": self.best[0], "best_val_acc": self.best[1], "test_acc_at_best_val": self.best[2],
-                "num_params": self.num_params, "steps": self.step_counts}
+    def rank_fragments(self) -> dict[str, dict]:
+        return {"model_averaging": {"best_epoch": self.best[0], "best_val_acc": self.best[1],
+                                    "test_acc_at_best_val": self.best[2], "num_params": self.num_params,
+                                    "steps": self.step_counts}}
 
 
 @EVALUATORS.register

@@ -408,10 +408,10 @@ class PrefetchRank(RankExchange):
             events.append(self.timing.event(self, rec, epoch))
         return events
 
-    def result(self) -> dict:
-        """What this exchange has: the realised age of the rows it consumed, its iterations' records and
-        refreshes, and its sizes. No ``broadcast_skipped``: it agrees no rounds to skip (every iteration sends, the
-        age is tau by construction), nor ``cache_bytes``: it keeps no stale copies."""
-        return {"max_age": max([a for r in self.records for a in r["fwd_age"] if a is not None], default=0),
-                "prefetch_records": self.records, "prefetch_refreshes": self.refreshes,
-                "num_inner": self.n, "num_halo": self.nh, "full_edges": self.edges.num_edges}
+    def rank_fragments(self) -> dict[str, dict]:
+        """The ``exchange`` fragment: the realised age of the rows it consumed, its iterations' records and
+        refreshes, and its sizes. No ``staleness`` fragment: it agrees no rounds to skip (every iteration sends, the
+        age is tau by construction) and keeps no stale copies."""
+        return {"exchange": {"max_age": max([a for r in self.records for a in r["fwd_age"] if a is not None], default=0),
+                             "prefetch_records": self.records, "prefetch_refreshes": self.refreshes,
+                             "num_inner": self.n, "num_halo": self.nh, "full_edges": self.edges.num_edges}}

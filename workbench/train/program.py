@@ -9,12 +9,16 @@ A trainer is the part of a run that the other stages plug into: it prepares what
   :func:`~workbench.train.full_graph.load_and_partition`, before any rank starts);
 * ``run_rank``: the kernel choice, the model replicas, the steps, the sync stage (``allreduce``, or the
   ``sync`` section's method), the ``evaluate`` stage, one :class:`~workbench.train.loop.TrainLoop`;
-* ``summarize``: the trainer's :meth:`Trainer.summarize`, given what every run's summary holds
-  (:func:`~workbench.train.recorder.summarize_ranks` with every stage as it ran,
-  :func:`~workbench.composition.stages_summary`; a partition folder's method where the run trained on its
-  parts) to add its settings and figures to, and ``peak_rss_mb``: ``{"client": MiB, "ranks": [MiB per rank]}``,
-  each process's peak resident memory (:func:`~workbench.train.recorder.peak_rss_mb`; thread ranks share the
-  client's process, so each reports that process's peak).
+* ``summarize``: one :class:`~workbench.summary.RunSummary`: what every run's summary holds
+  (:func:`~workbench.train.recorder.summarize_ranks`, with the trainer's predicted bytes; every stage as it ran,
+  :func:`~workbench.composition.stages_summary`, a partition folder's method where the run trained on its parts;
+  ``peak_rss_mb``: ``{"client": MiB, "ranks": [MiB per rank]}``, each process's peak resident memory,
+  :func:`~workbench.train.recorder.peak_rss_mb`, thread ranks sharing the client's process), and the fragments the
+  trainer makes of the ranks' results (:meth:`Trainer.summary_fragments`).
+
+What a rank returns is its :class:`~workbench.train.recorder.EpochRecorder` result and ``fragments``: each piece's
+own figures by name (:meth:`Steps.rank_fragments <workbench.train.loop.Steps.rank_fragments>`, the sync's, and
+:meth:`Trainer.rank_fragments`), which no piece merges into another's.
 
 The trainers (:data:`workbench.composition.TRAINERS`; a sample or sync method may name its own) are records
 (:class:`~workbench.composition.TrainerSpec`), each naming the :class:`Trainer` class that runs it. No trainer class
@@ -48,6 +52,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional
 
 import torch
@@ -57,6 +62,7 @@ from workbench.composition import stages_summary
 from workbench.events import Event
 from workbench.runtime.program import Program, RankContext
 from workbench.stages import registry
+from workbench.summary import RunSummary, merge_fragments
 from workbench.train.evaluation import evaluator_of
 from workbench.train.loop import Steps, TrainLoop
 from workbench.train.models import MODELS
@@ -150,12 +156,23 @@ class Trainer:
         """The sink of the ranks' events on the client (:meth:`workbench.runtime.program.Program.client_emit`)."""
         return emit
 
-    def summarize(self, rank_results: list[dict], base: Callable[..., dict]) -> dict:
-        """The run summary, made of every rank's result: ``base(settings, predicted=None)`` makes what every run's
-        summary holds (:func:`summarize_ranks`: the losses, bytes and times, with the run's stages), the trainer's
-        ``settings`` placed before the per-epoch figures and its ``predicted`` bytes compared with the counted ones;
-        the trainer adds its own figures to it. Default: ``base({})``."""
-        return base({})
+    def predicted_bytes(self, rank_results: list[dict]) -> dict:
+        """The bytes of one exact epoch by traffic kind, with ``total`` (the summary's ``predicted_bytes_per_epoch``
+        fields, compared with the counted ones; default ``{}``: none predicted), from the client's layout or the
+        ranks' results (in rank order)."""
+        return {}
+
+    def bytes_per_epoch(self, bytes_by_epoch: list[int]) -> int:
+        """The summary's ``bytes_per_epoch`` from the exchange's bytes of every epoch (default: the last one's)."""
+        return bytes_by_epoch[-1] if bytes_by_epoch else 0
+
+    def summary_fragments(self, rank_results: list[dict], summary: RunSummary) -> dict[str, dict]:
+        """The run summary's fragments made of every rank's result (``rank_results``, in rank order, each with its
+        ``fragments``): ``{name: {key: value}}``, named after the stage or section whose settings and figures they
+        are (``exchange``, ``staleness``, ``sample``, ``cache``, ...). ``summary`` holds what every run has (the
+        counted figures and stages) for the fragments to be computed from. A fragment says what the run did: no key
+        of a mechanism the run did not use. Default: none."""
+        return {}
 
     # -- rank side ---------------------------------------------------------------------------------------------
     def rank_payload(self, ctx: RankContext, payload: Any) -> Any:
@@ -179,8 +196,9 @@ class Trainer:
         """The rank's :class:`~workbench.train.loop.Steps`."""
         raise NotImplementedError
 
-    def rank_result(self, payload: Any, models: list[nn.Module]) -> dict:
-        """Entries added to the rank's result after the loop (default: none)."""
+    def rank_fragments(self, payload: Any, models: list[nn.Module]) -> dict[str, dict]:
+        """What the trainer adds to the rank's result after the loop, by fragment name (default: none); see
+        :meth:`Steps.rank_fragments <workbench.train.loop.Steps.rank_fragments>`."""
         return {}
 
 
@@ -234,21 +252,20 @@ class TrainingProgram(Program):
             steps.close()   # the loop closes them once it runs
             raise
         out = loop.run()
-        out.update(trainer.rank_result(payload, models))
+        out["fragments"] = merge_fragments(out.get("fragments"), trainer.rank_fragments(payload, models))
         out["peak_rss_mb"] = peak_rss_mb()
         return out
 
-    def summarize(self, rank_results: list[dict]) -> dict:
-        def base(settings: dict, predicted: Optional[dict] = None) -> dict:
-            stages = stages_summary(self.config)
-            folder = self.trainer.partition_summary()
-            if folder:   # the folder's parts trained, not the partition stage's
-                stages["partition"] = folder["partition"]
-                stages["stages"] = {**stages["stages"], "partition": folder["stage"]}
-            return summarize_ranks(rank_results, name=self.name, predicted=predicted if predicted is not None else {},
-                                   extra={**stages, **settings})
-
-        summary = self.trainer.summarize(rank_results, base)
+    def summarize(self, rank_results: list[dict]) -> RunSummary:
+        trainer = self.trainer
         ranks = sorted(rank_results, key=lambda r: r.get("rank", 0))
-        summary["peak_rss_mb"] = {"client": peak_rss_mb(), "ranks": [r.get("peak_rss_mb") for r in ranks]}
-        return summary
+        counted = summarize_ranks(ranks, name=self.name, predicted=trainer.predicted_bytes(ranks),
+                                  bytes_per_epoch=trainer.bytes_per_epoch)
+        stages = stages_summary(self.config)
+        folder = trainer.partition_summary()
+        if folder:   # the folder's parts trained, not the partition stage's
+            stages["partition"] = folder["partition"]
+            stages["stages"] = {**stages["stages"], "partition": folder["stage"]}
+        summary = dataclasses.replace(counted, **stages, peak_rss_mb={"client": peak_rss_mb(),
+                                                                      "ranks": [r.get("peak_rss_mb") for r in ranks]})
+        return summary.with_fragments(trainer.summary_fragments(ranks, summary))

@@ -8,12 +8,13 @@ import resource
 import sys
 import time
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from torch import nn
 
 from workbench.communicate.netmodel import critical_calls
 from workbench.events import STEP_PHASES, EpochEnd, Progress, StepTimes, Traffic
+from workbench.summary import RunSummary
 from workbench.train.timing import OVERLAP_PHASES, PhaseTimer, process_cpu_s
 
 __all__ = ["EpochRecorder", "summarize_ranks", "peak_rss_mb", "critical_comm", "time_breakdown", "TRAFFIC_DETAILS",
@@ -261,45 +262,50 @@ def peak_rss_mb() -> float:
     return round(kib / 1024, 1)
 
 
-def summarize_ranks(results: list[dict], *, name: str, predicted: dict, extra: Optional[dict] = None) -> dict:
-    """The JSON-safe run summary from the ranks' results (rank 0 holds the global loss/accuracy).
+def summarize_ranks(results: list[dict], *, name: str, predicted: Optional[dict] = None,
+                    bytes_per_epoch: Optional[Callable[[list[int]], int]] = None) -> RunSummary:
+    """The figures every run summary has, from the ranks' results (rank 0 holds the global loss/accuracy): a
+    :class:`~workbench.summary.RunSummary` without stages or fragments (the program adds them).
 
+    ``predicted``: the bytes of one exact epoch by kind, with ``total`` (``{}``: none predicted);
+    ``bytes_per_epoch``: the ``bytes_per_epoch`` figure from the bytes of every epoch (default: the last epoch's).
     ``time_breakdown`` holds every rank's time per epoch by step phase (:func:`time_breakdown`)."""
     results = sorted(results, key=lambda r: r.get("rank", 0))
+    predicted = predicted or {}
     r0 = results[0]
     bytes_by_kind: dict[str, int] = defaultdict(int)
     for r in results:
         for k, b in r["bytes_by_kind"].items():
             bytes_by_kind[k] += int(b)
     num_epochs = len(r0["losses"])
-    per_epoch = [sum(r["exchange_bytes_by_epoch"][e] for r in results) for e in range(num_epochs)]
+    per_epoch = [int(sum(r["exchange_bytes_by_epoch"][e] for r in results)) for e in range(num_epochs)]
     kinds = r0["exchange_kind_bytes_by_epoch"][-1].keys() if num_epochs else []
     per_epoch_kind = {k: [sum(r["exchange_kind_bytes_by_epoch"][e][k] for r in results) for e in range(num_epochs)]
                       for k in kinds}
     epoch_times = [max(r["epoch_wall_s"][e] for r in results) for e in range(num_epochs)]
     params = r0.get("params", {})
-    summary = {
-        "program": name,
-        "world_size": len(results),
-        "epochs": num_epochs,
-        "losses": [float(x) for x in r0["losses"]],
-        "accuracy": {k: r0[f"{k}_acc"][-1] if num_epochs else None for k in ("train", "val", "test")},
-        "accuracy_by_epoch": {k: list(r0[f"{k}_acc"]) for k in ("train", "val", "test")},
-        "bytes_by_kind": dict(bytes_by_kind),
-        "bytes_per_epoch": int(per_epoch[-1]) if num_epochs else 0,
-        "bytes_by_epoch": [int(b) for b in per_epoch],
-        "bytes_per_epoch_by_kind": {k: int(v[-1]) for k, v in per_epoch_kind.items()} if num_epochs else {},
-        "predicted_bytes_per_epoch": int(predicted.get("total", 0)),
-        "predicted_bytes_per_epoch_by_kind": {k: int(v) for k, v in predicted.items() if k != "total"},
-        "epoch_times": epoch_times,
-        "compute_s": [max(r["compute_s"][e] for r in results) for e in range(num_epochs)],
-        "comm_s": [max(r["comm_s"][e] for r in results) for e in range(num_epochs)],
-        "comm_critical_s": [critical_comm([r["calls"][e] for r in results if "calls" in r])
-                            for e in range(num_epochs)],
-        "comm_calls": [len(r0["calls"][e]) if "calls" in r0 else None for e in range(num_epochs)],
-        "param_checksums": {k: _checksums(v) for k, v in params.items()},
-        "time_breakdown": time_breakdown(results),
-    }
-    if extra:
-        summary.update(extra)
-    return summary
+    if bytes_per_epoch is not None:
+        epoch_bytes = int(bytes_per_epoch(per_epoch))
+    else:
+        epoch_bytes = per_epoch[-1] if num_epochs else 0
+    return RunSummary(
+        program=name,
+        world_size=len(results),
+        epochs=num_epochs,
+        losses=[float(x) for x in r0["losses"]],
+        accuracy={k: r0[f"{k}_acc"][-1] if num_epochs else None for k in ("train", "val", "test")},
+        accuracy_by_epoch={k: list(r0[f"{k}_acc"]) for k in ("train", "val", "test")},
+        bytes_by_kind=dict(bytes_by_kind),
+        bytes_per_epoch=epoch_bytes,
+        bytes_by_epoch=per_epoch,
+        bytes_per_epoch_by_kind={k: int(v[-1]) for k, v in per_epoch_kind.items()} if num_epochs else {},
+        predicted_bytes_per_epoch=int(predicted.get("total", 0)),
+        predicted_bytes_per_epoch_by_kind={k: int(v) for k, v in predicted.items() if k != "total"},
+        epoch_times=epoch_times,
+        compute_s=[max(r["compute_s"][e] for r in results) for e in range(num_epochs)],
+        comm_s=[max(r["comm_s"][e] for r in results) for e in range(num_epochs)],
+        comm_critical_s=[critical_comm([r["calls"][e] for r in results if "calls" in r]) for e in range(num_epochs)],
+        comm_calls=[len(r0["calls"][e]) if "calls" in r0 else None for e in range(num_epochs)],
+        param_checksums={k: _checksums(v) for k, v in params.items()},
+        time_breakdown=time_breakdown(results),
+    )

@@ -87,8 +87,9 @@ class Sync(Stage):
     def after_epoch(self, loop: Any, epoch: int) -> None:
         """After the epoch's last step, before its evaluation (timed as ``grad_sync``)."""
 
-    def result(self) -> dict:
-        """Entries this sync adds to the rank's result (``num_syncs``, ...)."""
+    def rank_fragments(self) -> dict[str, dict]:
+        """What this sync adds to the rank's result, by fragment name (``{"sync": {"num_syncs": ...}}``; default:
+        none): see :meth:`Steps.rank_fragments <workbench.train.loop.Steps.rank_fragments>`."""
         return {}
 
 
@@ -164,5 +165,5 @@ class ModelAveraging(Sync):
                     offset += p.numel()
         self.num_syncs += 1
 
-    def result(self) -> dict:
-        return {"num_syncs": self.num_syncs}
+    def rank_fragments(self) -> dict[str, dict]:
+        return {"sync": {"num_syncs": self.num_syncs}}
