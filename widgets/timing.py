@@ -10,8 +10,11 @@ share of that epoch.
 
 Overlapped work: the seconds a rank's background thread spent off the critical path (the mini-batch trainer's
 ``train.batches_ahead`` thread sampling and pulling features: :class:`~workbench.events.StepTimes` ``overlapped``)
-are in no bar, since they add nothing to the epoch's time; the line above the bars says how much of them the
-latest epoch had, beside the ``sample`` wait left on the critical path.
+add nothing to the epoch's time, so they are in no share and not in the epoch's stack: where a run has them, each
+epoch's bar is narrowed and a second, slim bar beside it stacks them in pale colours (``sample ahead``, ``fetch
+ahead``; :data:`AHEAD_COLORS`), so the eye compares the work taken off the critical path with the epoch it ran
+beside. The line above the bars says how much the latest epoch had, beside the ``sample`` wait left on the
+critical path.
 
 Long runs: the bars cover the latest ``last_epochs`` epochs; when that makes more than :data:`MAX_BARS`
 bars over all ranks, consecutive epochs are grouped into buckets and each bar is the mean epoch of its
@@ -43,12 +46,14 @@ from widgets.base import PLOT_OPTS, StoreView, empty_note
 from widgets.live_plots import LivePlot
 from workbench.events import OVERLAP_PHASES, STEP_PHASES
 
-__all__ = ["TimingView", "PHASE_COLORS", "MAX_BARS", "largest_remainder", "format_seconds"]
+__all__ = ["TimingView", "PHASE_COLORS", "AHEAD_COLORS", "MAX_BARS", "largest_remainder", "format_seconds"]
 
 #: colour of each phase: loading in yellow and orange, compute in blues, communication in red and purple
 PHASE_COLORS = {"sample": "#edc948", "fetch": "#f28e2b", "forward": "#4e79a7", "exchange": "#e15759",
                 "backward": "#a0cbe8", "grad_sync": "#b07aa1", "optimizer": "#59a14f", "evaluate": "#76b7b2",
                 "other": "#bab0ac"}
+#: the slim bar of work overlapped off the critical path: each phase's colour, paler
+AHEAD_COLORS = {f"{p} ahead": c for p, c in (("sample", "#f7e4a3"), ("fetch", "#f9c89b"))}
 #: most bars the figure draws over all ranks (about 8 px each on a laptop screen); more epochs are bucketed
 MAX_BARS = 160
 #: most epoch labels on the x axis
@@ -77,7 +82,7 @@ def format_seconds(s: float) -> str:
 
 
 def phase_color(phase: str) -> str:
-    return PHASE_COLORS.get(phase, "#7f7f7f")
+    return PHASE_COLORS.get(phase) or AHEAD_COLORS.get(phase, "#7f7f7f")
 
 
 def largest_remainder(fractions: dict[str, float], total: int = 100) -> dict[str, int]:
@@ -157,7 +162,8 @@ class TimingView(StoreView):
 
     def bar_frame(self, df: Optional[pd.DataFrame] = None) -> tuple[pd.DataFrame, int]:
         """``(segments, bucket)``: one row per rank, bar and phase of the window, with its rectangle (``x0``,
-        ``x1``, ``y0``, ``y1``: bars grouped by rank, phases stacked in :data:`STEP_PHASES` order) and hover
+        ``x1``, ``y0``, ``y1``: bars grouped by rank, phases stacked in :data:`STEP_PHASES` order; where the window
+        has overlapped work, also the phases of :data:`AHEAD_COLORS` in a slim bar beside each epoch's) and hover
         fields; ``bucket`` epochs per bar (a bar of a bucket is its mean epoch; ``epoch`` is the first epoch of
         the bucket in the window, buckets start at multiples of ``bucket``)."""
         df = self.epoch_frame() if df is None else df
@@ -173,22 +179,29 @@ class TimingView(StoreView):
         start = df["epoch"].to_numpy() // bucket * bucket
         df = df.assign(slot=(start - first // bucket * bucket) // bucket, epoch=np.maximum(start, first),
                        end=np.minimum(start + bucket - 1, last))
+        over = [f"overlapped_{p}" for p in OVERLAP_PHASES]
         if bucket > 1:
-            df = df.groupby(["rank", "slot", "epoch", "end"], as_index=False)[[*STEP_PHASES, "total"]].mean()
+            df = df.groupby(["rank", "slot", "epoch", "end"], as_index=False)[[*STEP_PHASES, "total", *over]].mean()
         num_slots = last // bucket - first // bucket + 1
         group = {r: i for i, r in enumerate(ranks)}
         x = df["rank"].map(group).to_numpy() * (num_slots + 1) + df["slot"].to_numpy()   # a gap between ranks
         values = df[list(STEP_PHASES)].to_numpy(dtype=float)                               # (bars, phases)
-        tops = np.cumsum(values, axis=1)
         totals = df["total"].to_numpy(dtype=float)
         epochs = [str(a) if a == b else f"{a}–{b}" for a, b in zip(df["epoch"], df["end"])]
+        ahead = df[over].to_numpy(dtype=float)
+        slim = bool((ahead > 0).any())   # a run with overlapped work: the epoch's bar narrowed, a slim bar beside it
+        stacks = [(STEP_PHASES, values, x - 0.4, x + (0.12 if slim else 0.4))]
+        if slim:
+            stacks.append((tuple(AHEAD_COLORS), ahead, x + 0.17, x + 0.4))
         parts = []
-        for i, phase in enumerate(STEP_PHASES):
-            share = np.divide(values[:, i], totals, out=np.zeros(len(df)), where=totals > 0)
-            parts.append(pd.DataFrame({
-                "rank": df["rank"].to_numpy(), "epoch": df["epoch"].to_numpy(), "epochs": epochs, "phase": phase,
-                "seconds": values[:, i], "share": share, "slot": df["slot"].to_numpy(), "x": x, "x0": x - 0.4,
-                "x1": x + 0.4, "y0": tops[:, i] - values[:, i], "y1": tops[:, i]}))
+        for phases, vals, x0, x1 in stacks:
+            tops = np.cumsum(vals, axis=1)
+            for i, phase in enumerate(phases):
+                share = np.divide(vals[:, i], totals, out=np.zeros(len(df)), where=totals > 0)
+                parts.append(pd.DataFrame({
+                    "rank": df["rank"].to_numpy(), "epoch": df["epoch"].to_numpy(), "epochs": epochs, "phase": phase,
+                    "seconds": vals[:, i], "share": share, "slot": df["slot"].to_numpy(), "x": x, "x0": x0,
+                    "x1": x1, "y0": tops[:, i] - vals[:, i], "y1": tops[:, i]}))
         return pd.concat(parts, ignore_index=True)[cols], bucket
 
     # -- rendering ----------------------------------------------------------------------------------------
@@ -203,8 +216,9 @@ class TimingView(StoreView):
         top *= scale
         vdims = ["rank", "epochs", "phase", hv.Dimension("seconds"), hv.Dimension("share"), "time_text"]
         layers = []
-        for phase in reversed(STEP_PHASES):   # the legend lists the stack from top to bottom
-            part = segments[segments["phase"] == phase]
+        present = set(segments["phase"])
+        for phase in [*reversed(STEP_PHASES), *(p for p in reversed(AHEAD_COLORS) if p in present)]:
+            part = segments[segments["phase"] == phase]   # the legend lists each stack from top to bottom
             rect = hv.Rectangles(part, kdims=["x0", "y0", "x1", "y1"], vdims=vdims, label=phase)
             layers.append(rect.opts(color=phase_color(phase), line_color="white", line_width=0.5, tools=["hover"],
                                     hover_tooltips=_HOVER))

@@ -102,8 +102,9 @@ def test_the_store_keeps_step_times_from_events_and_from_a_log(tmp_path):
 
 
 def test_the_time_tab_tells_the_seconds_overlapped_off_the_critical_path():
-    """``StepTimes.overlapped`` (a batches-ahead thread's sampling and pulls) is kept per rank and epoch, in no bar
-    and no share (it adds nothing to the epoch), and the line above the bars tells it beside the ``sample`` wait."""
+    """``StepTimes.overlapped`` (a batches-ahead thread's sampling and pulls) is kept per rank and epoch, in no share
+    and not in the epoch's stack (it adds nothing to the epoch) but in a slim bar beside it, and the line above the
+    bars tells it beside the ``sample`` wait."""
     store = RunStore()
     for rank in (0, 1):
         store.push(StepTimes(rank=rank, epoch=0, steps=2, seconds={"sample": 0.01, "forward": 0.5}, wall_s=0.51,
@@ -112,12 +113,20 @@ def test_the_time_tab_tells_the_seconds_overlapped_off_the_critical_path():
     frame = view.epoch_frame()
     assert list(frame["overlapped_sample"]) == [0.25, 0.25] and list(frame["overlapped_fetch"]) == [0.125, 0.125]
     assert list(frame["total"]) == [pytest.approx(0.51)] * 2
-    assert set(view.bar_frame()[0]["phase"]) == set(STEP_PHASES)
+    segments = view.bar_frame()[0]
+    assert set(segments["phase"]) == set(STEP_PHASES) | {"sample ahead", "fetch ahead"}
+    epoch, ahead = segments[segments["phase"].isin(STEP_PHASES)], segments[segments["phase"].str.endswith(" ahead")]
+    beside = ahead.groupby("x")["x0"].min() - epoch.groupby("x")["x1"].max()       # per bar: the slim one's left edge
+    assert ((beside > 0) & (beside < 0.2)).all()                                      # just right of the epoch's
+    assert epoch.groupby("rank")["y1"].max().tolist() == [pytest.approx(0.51)] * 2     # the epoch's stack: its time
+    assert ahead.groupby("rank")["y1"].max().tolist() == [pytest.approx(0.375)] * 2    # the slim bar: 250 + 125 ms
+    assert "sample ahead" in [el.label for el in view._figure(segments, 1)[0]]
     stats = view._stats_html(frame)
     assert "off the critical path: <b>375 ms</b> (sample 250 ms, fetch 125 ms; waited for: sample 10 ms)" in stats
     plain = RunStore()
     plain.push(StepTimes(rank=0, epoch=0, steps=2, seconds={"forward": 0.5}, wall_s=0.5))
     assert "critical path" not in TimingView(plain)._stats_html(TimingView(plain).epoch_frame())
+    assert set(TimingView(plain).bar_frame()[0]["phase"]) == set(STEP_PHASES)          # no slim bar without it
 
 
 def test_time_tab_appears_when_step_times_arrive_and_renders_in_a_notebook(render):
