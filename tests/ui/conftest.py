@@ -156,3 +156,25 @@ def guard_requests(context, allowed=None) -> tuple[list[str], list[str]]:
 
     context.route("**/*", route)
     return requests, external
+
+
+def painted_pixels(page, colors: dict[str, str]) -> dict[str, int]:
+    """Pixels of each colour (``#rrggbb``) on the page's canvases (Bokeh draws in shadow roots)."""
+    return page.evaluate("""(colors) => {
+        const want = Object.entries(colors).map(([k, c]) =>
+            [k, parseInt(c.slice(1, 3), 16), parseInt(c.slice(3, 5), 16), parseInt(c.slice(5, 7), 16)]);
+        const counts = Object.fromEntries(want.map(([k]) => [k, 0]));
+        const walk = (root) => {
+            for (const el of root.querySelectorAll('*')) {
+                if (el.tagName === 'CANVAS' && el.width > 50 && el.height > 50) {
+                    const d = el.getContext('2d').getImageData(0, 0, el.width, el.height).data;
+                    for (let i = 0; i < d.length; i += 4)
+                        for (const [k, r, g, b] of want)
+                            if (Math.abs(d[i] - r) < 4 && Math.abs(d[i + 1] - g) < 4 && Math.abs(d[i + 2] - b) < 4) counts[k]++;
+                }
+                if (el.shadowRoot) walk(el.shadowRoot);
+            }
+        };
+        walk(document);
+        return counts;
+    }""", colors)

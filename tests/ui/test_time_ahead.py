@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import panel as pn
 
-from tests.ui.conftest import ARTIFACTS, free_port, wait_listening, wait_until
-from tests.ui.test_time_tab import _painted
+from tests.ui.conftest import ARTIFACTS, free_port, painted_pixels, wait_listening, wait_until
 from widgets.store import RunStore
 from widgets.timing import AHEAD_COLORS, PHASE_COLORS, TimingView
 from workbench.events import StepTimes
@@ -28,8 +27,8 @@ def test_overlapped_work_is_a_slim_bar_beside_each_epoch_in_chromium(page):
         wait_listening(port)
         page.goto(f"http://127.0.0.1:{port}/time")
         colors = {**{p: PHASE_COLORS[p] for p in ("forward", "backward")}, **AHEAD_COLORS}
-        wait_until(lambda: min(_painted(page, colors).values()) > 1500, what=lambda: _painted(page, colors))
-        painted = _painted(page, colors)
+        wait_until(lambda: min(painted_pixels(page, colors).values()) > 1500, what=lambda: painted_pixels(page, colors))
+        painted = painted_pixels(page, colors)
         # the slim bar is about a third of the epoch bar's width: 500 ms of it against the epoch's 600 ms
         assert painted["sample ahead"] + painted["fetch ahead"] < painted["forward"] + painted["backward"]
         wait_until(lambda: page.locator(".wb-time-overlapped").count() == 1)

@@ -6,32 +6,10 @@ from __future__ import annotations
 
 import re
 
-from tests.ui.conftest import ARTIFACTS, open_tab, plotted_rows, wait_until
+from tests.ui.conftest import ARTIFACTS, open_tab, painted_pixels, plotted_rows, wait_until
 from widgets.app import RunRegistry
 from widgets.synthetic import SyntheticRun, fabricate_run
 from widgets.timing import PHASE_COLORS
-
-
-def _painted(page, colors: dict[str, str]) -> dict[str, int]:
-    """Pixels of each colour (``#rrggbb``) on the page's canvases (Bokeh draws in shadow roots)."""
-    return page.evaluate("""(colors) => {
-        const want = Object.entries(colors).map(([k, c]) =>
-            [k, parseInt(c.slice(1, 3), 16), parseInt(c.slice(3, 5), 16), parseInt(c.slice(5, 7), 16)]);
-        const counts = Object.fromEntries(want.map(([k]) => [k, 0]));
-        const walk = (root) => {
-            for (const el of root.querySelectorAll('*')) {
-                if (el.tagName === 'CANVAS' && el.width > 50 && el.height > 50) {
-                    const d = el.getContext('2d').getImageData(0, 0, el.width, el.height).data;
-                    for (let i = 0; i < d.length; i += 4)
-                        for (const [k, r, g, b] of want)
-                            if (Math.abs(d[i] - r) < 4 && Math.abs(d[i + 1] - g) < 4 && Math.abs(d[i + 2] - b) < 4) counts[k]++;
-                }
-                if (el.shadowRoot) walk(el.shadowRoot);
-            }
-        };
-        walk(document);
-        return counts;
-    }""", colors)
 
 
 def test_time_tab_renders_and_follows_a_live_run(page, served, tmp_path):
@@ -52,8 +30,8 @@ def test_time_tab_renders_and_follows_a_live_run(page, served, tmp_path):
         wait_until(lambda: page.locator(".wb-time-share").count() >= 5)
         wait_until(lambda: plotted_rows(view) > 0)
         # the page draws the bars in the phases' colours (the legend's swatches alone are a few hundred pixels)
-        wait_until(lambda: min(_painted(page, {p: PHASE_COLORS[p] for p in ("forward", "fetch", "backward")})
-                               .values()) > 2000, what=lambda: _painted(page, PHASE_COLORS))
+        wait_until(lambda: min(painted_pixels(page, {p: PHASE_COLORS[p] for p in ("forward", "fetch", "backward")})
+                               .values()) > 2000, what=lambda: painted_pixels(page, PHASE_COLORS))
         shares = page.locator(".wb-time-share").all_inner_texts()
         percents = [int(m) for text in shares for m in re.findall(r"(\d+)\s*%", text)]
         assert sum(percents) == 100, shares   # whole percents that sum to 100 ("<1 %" counts 0)

@@ -162,7 +162,7 @@ class SampledAhead:
 
     def cache_counts(self, epoch: int) -> dict[str, int]:
         """The cache's counts of ``epoch``'s training pulls (all made once its training steps are done)."""
-        return dict(self._cache_counts.pop(epoch, {"hits": 0, "misses": 0, "remote_rows": 0, "refresh_bytes": 0}))
+        return self._cache_counts.pop(epoch, defaultdict(int))   # no pull that epoch: every count 0
 
     def close(self) -> None:
         """Stop the thread. On a failing rank (an exception other than a stop on its way) the side communicator is

@@ -113,8 +113,7 @@ class EpochRecorder:
         if self._train_cpu_s is None:   # no training_done(): the whole epoch was training
             self.training_done()
         phases, wall = self.timer.stop()
-        overlapped = {k: v for k, v in self.timer.take_overlapped().items() if v} \
-            if hasattr(self.timer, "take_overlapped") else {}
+        overlapped = {k: v for k, v in self.timer.take_overlapped().items() if v}
         comm_s = ctx.comm.counter.comm_seconds - self._c0
         counter = ctx.comm.counter
         by_kind = counter.bytes_by_kind(self.epoch)
