@@ -53,7 +53,7 @@ from workbench.train.kernels import csr_pair, set_kernel, spmm, spmm_kernel
 
 __all__ = ["GNNModel", "MODELS", "ModelStage", "GCN", "GraphSAGE", "edge_weights", "SpMM",
            "sparse_aggregator", "node_scales", "with_self_loops", "model_stage_class", "dropout_mask", "INITS",
-           "LAYER_ORDERS", "transform_first", "backward_widths"]
+           "LAYER_ORDERS", "transform_first", "block_transform_first", "backward_widths"]
 
 INITS = ("uniform", "glorot")
 
@@ -70,6 +70,26 @@ def transform_first(dims: list[int], order: str = "auto", pinned: frozenset = fr
         ([False, True], [False, False])
     """
     return [order == "auto" and dims[i + 1] < dims[i] and i not in pinned for i in range(len(dims) - 1)]
+
+
+def block_transform_first(dims: list[int], order: str = "auto") -> list[bool]:
+    """Per layer of a mini-batch's blocks: whether it transforms first (``auto``: as :func:`transform_first`,
+    except the first layer while its input is at most twice as wide as its output).
+
+    The first layer's input is the features, which need no gradient. Aggregating first, its backward pass is
+    two dense products over the block's destinations only; transforming first, it aggregates the ``F_out``-wide
+    rows twice (forward, and the transposed gradient backward) and multiplies every source row, and a block has
+    many more sources than destinations. So the first layer aggregates first unless its ``F_in`` exceeds
+    ``2 F_out`` (the edges' traffic, ``F_in`` against ``2 F_out`` per edge, then favours transforming). No
+    bytes depend on it in mini-batch training (a batch's input rows are pulled whatever the order); the
+    result is the same up to rounding. DGL's ``SAGEConv`` transforms first whenever ``F_in > F_out``.
+
+    Example:
+        >>> block_transform_first([100, 64, 64, 47]), block_transform_first([602, 64, 16])
+        ([False, False, True], [True, True])
+    """
+    first = transform_first(dims, order)
+    return [t and not (i == 0 and dims[0] <= 2 * dims[1]) for i, t in enumerate(first)]
 
 
 class GNNModel(nn.Module):
@@ -125,6 +145,8 @@ class GNNModel(nn.Module):
                         p.copy_(torch.rand(p.shape, generator=gen) * (2 * bound) - bound)
         self.dims = dims
         self.transform_first = transform_first(dims, order, frozenset(pinned))
+        self.block_transform_first = block_transform_first(dims, order)
+        """The layer order on a mini-batch's blocks (:func:`block_transform_first`)."""
         self.dropout = float(dropout)
         self.seed = seed
         self.epoch = 0
@@ -174,8 +196,8 @@ class GNNModel(nn.Module):
         return z
 
     def _layer(self, i: int, h: torch.Tensor, h_self: torch.Tensor,
-               aggregate: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
-        if not self.transform_first[i]:
+               aggregate: Callable[[torch.Tensor, int], torch.Tensor], first: Optional[bool] = None) -> torch.Tensor:
+        if not (self.transform_first[i] if first is None else first):
             return self.layer(i, aggregate(h, i), h_self)
         lin = self.neigh[i]
         z = aggregate(torch.nn.functional.linear(h, lin.weight), i) + lin.bias   # Â (H W) + b
@@ -203,7 +225,9 @@ class GNNModel(nn.Module):
         Layer ``i`` reads the rows of its source vertices ``h`` (``(num_src_i, F)``) and writes its
         destination vertices, which are the first ``num_dst[i]`` sources (DGL's layout), so a vertex's own
         row (GraphSAGE's self term) is ``h[:num_dst[i]]``. ``aggregate(h, i)`` returns the
-        ``(num_dst[i], F)`` aggregated rows of block ``i``.
+        ``(num_dst[i], F)`` aggregated rows of block ``i``. The layers' order is
+        :attr:`block_transform_first` (the first layer aggregates first unless its input is more than twice as
+        wide as its output).
 
         Example:
             >>> m = GNNModel("sage", in_dim=3, hidden=4, out_dim=2, num_layers=2, seed=0)
@@ -215,7 +239,7 @@ class GNNModel(nn.Module):
                           stacklevel=2)
         h = x
         for i in range(self.num_layers):
-            z = self._layer(i, h, h[: num_dst[i]], aggregate)
+            z = self._layer(i, h, h[: num_dst[i]], aggregate, self.block_transform_first[i])
             h = torch.relu(z) if i < self.num_layers - 1 else z
         return h
 
@@ -405,8 +429,9 @@ class ModelStage(Stage):
         init: Annotated[str, Options(*INITS)] = "uniform"
         """Weight initialisation: uniform (nn.Linear's default) or glorot (Xavier-uniform, zero bias)."""
         order: Annotated[str, Options(*LAYER_ORDERS)] = "auto"
-        """Layer order: ``auto`` (transform first where the output is narrower, as DGL) or ``aggregate-first``
-        (the papers' printed order; changes the exchanged width, not the result)."""
+        """Layer order: ``auto`` (transform first where the output is narrower, as DGL; on a mini-batch's blocks
+        the first layer aggregates first unless its input is over twice as wide: :func:`block_transform_first`)
+        or ``aggregate-first`` (the papers' printed order; changes the exchanged width, not the result)."""
 
     def input_widths(self, in_dim: int) -> list[int]:
         """Width of each layer's input (the rows an exchange moves for that layer)."""
