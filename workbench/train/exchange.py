@@ -155,6 +155,10 @@ class RankExchange:
             backward passes is counted as ``exchange`` without it.
     """
 
+    fixed_aggregator: ClassVar[bool] = False
+    """Whether the rank's ``Â`` is the same every epoch (halo, block_row; not sampled edges): then a lone rank
+    keeps the first layer's aggregate of the features (:meth:`aggregate`)."""
+
     def __init__(self, ctx, policy: StalenessPolicy, kinds: tuple[str, ...]):
         self.ctx = ctx
         self.policy = policy
@@ -163,6 +167,9 @@ class RankExchange:
         self.epoch = 0
         self.timer = ctx.timer if getattr(ctx, "timer", None) is not None else PhaseTimer()
         self.evaluating = False
+        self._kept_first: Optional[tuple] = None
+        self._keep_first = (self.fixed_aggregator and int(getattr(ctx, "world_size", 0)) == 1
+                            and not policy.active)
 
     def evaluation_logits(self, model: Any, x: torch.Tensor) -> Optional[torch.Tensor]:
         """Logits of the owned rows for the epoch's accuracies when this exchange evaluates its own way (the
@@ -181,7 +188,22 @@ class RankExchange:
         if not self.evaluating:
             self.before_layer(h, layer)
             self.policy.before_layer(self.comm, self.ctx, layer, self.epoch, h)
+        if layer == 0 and self._keep_first:
+            return self._first_aggregate(h)
         return self._aggregate(h, layer)
+
+    def _first_aggregate(self, h: torch.Tensor) -> torch.Tensor:
+        """``Â X`` of a lone rank whose ``Â`` never changes, computed once while layer 0 is given the same
+        unchanged features tensor (aggregate-first, no dropout: ``h`` is the features themselves, which need no
+        gradient) and kept: exact, the same values every epoch, and no exchange moves a byte on one rank.
+        Transform-first layers (``h = X W``), dropout (a new tensor every epoch) and an in-place change of the
+        features (its version) all recompute."""
+        kept = self._kept_first
+        if kept is not None and kept[0] is h and kept[1] == h._version:
+            return kept[2]
+        out = self._aggregate(h, 0)
+        self._kept_first = None if (h.requires_grad or out.requires_grad) else (h, h._version, out)
+        return out
 
     @contextlib.contextmanager
     def evaluation(self):

@@ -313,6 +313,8 @@ class OwnerComputeHalo(Exchange):
 
 
 class _HaloRank(RankExchange):
+    fixed_aggregator = True
+
     def __init__(self, stage: OwnerComputeHalo, ctx, shard: RankShard):
         super().__init__(ctx, stage.policy(), (stage.forward_kind, stage.backward_kind))
         plan = shard.plan
