@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workbench._validation import ParamError
-from workbench.cache import ID_BYTES, FeatureStore, RangeBook
+from workbench.cache import ID_BYTES, FeatureStore, PullBuffers, RangeBook
 from workbench.partition.base import Relabeling
 from workbench.testing import run_ranks
 from workbench.testing.cache_harness import NUM_NODES, WIDTH, make_store, node_part_for, requests, table
@@ -18,10 +18,16 @@ def test_pull_rows_and_bytes(world_size):
 
     def body(comm):
         store = make_store(comm, node_part, feats)
+        buffers = PullBuffers(2, WIDTH)
         ok, fetched = True, 0
         for step in range(6):
             ids = requests(comm.rank, step)
-            rows = store.pull(ids)
+            if step % 2:   # into a reused buffer (a trainer's pulls): the same rows, written where asked
+                out = buffers.take(ids.numel())
+                rows = store.pull(ids, out=out)
+                ok &= rows.data_ptr() == out.data_ptr()
+            else:
+                rows = store.pull(ids)
             ok &= rows.shape == (ids.numel(), WIDTH) and torch.equal(rows, feats[ids])
             remote = ids[node_part[ids] != comm.rank]
             fetched += torch.unique(remote).numel()  # a remote id asked twice travels once

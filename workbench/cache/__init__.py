@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from workbench.cache.curve import ORACLE, hit_rate_curve
-from workbench.cache.kvstore import ID_BYTES, FeatureStore, RangeBook, TableBook, as_partition_book
+from workbench.cache.kvstore import ID_BYTES, FeatureStore, PullBuffers, RangeBook, TableBook, as_partition_book
 from workbench.cache.policies import (CACHES, Cache, CachedFeatureStore, DegreeCache, FIFOCache, InclusionCache,
                                       LRUCache, NoCache, RandomCache, capacity_for, rank_candidates)
 

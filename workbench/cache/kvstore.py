@@ -40,7 +40,7 @@ import torch
 
 from workbench._validation import ErrorCollector, ParamError
 
-__all__ = ["FeatureStore", "RangeBook", "TableBook", "as_partition_book", "ID_BYTES"]
+__all__ = ["FeatureStore", "PullBuffers", "RangeBook", "TableBook", "as_partition_book", "ID_BYTES"]
 
 ID_BYTES = 8
 """Bytes per requested vertex id (int64) on the wire."""
@@ -191,10 +191,12 @@ class FeatureStore:
     def owner(self, gids: torch.Tensor) -> torch.Tensor:
         return self.book.owner(gids)
 
-    def local_rows(self, gids: torch.Tensor) -> torch.Tensor:
-        """Rows of owned ids (``gids`` must all be owned by this rank)."""
+    def local_rows(self, gids: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows of owned ids (``gids`` must all be owned by this rank), written into ``out`` if given."""
         pos = gids if self._owns_all else torch.searchsorted(self._sorted_gid, gids)
-        return self.features.index_select(0, pos)
+        if out is None:
+            return self.features.index_select(0, pos)
+        return torch.index_select(self.features, 0, pos, out=out)
 
     def _check_ids(self, gids: Any) -> torch.Tensor:
         gids = torch.as_tensor(gids, dtype=torch.int64).flatten()
@@ -203,15 +205,17 @@ class FeatureStore:
                               f"[0, {self.num_nodes}). Got {_preview(gids)} instead."])
         return gids
 
-    def pull(self, gids: Any, *, kind: str | None = None, req_kind: str | None = None) -> torch.Tensor:
+    def pull(self, gids: Any, *, kind: str | None = None, req_kind: str | None = None,
+             out: torch.Tensor | None = None) -> torch.Tensor:
         """``(len(gids), F)`` rows of ``gids`` in their order (a collective: every rank calls it).
 
-        ``kind``/``req_kind`` override the traffic kinds (a cache's fill and refresh use their own).
+        ``kind``/``req_kind`` override the traffic kinds (a cache's fill and refresh use their own). ``out``: a
+        ``(len(gids), F)`` tensor to write them into (:class:`PullBuffers`), returned.
         """
         gids = self._check_ids(gids)
         if self.world_size == 1:   # every row is local and no other rank takes part: no collective to match
-            return self.local_rows(gids)
-        out = self.features.new_empty((gids.numel(), self.width))
+            return self.local_rows(gids, out=out)
+        out = self.features.new_empty((gids.numel(), self.width)) if out is None else out
         local = self.owner(gids) == self.rank
         local_pos, remote_pos = local.nonzero().flatten(), (~local).nonzero().flatten()
         if local_pos.numel():
@@ -235,6 +239,40 @@ class FeatureStore:
     def __repr__(self) -> str:
         return (f"FeatureStore(rank={self.rank}, world_size={self.world_size}, num_owned={self._sorted_gid.numel()}, "
                 f"width={self.width})")
+
+
+class PullBuffers:
+    """A ring of ``count`` reused row buffers for a trainer's pulls (``pull(gids, out=buffers.take(n))``).
+
+    A mini-batch's input rows are tens of MB: a fresh tensor of that size is mapped from the operating system and
+    every page of it faulted in and zeroed on first touch (above glibc's largest mmap threshold, 32 MB, every
+    allocation is), which costs several times the gather itself. A buffer is handed out again ``count`` takes
+    later, so at most ``count`` batches' rows may be alive at once: the trainer's current batch and those
+    prepared ahead of it (``train.batches_ahead + 2``). A buffer grows (by a quarter more) when a batch needs more
+    rows than it holds.
+
+    Example:
+        >>> b = PullBuffers(2, width=3)
+        >>> x, y = b.take(4), b.take(2)
+        >>> z = b.take(5)           # the ring is back at x's buffer, which holds 4 + 1 rows
+        >>> z.shape, z.data_ptr() == x.data_ptr(), y.data_ptr() == x.data_ptr()
+        (torch.Size([5, 3]), True, False)
+    """
+
+    def __init__(self, count: int, width: int, dtype: torch.dtype = torch.float32):
+        if count < 1:
+            raise ValueError(f"count must be >= 1, got {count}")
+        self.width, self.dtype = int(width), dtype
+        self._buffers: list[torch.Tensor] = [torch.empty((0, self.width), dtype=dtype) for _ in range(count)]
+        self._next = 0
+
+    def take(self, rows: int) -> torch.Tensor:
+        """A ``(rows, width)`` view of the next buffer of the ring (its previous contents are overwritten)."""
+        i = self._next
+        self._next = (i + 1) % len(self._buffers)
+        if self._buffers[i].shape[0] < rows:
+            self._buffers[i] = torch.empty((rows + rows // 4, self.width), dtype=self.dtype)
+        return self._buffers[i][:rows]
 
 
 def _preview(t: torch.Tensor, k: int = 6) -> str:

@@ -370,25 +370,26 @@ class CachedFeatureStore:
         return int(enter.numel())
 
     # -- the verb ---------------------------------------------------------------------------------------------
-    def pull(self, gids: Any) -> torch.Tensor:
-        """``(len(gids), F)`` rows of ``gids`` in their order; a collective like :meth:`FeatureStore.pull`."""
+    def pull(self, gids: Any, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``(len(gids), F)`` rows of ``gids`` in their order (written into ``out`` if given); a collective like
+        :meth:`FeatureStore.pull`."""
         gids = self.store._check_ids(gids)
         uniq, inverse = torch.unique(gids, return_inverse=True)
         slot = self.slot_of[uniq]
         hit = slot >= 0
         remote = self.store.owner(uniq) != self.rank
-        out = self.buffer.new_empty((uniq.numel(), self.store.width))
-        out[hit] = self.buffer[slot[hit]]
+        rows = self.buffer.new_empty((uniq.numel(), self.store.width))
+        rows[hit] = self.buffer[slot[hit]]
         need = ~hit
-        out[need] = self.store.pull(uniq[need])
+        rows[need] = self.store.pull(uniq[need])
         miss = need & remote
         self.step += 1
         self.hits += int(hit.sum())
         self.misses += int(miss.sum())
         self.remote_rows += int(remote.sum())
         if self.capacity:
-            self.policy._on_pull(self, slot[hit], uniq[miss], out[miss])
-        return out[inverse]
+            self.policy._on_pull(self, slot[hit], uniq[miss], rows[miss])
+        return rows[inverse] if out is None else torch.index_select(rows, 0, inverse, out=out)
 
     # -- stats ------------------------------------------------------------------------------------------------
     def take_counts(self) -> dict[str, int]:

@@ -145,7 +145,7 @@ class SampledAhead:
         with comm.phase("" if training else "eval_"):
             mb = steps.sampler.sample(seeds, steps.source, epoch=epoch, step=step)
             t1 = time.perf_counter()
-            x = features.pull(mb.input_gid).to(steps.ctx.device)
+            x = steps.pull_rows(features, mb.input_gid)
         t2 = time.perf_counter()
         aggregators = steps.aggregators(mb)
         if training and steps.cache is not None:

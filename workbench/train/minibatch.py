@@ -359,7 +359,7 @@ class MiniBatchSteps(Steps):
         super().__init__(ctx, objective=loss_of(cfg))
         self.batches_ahead = int(getattr(cfg.train, "batches_ahead", 0))
         self._ahead: Optional[SampledAhead] = None
-        from workbench.cache import FeatureStore
+        from workbench.cache import FeatureStore, PullBuffers
         from workbench.sample import OwnerRoutedSource
 
         if self.batches_ahead:
@@ -383,6 +383,8 @@ class MiniBatchSteps(Steps):
                 if "inclusion probabilities" in cache.requires else None
             self.cache = cache.wrap(self.store, degrees=shard.degrees, probabilities=probabilities)
         self.features = self.cache if self.cache is not None else self.store
+        self.pull_buffers = PullBuffers(self.batches_ahead + 2, self.store.width, shard.features.dtype)
+        """Where the batches' input rows are pulled to: the current batch's and those prepared ahead of it."""
         self.model_stage = model_stage   # the trainer's: its self-loops make the block aggregators
         self.labels = shard.labels.to(ctx.device)
         self.label_gid = shard.label_gid.to(ctx.device) if shard.label_gid is not None else None
@@ -481,9 +483,15 @@ class MiniBatchSteps(Steps):
                 return got.minibatch, self._pipeline_rows(got.minibatch, got.features[0])
         with self.timer.phase("sample"):
             mb = self.sampler.sample(seeds, self.source, epoch=epoch, step=step)
-        with self.timer.phase("fetch"):
-            x = features.pull(mb.input_gid).to(self.ctx.device)
+        with self.timer.phase("fetch"):   # beside a batches-ahead thread (a split out of its plan): a fresh tensor
+            x = self.pull_rows(features, mb.input_gid, reuse=self._ahead is None)
         return mb, x
+
+    def pull_rows(self, features: Any, gids: torch.Tensor, reuse: bool = True) -> torch.Tensor:
+        """The input rows of ``gids`` from ``features`` (the cache or the store), on the rank's device: pulled into
+        the next of the ring's buffers (``reuse``; only ever from one thread), else into a fresh tensor."""
+        out = self.pull_buffers.take(int(gids.numel())) if reuse else None
+        return features.pull(gids, out=out).to(self.ctx.device)
 
     def forward(self, batch: tuple[int, torch.Tensor]) -> StepOutput:
         if self.objective.targets is LinkTargets:
