@@ -156,7 +156,7 @@ class RankExchange:
     """
 
     fixed_aggregator: ClassVar[bool] = False
-    """Whether the rank's ``Â`` is the same every epoch (halo, block_row; not sampled edges): then a lone rank
+    """Whether the rank's ``Â`` is the same every epoch (the halo exchange; not sampled edges): then a lone rank
     keeps the first layer's aggregate of the features (:meth:`aggregate`)."""
 
     def __init__(self, ctx, policy: StalenessPolicy, kinds: tuple[str, ...]):
