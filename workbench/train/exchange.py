@@ -156,8 +156,9 @@ class RankExchange:
     """
 
     fixed_aggregator: ClassVar[bool] = False
-    """Whether the rank's ``Â`` is the same every epoch (the halo exchange; not sampled edges): then a lone rank
-    keeps the first layer's aggregate of the features (:meth:`aggregate`)."""
+    """Whether the rank's ``Â`` is the same every epoch and its aggregation is :meth:`_exchange_rows` then
+    :meth:`_multiply` (the halo exchange; not sampled edges): then the rank keeps the first layer's aggregate of the
+    features (:meth:`aggregate`)."""
 
     def __init__(self, ctx, policy: StalenessPolicy, kinds: tuple[str, ...]):
         self.ctx = ctx
@@ -168,8 +169,6 @@ class RankExchange:
         self.timer = ctx.timer if getattr(ctx, "timer", None) is not None else PhaseTimer()
         self.evaluating = False
         self._kept_first: Optional[tuple] = None
-        self._keep_first = (self.fixed_aggregator and int(getattr(ctx, "world_size", 0)) == 1
-                            and not policy.active)
 
     def evaluation_logits(self, model: Any, x: torch.Tensor) -> Optional[torch.Tensor]:
         """Logits of the owned rows for the epoch's accuracies when this exchange evaluates its own way (the
@@ -188,22 +187,35 @@ class RankExchange:
         if not self.evaluating:
             self.before_layer(h, layer)
             self.policy.before_layer(self.comm, self.ctx, layer, self.epoch, h)
-        if layer == 0 and self._keep_first:
+        if layer == 0 and self.fixed_aggregator and not h.requires_grad:
             return self._first_aggregate(h)
         return self._aggregate(h, layer)
 
     def _first_aggregate(self, h: torch.Tensor) -> torch.Tensor:
-        """``Â X`` of a lone rank whose ``Â`` never changes, computed once while layer 0 is given the same
-        unchanged features tensor (aggregate-first, no dropout: ``h`` is the features themselves, which need no
-        gradient) and kept: exact, the same values every epoch, and no exchange moves a byte on one rank.
-        Transform-first layers (``h = X W``), dropout (a new tensor every epoch) and an in-place change of the
-        features (its version) all recompute."""
+        """``Â [X; X_halo]``, multiplied once while layer 0 is given the same unchanged features tensor and kept.
+
+        Layer 0 of an aggregate-first model without dropout reads ``X`` itself on every rank, so every row it
+        aggregates (owned, received fresh, or a stale or pinned copy: they are all rows of ``X``) is the same every
+        epoch, and so is the product: exact. The rows are still exchanged every epoch, as the program sends them
+        (their traffic and the staleness policy's bookkeeping are unchanged); only the product is not computed
+        again. A transform-first layer (``h = X W`` needs a gradient), dropout (a new tensor every epoch) and an
+        in-place change of the features (its version) multiply again; what a training forward multiplied is kept."""
+        rows = self._exchange_rows(h, 0)
         kept = self._kept_first
         if kept is not None and kept[0] is h and kept[1] == h._version:
             return kept[2]
-        out = self._aggregate(h, 0)
-        self._kept_first = None if (h.requires_grad or out.requires_grad) else (h, h._version, out)
+        out = self._multiply(rows, 0)
+        if torch.is_grad_enabled():   # a training forward (an evaluation's may transform first under no_grad)
+            self._kept_first = None if out.requires_grad else (h, h._version, out)
         return out
+
+    def _exchange_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        """The rows layer ``layer`` aggregates (owned, then received), where :attr:`fixed_aggregator`."""
+        raise NotImplementedError
+
+    def _multiply(self, rows: torch.Tensor, layer: int) -> torch.Tensor:
+        """``Â rows``, where :attr:`fixed_aggregator`."""
+        raise NotImplementedError
 
     @contextlib.contextmanager
     def evaluation(self):

@@ -325,7 +325,13 @@ class _HaloRank(RankExchange):
         self.plan = _plan_to(plan, ctx.device)
 
     def _aggregate(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        return SpMM.apply(self.a, self.a_t, self.plan.exchange(h, self.comm, layer))   # (num_inner, F_layer)
+        return self._multiply(self._exchange_rows(h, layer), layer)   # (num_inner, F_layer)
+
+    def _exchange_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        return self.plan.exchange(h, self.comm, layer)                # (num_inner + num_halo, F_layer)
+
+    def _multiply(self, rows: torch.Tensor, layer: int) -> torch.Tensor:
+        return SpMM.apply(self.a, self.a_t, rows)
 
 
 def full_graph_name(config: Any) -> str:
