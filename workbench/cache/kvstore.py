@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any, Union
 
 import torch
@@ -168,6 +169,7 @@ class FeatureStore:
         self._owns_all = self._sorted_gid.numel() == self.book.num_nodes
         self.width = int(features.shape[1])
         self.row_bytes = self.width * features.element_size()
+        self._scratch = threading.local()   # per pulling thread: a pull's private row buffers, reused
 
     @classmethod
     def from_graph(cls, graph: Any, node_part: Any, comm: Any, **kwargs: Any) -> "FeatureStore":
@@ -219,7 +221,8 @@ class FeatureStore:
         local = self.owner(gids) == self.rank
         local_pos, remote_pos = local.nonzero().flatten(), (~local).nonzero().flatten()
         if local_pos.numel():
-            out.index_copy_(0, local_pos, self.local_rows(gids.index_select(0, local_pos)))
+            mine = self.local_rows(gids.index_select(0, local_pos), out=self._buffer("local", local_pos.numel()))
+            out.index_copy_(0, local_pos, mine)
         uniq, inverse = torch.unique(gids[remote_pos], return_inverse=True)  # sorted ids, one request each
         uniq_owner = self.owner(uniq)
         requests = [uniq[uniq_owner == j] for j in range(self.world_size)]
@@ -228,13 +231,30 @@ class FeatureStore:
         answers = [self.features.new_empty((0, self.width)) if j == self.rank else self.local_rows(ids.flatten())
                    for j, ids in enumerate(asked)]
         received = self.comm.all_to_all(answers, kind=kind or self.kind)
-        rows = self.features.new_empty((uniq.numel(), self.width))
+        rows = self._buffer("received", uniq.numel())
         for j in range(self.world_size):  # one slot per rank, not per id
             if j != self.rank and requests[j].numel():
                 rows[uniq_owner == j] = received[j].reshape(-1, self.width)
         if remote_pos.numel():
-            out.index_copy_(0, remote_pos, rows.index_select(0, inverse))
+            out.index_copy_(0, remote_pos, torch.index_select(rows, 0, inverse,
+                                                              out=self._buffer("remote", remote_pos.numel())))
         return out
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_scratch"}   # thread-local buffers do not travel
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _scratch=threading.local())
+
+    def _buffer(self, name: str, rows: int) -> torch.Tensor:
+        """``(rows, F)`` of the calling thread's private buffer ``name`` (grown by a quarter more when short): the
+        pull's own intermediate rows, never handed to another rank. A fresh tensor of a batch's rows is tens of MB,
+        mapped and faulted in on every pull (see :class:`PullBuffers`)."""
+        buf = getattr(self._scratch, name, None)
+        if buf is None or buf.shape[0] < rows:
+            buf = self.features.new_empty((rows + rows // 4, self.width))
+            setattr(self._scratch, name, buf)
+        return buf[:rows]
 
     def __repr__(self) -> str:
         return (f"FeatureStore(rank={self.rank}, world_size={self.world_size}, num_owned={self._sorted_gid.numel()}, "
