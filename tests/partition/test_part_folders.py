@@ -587,3 +587,30 @@ def test_folder_flag_refusals(tmp_path, capsys):
     assert ("must be a graph with (N,) labels (a partition folder holds each part's labels). Got 'e.txt: no "
             "labels'") in text
     assert not d.exists() and not (tmp_path / "o").exists()
+
+
+def test_a_text_edge_file_is_parsed_once_for_the_partition_and_its_folder(raw, folder, tmp_path, monkeypatch):
+    """The partitioner's first pass spills the text's pairs; every later pass, the folder writer's included, reads
+    the spill: the same folder as from the binary file, file for file, and the text read once."""
+    d, u, v, _ = raw
+    text = tmp_path / "e.txt"
+    text.write_text("".join(f"{a} {b}\n" for a, b in zip(u.tolist(), v.tolist())))
+    parses = []
+    original = EdgeFileStream._text_chunks
+
+    def counted(self):
+        parses.append(1)
+        return original(self)
+
+    monkeypatch.setattr(EdgeFileStream, "_text_chunks", counted)
+    out = tmp_path / "pf"
+    args = ["partition", str(text), "--stream", "--method", "spring", "--parts", "4", "--out", str(out),
+            "--num-nodes", "3000", "--with-features", str(d / "x.npy"), "--labels", str(d / "y.npy"),
+            "--train", str(d / "train.npy"), "--val", str(d / "val.npy"), "--test", str(d / "test.npy"),
+            "--bucket-edges", "1500", "--temp-budget-mb", "1", "--json"]
+    assert main(args) == 0
+    assert len(parses) == 1
+    assert not list(out.glob("edges-*.bin"))   # the spill is gone
+    for want in sorted(p for p in folder.rglob("*.npy")):
+        got = out / want.relative_to(folder)
+        assert np.array_equal(np.load(got), np.load(want)), want.relative_to(folder)

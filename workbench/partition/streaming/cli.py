@@ -58,12 +58,11 @@ def _num_nodes(args: argparse.Namespace):
 def stream_command(args: argparse.Namespace) -> int:
     """Run a streaming partitioner on ``args.graph`` (an edge file, or any graph spec, whose edges are then
     streamed from memory) and print or write its metrics (and the partition folder)."""
-    import numpy as np
 
     from workbench.data.edgefiles import is_binary_edge_file
     from workbench.partition.base import PARTITIONERS
     from workbench.partition.streaming.methods import STREAMING_METHODS
-    from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream
+    from workbench.partition.streaming.stream import EdgeFileStream, GraphEdgeStream, SpilledTextStream
 
     method = check_choice(args.method, "--method", "workbench partition --stream", list(STREAMING_METHODS))
     cls = PARTITIONERS[method]
@@ -83,27 +82,17 @@ def stream_command(args: argparse.Namespace) -> int:
         edges = GraphEdgeStream(load_graph(args.graph), chunk_edges=args.chunk_edges)
     out_dir = Path(args.out) if args.out else None
     keep = out_dir is not None and not folder   # a folder holds the parts themselves, not a part per line
-    result = cls(config).stream(edges, args.parts, keep_assignment=keep,
-                                assignment_dir=out_dir if out_dir is not None else None)
+    spill = None
+    if folder and isinstance(edges, EdgeFileStream) and edges.binary is None:
+        # a text file parsed once: the partitioner's first pass spills its pairs, every later pass of the
+        # partitioner and of the folder writer reads the spill
+        spill = edges = SpilledTextStream(edges, out_dir)
     try:
-        if out_dir is not None:
-            result.save(out_dir)
+        result, manifest = _stream_and_write(args, cls, config, method, edges, keep, out_dir, folder)
     finally:
-        result.close()
+        if spill is not None:
+            spill.close()
     m = result.metrics
-    manifest = None
-    if folder:
-        from workbench.partition.streaming.folders import write_part_folders
-        from workbench.partition.base import _json_safe
-
-        owner = result.owner.astype(np.int16 if args.parts < 2 ** 15 else np.int32)
-        result.owner = None   # the compact copy is all the writer needs
-        log = (lambda line: print(f"  {line}", file=sys.stderr)) if not args.json else None
-        manifest = write_part_folders(edges, owner, out_dir, features=args.with_features, labels=args.labels,
-                                      train=args.train, val=args.val, test=args.test, method=method,
-                                      options=_json_safe(config.to_dict()), metrics=m.to_dict(), source=str(args.graph),
-                                      bucket_edges=args.bucket_edges, temp_budget_bytes=args.temp_budget_mb << 20,
-                                      halo_features=args.halo_features, log=log)
     if args.json:
         d = m.to_dict()   # replication_factor: edge_assignment.npy's lines; replication_factor_completed beside
         d["method"] = method
@@ -127,3 +116,32 @@ def stream_command(args: argparse.Namespace) -> int:
         elif out_dir is not None:
             print(f"\nwrote {out_dir}/edge_assignment.npy, owner.npy and metrics.json")
     return 0
+
+
+def _stream_and_write(args, cls, config, method: str, edges, keep: bool, out_dir, folder: bool) -> tuple:
+    """``(result, manifest)``: the partition of ``edges`` (saved to ``out_dir`` when given, without the folder) and
+    the partition folder's manifest (None without ``--with-features``)."""
+    import numpy as np
+
+    result = cls(config).stream(edges, args.parts, keep_assignment=keep,
+                                assignment_dir=out_dir if out_dir is not None else None)
+    try:
+        if out_dir is not None:
+            result.save(out_dir)
+    finally:
+        result.close()
+    m = result.metrics
+    manifest = None
+    if folder:
+        from workbench.partition.streaming.folders import write_part_folders
+        from workbench.partition.base import _json_safe
+
+        owner = result.owner.astype(np.int16 if args.parts < 2 ** 15 else np.int32)
+        result.owner = None   # the compact copy is all the writer needs
+        log = (lambda line: print(f"  {line}", file=sys.stderr)) if not args.json else None
+        manifest = write_part_folders(edges, owner, out_dir, features=args.with_features, labels=args.labels,
+                                      train=args.train, val=args.val, test=args.test, method=method,
+                                      options=_json_safe(config.to_dict()), metrics=m.to_dict(), source=str(args.graph),
+                                      bucket_edges=args.bucket_edges, temp_budget_bytes=args.temp_budget_mb << 20,
+                                      halo_features=args.halo_features, log=log)
+    return result, manifest
