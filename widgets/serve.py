@@ -122,10 +122,9 @@ def demo_config(epochs: int = 2000) -> Any:
     recipes = discover_recipes()
     for name in ("sancus", "full_graph"):
         if name in recipes:
-            cfg = recipes[name]()
-            changes = {k: v for k, v in (("graph", DEMO_GRAPH), ("epochs", epochs), ("num_parts", None))
-                       if k in type(cfg).field_names()}
-            return cfg.replace(**changes)
+            cfg = recipes[name]()   # the settings as on the command line (epochs: train.epochs), never dropped
+            cfg = cfg.with_strings({"graph": DEMO_GRAPH, "epochs": str(epochs)})
+            return cfg.replace(num_parts=None) if "num_parts" in type(cfg).field_names() else cfg
     return None
 
 

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from widgets.app import RunRegistry
-from widgets.serve import TokenAuth, dashboard_urls, is_loopback, resolve_token, serve
+from widgets.serve import DEMO_GRAPH, TokenAuth, dashboard_urls, demo_config, is_loopback, resolve_token, serve
 from workbench._validation import ParamError
 
 
@@ -220,3 +220,11 @@ def test_sigterm_ends_the_demo_run_and_its_workers_within_seconds(tmp_path):
     last = json.loads(log.read_text().splitlines()[-1])
     assert last["type"] == "run_finished" and last["status"] == "stopped", last
     print(f"SIGTERM to exit: {took:.1f} s")
+
+
+def test_the_demo_run_trains_the_epochs_it_is_given():
+    """The demo's epochs reach the run (train.epochs), on the demo graph: a 30-epoch demo ended within seconds, before
+    the dashboard's stop could reach it (its epochs had been dropped since epochs moved into the train section)."""
+    cfg = demo_config(epochs=123)
+    assert cfg.train.epochs == 123 and cfg.graph == DEMO_GRAPH and cfg.num_parts is None
+    assert demo_config().train.epochs == 2000

@@ -80,6 +80,12 @@ def _dense(obj: Any, path: Path, what: str) -> np.ndarray:
     return obj
 
 
+def _shape(obj) -> tuple:
+    """The shape of an unpickled object, ``(0, None)`` when it has none (a class's ``shape`` is a descriptor)."""
+    shape = getattr(obj, "shape", None)
+    return tuple(shape) if isinstance(shape, tuple) else (0, None)
+
+
 def read_planetoid(folder: Any, name: Optional[str] = None) -> Graph:
     """Read a Planetoid dataset (see the module docstring) into an undirected-as-stored :class:`Graph`.
 
@@ -106,7 +112,7 @@ def read_planetoid(folder: Any, name: Optional[str] = None) -> Graph:
             raise DataFormatError(_OWNER, f, "a Planetoid file next to the others", "missing file")
     objs = {part: read_pickle(files[part], _OWNER) for part in PLANETOID_PARTS if part != "test.index"}
     for group in (("allx", "x", "tx"), ("ally", "y", "ty")):   # widths agree before anything is made dense
-        widths = [getattr(objs[k], "shape", (0, None))[1:2] for k in group]
+        widths = [_shape(objs[k])[1:2] for k in group]
         for k, w in zip(group[1:], widths[1:]):
             if w != widths[0]:
                 raise DataFormatError(_OWNER, files[k], f"{widths[0][0] if widths[0] else '?'} columns (as in "
