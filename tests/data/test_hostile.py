@@ -12,6 +12,7 @@ import atexit
 import gzip
 import io
 import json
+import pickle
 import shutil
 import tempfile
 import zipfile
@@ -147,6 +148,8 @@ CASES = [
     ("planetoid", "Cora/raw/ind.cora.graph", lambda p: _pickle_edit(p, lambda d: {**d, 3: [10 ** 12]}),
      "vertex ids in"),
     ("planetoid", "Cora/raw/ind.cora.allx", lambda p: _pickle_edit(p, lambda m: m.multiply(np.nan)), "finite"),
+    ("planetoid", "Cora/raw/ind.cora.x", lambda p: p.write_bytes(pickle.dumps(np.ndarray, protocol=2)),
+     "no 2-D matrix"),   # a class, whose 'shape' is a descriptor (found by the mutation test below)
     ("planetoid", "Cora/raw/ind.cora.test.index", lambda p: p.write_text("520\n1000000000000\n"), "spanning"),
     ("saint", "saint/adj_full.npz", lambda p: p.write_bytes(p.read_bytes()[:200]), "adj_full.npz"),
     ("saint", "saint/adj_full.npz", lambda p: _edit_npz(p, "shape", np.array([10 ** 12, 10 ** 12])), "vertex count"),

@@ -116,7 +116,7 @@ def read_planetoid(folder: Any, name: Optional[str] = None) -> Graph:
         for k, w in zip(group[1:], widths[1:]):
             if w != widths[0]:
                 raise DataFormatError(_OWNER, files[k], f"{widths[0][0] if widths[0] else '?'} columns (as in "
-                                                        f"{group[0]})", w[0] if w else "no 2-D matrix")
+                                                        f"{group[0]})", w[0] if w and w[0] is not None else "no 2-D matrix")
     test_index = _read_index(files["test.index"])
     x, tx, allx = (_dense(objs[k], files[k], "feature") for k in ("x", "tx", "allx"))
     y, ty, ally = (_dense(objs[k], files[k], "one-hot label") for k in ("y", "ty", "ally"))
