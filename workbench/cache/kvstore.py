@@ -247,14 +247,14 @@ class FeatureStore:
         self.__dict__.update(state, _scratch=threading.local())
 
     def _buffer(self, name: str, rows: int) -> torch.Tensor:
-        """``(rows, F)`` of the calling thread's private buffer ``name`` (grown by a quarter more when short): the
+        """``(rows, F)`` of the calling thread's private buffer ``name`` (a one-buffer :class:`PullBuffers`): the
         pull's own intermediate rows, never handed to another rank. A fresh tensor of a batch's rows is tens of MB,
-        mapped and faulted in on every pull (see :class:`PullBuffers`)."""
-        buf = getattr(self._scratch, name, None)
-        if buf is None or buf.shape[0] < rows:
-            buf = self.features.new_empty((rows + rows // 4, self.width))
-            setattr(self._scratch, name, buf)
-        return buf[:rows]
+        mapped and faulted in on every pull."""
+        buffers = getattr(self._scratch, name, None)
+        if buffers is None:
+            buffers = PullBuffers(1, self.width, self.features.dtype)
+            setattr(self._scratch, name, buffers)
+        return buffers.take(rows)
 
     def __repr__(self) -> str:
         return (f"FeatureStore(rank={self.rank}, world_size={self.world_size}, num_owned={self._sorted_gid.numel()}, "

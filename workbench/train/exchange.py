@@ -206,7 +206,7 @@ class RankExchange:
             return kept[2]
         out = self._multiply(rows, 0)
         if torch.is_grad_enabled():   # a training forward (an evaluation's may transform first under no_grad)
-            self._kept_first = None if out.requires_grad else (h, h._version, out)
+            self._kept_first = (h, h._version, out)
         return out
 
     def _exchange_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
