@@ -242,7 +242,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--exponent", type=float, default=2.5, help="power-law exponent (lower = more skew)")
     parser.add_argument("--methods", default="hash,dbh,greedy,hdrf,2ps-l,clustering,spring")
     parser.add_argument("--chunk-edges", type=int, default=1 << 20)
-    parser.add_argument("--python-edges", type=int, default=200_000)
+    parser.add_argument("--python-edges", type=int, default=200_000, help="0 skips the per-edge Python loops")
     parser.add_argument("--text-edges", type=int, default=None, help="lines of the text file (default --edges)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per method and input (the fastest is kept)")
     parser.add_argument("--metis-edges", type=int, default=2_000_000, help="0 skips METIS")
@@ -329,25 +329,26 @@ def main(argv=None) -> dict:
     out["text"] = {"lines": args.text_edges, "file_mb": text.stat().st_size / 2**20, "partitioners": text_rows}
 
     # Per-edge Python loops vs the compiled kernels, same prefix.
-    a = np.load(npy, mmap_mode="r")[:args.python_edges]
-    lines = list(zip(a[:, 0].tolist(), a[:, 1].tolist()))
-    prefix = work / "prefix.npy"
-    np.save(prefix, np.ascontiguousarray(a))
-    ratios = {}
-    for m, fn in (("hash", python_hash), ("hdrf", python_hdrf), ("spring", python_spring_step_a)):
-        t = time.perf_counter()
-        fn(lines, args.parts)
-        py_rate = len(lines) / (time.perf_counter() - t)
-        if m == "spring":  # the Python loop does the degree pass and Step A: compare the same passes
-            met = stream_partition(prefix, args.parts, method=m).metrics
-            compiled = met.num_lines / (met.phase_s["degrees"] + met.phase_s["cluster1"])
-        else:
-            met = stream_partition(prefix, args.parts, method=m).metrics
-            compiled = met.num_lines / met.phase_s["assign"]
-        ratios[m] = {"python_lines_per_s": py_rate, "compiled_lines_per_s": compiled, "ratio": compiled / py_rate}
-        print(f"{m:<11} per-edge Python {py_rate / 1e6:6.3f} M lines/s, compiled {compiled / 1e6:6.2f} M lines/s: "
-              f"{compiled / py_rate:6.1f}x (target >= 20x)", flush=True)
-    out["python_ratio"] = ratios
+    if args.python_edges:   # 0 skips it
+        a = np.load(npy, mmap_mode="r")[:args.python_edges]
+        lines = list(zip(a[:, 0].tolist(), a[:, 1].tolist()))
+        prefix = work / "prefix.npy"
+        np.save(prefix, np.ascontiguousarray(a))
+        ratios = {}
+        for m, fn in (("hash", python_hash), ("hdrf", python_hdrf), ("spring", python_spring_step_a)):
+            t = time.perf_counter()
+            fn(lines, args.parts)
+            py_rate = len(lines) / (time.perf_counter() - t)
+            if m == "spring":  # the Python loop does the degree pass and Step A: compare the same passes
+                met = stream_partition(prefix, args.parts, method=m).metrics
+                compiled = met.num_lines / (met.phase_s["degrees"] + met.phase_s["cluster1"])
+            else:
+                met = stream_partition(prefix, args.parts, method=m).metrics
+                compiled = met.num_lines / met.phase_s["assign"]
+            ratios[m] = {"python_lines_per_s": py_rate, "compiled_lines_per_s": compiled, "ratio": compiled / py_rate}
+            print(f"{m:<11} per-edge Python {py_rate / 1e6:6.3f} M lines/s, compiled {compiled / 1e6:6.2f} M lines/s: "
+                  f"{compiled / py_rate:6.1f}x (target >= 20x)", flush=True)
+        out["python_ratio"] = ratios
 
     if args.metis_edges:
         k = min(args.metis_edges, args.edges)

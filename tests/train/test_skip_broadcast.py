@@ -56,3 +56,15 @@ def test_flags_agree_when_ranks_disagree_and_gradients_pass():
     assert bwd > 0 and "control" in counter.bytes_by_kind()
     # every rank holds the same flags
     assert all(o[0] == flags for o in out)
+
+
+def test_a_side_communicator_of_the_wrapper_is_the_inner_ones_and_plain():
+    """``comm.side("sample")`` on the wrapper (a sampling thread beside a staleness run): every verb on it moves and
+    counts as the inner communicator's side does, beside the wrapper's own all-reduces (the conformance check)."""
+    from workbench.testing.communicator import check_side_communicator_results, exercise_side_communicator
+
+    def body(comm):
+        assert not isinstance(comm.side("sample"), SkipBroadcastCommunicator)
+        return exercise_side_communicator(comm)
+
+    check_side_communicator_results(_spmd(2, body))

@@ -220,5 +220,10 @@ class SkipBroadcastCommunicator(Communicator):
     def _barrier(self) -> None:
         self.inner._barrier()
 
+    def _side(self, name: str, counter) -> Communicator:
+        """The inner communicator's side ``name``, plain: a side thread's traffic (sampling) is never skipped."""
+        return self.inner._side(name, counter)
+
     def close(self) -> None:
+        self._close_sides()
         self.inner.close()
