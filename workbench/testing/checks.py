@@ -437,12 +437,13 @@ def check_loss_shares(stage: Any) -> None:
     obj = _make(stage)
     every, x = _loss_targets(stage, torch.arange(8))
     whole = obj.loss(every)
-    assert whole.dim() == 0 and math.isfinite(float(whole)), f"the loss of 8 rows is {whole!r}, not a finite scalar"
+    assert whole.dim() == 0 and math.isfinite(float(whole.detach())), \
+        f"the loss of 8 rows is {whole!r}, not a finite scalar"
     whole.backward()
     assert x.grad is not None and bool(torch.isfinite(x.grad).all()), "its gradient is missing or not finite"
     halves = sum(float(obj.loss(_loss_targets(stage, idx)[0])) for idx in (torch.arange(4), torch.arange(4, 8)))
-    assert abs(halves - float(whole)) <= 1e-9 * (1 + abs(float(whole))), \
-        f"two halves' losses add up to {halves!r}, all rows give {float(whole)!r}: ranks' shares would not add up"
+    assert abs(halves - float(whole.detach())) <= 1e-9 * (1 + abs(float(whole.detach()))), \
+        f"two halves' losses add up to {halves!r}, all rows give {float(whole.detach())!r}: ranks' shares would not add up"
     empty, _ = _loss_targets(stage, torch.arange(0))
     none = obj.loss(empty)
     assert math.isfinite(float(none)) and none.requires_grad, f"no row gives {none!r}, not a finite attached loss"
