@@ -53,3 +53,16 @@ def test_kipf_recipe_is_the_papers_setup():
     assert (cfg.model.hidden, cfg.model.num_layers, cfg.model.dropout, cfg.model.init) == (16, 2, 0.5, "glorot")
     assert (cfg.train.epochs, cfg.train.lr, cfg.train.optimizer) == (200, 0.01, "adam")
     assert (cfg.train.weight_decay, cfg.train.weight_decay_layers) == (5e-4, "first")
+
+
+def test_dropout_is_refused_where_blocks_run_without_it():
+    """Mini-batch blocks and model averaging run without dropout: ``model.dropout`` is refused there at build
+    (``ModelStage.Config.field_requires``), before a rank would warn and train without it."""
+    import pytest
+
+    from workbench._validation import ParamError
+
+    with pytest.raises(ParamError, match=r"'model.dropout' parameter of RunConfig must be 0.0 with mini-batch "
+                                         r"training .* Got 0.5"):
+        RunConfig.compose(graph="karate", sample="neighbor", model={"method": "sage", "dropout": 0.5}).build()
+    RunConfig.compose(graph="karate", model={"method": "gcn", "dropout": 0.5}).build()   # full-graph reads it

@@ -214,3 +214,26 @@ def test_skipg_needs_the_epoch_bound_and_exact_gradients():
     with pytest.raises(ParamError, match="'skip'.*Got 'weights'"):
         RunConfig.compose(exchange={"method": "block_row", "staleness": "epoch-fixed", "skip": "weights"},
                           graph="karate").validate()
+
+
+@pytest.mark.parametrize("method", ["block_row", "halo"])
+def test_a_policys_options_are_refused_under_another_policy(method):
+    """``epsilon`` (with no policy), ``max_skip`` (variation-gap's cap) and ``stagger=False`` (epoch-adaptive's) would
+    be ignored under another staleness: refused, naming the option, the value and the policy that reads it."""
+    def compose(**exchange):
+        return RunConfig.compose(exchange={"method": method, **exchange}, graph="karate").validate()
+
+    with pytest.raises(ParamError, match=r"'epsilon' parameter .* must be 0 or its default 1 with staleness='none'"
+                                         r".* Got 3.0"):
+        compose(epsilon=3)
+    with pytest.raises(ParamError, match=r"'max_skip' .* must be None with staleness='epoch-fixed' \(a cap of "
+                                         r"staleness='variation-gap'\). Got 2"):
+        compose(staleness="epoch-fixed", max_skip=2)
+    with pytest.raises(ParamError, match=r"'stagger' .* must be True with staleness='variation-gap' .* Got False"):
+        compose(staleness="variation-gap", epsilon=0.1, stagger=False)
+    with pytest.raises(ParamError, match=r"'gap_norm' .* with staleness='none'"):
+        compose(gap_norm="mean_abs")
+    compose(epsilon=0)                                                    # CAGNET's exact run (sancus.exact)
+    compose(staleness="epoch-fixed", gap_norm="mean_abs")                 # every policy reports the gap
+    compose(staleness="variation-gap", epsilon=0.1, max_skip=2)
+    compose(staleness="epoch-adaptive", stagger=False)

@@ -80,14 +80,15 @@ class Exchange(Stage):
         staleness: Annotated[str, Options("none", STALENESS_RULES)] = "none"
         """``none`` (exact), ``epoch-fixed`` (ε_E), ``epoch-adaptive`` (ε_A) or ``variation-gap`` (ε_H)."""
         epsilon: Annotated[float, Interval(0, None)] = 1.0
-        """Staleness bound: epochs for epoch-fixed/adaptive (a whole number), the relative gap for variation-gap."""
+        """Staleness bound: epochs for epoch-fixed/adaptive (a whole number), the relative gap for variation-gap
+        (with ``staleness=none``: 0 or the default; another value would be ignored, so it is refused)."""
         pin_static_input: bool = False
         """Send the first layer's remote input rows once and never again (the features never change):
         a cache of every remote input row, filled in the first epoch; layer 0 then aggregates first. Works
         with any staleness policy, ``none`` included."""
         gap_norm: Annotated[str, Options(*GAP_NORMS)] = "relative"
         """Variation gap: ``relative`` Frobenius norm ‖H−H̃‖/‖H̃‖ or ``mean_abs`` mean |H−H̃| (the paper names
-        no norm)."""
+        no norm). Every staleness policy reports the gap; ``variation-gap`` also decides by it."""
         max_skip: Annotated[Optional[int], OneOf(None, Interval(0, None))] = None
         """variation-gap only: send at the latest after this many skipped epochs (None = no cap)."""
         stagger: bool = True
@@ -100,6 +101,18 @@ class Exchange(Stage):
             if getattr(STALENESS_RULES.get(self.staleness), "whole_epochs", False):
                 errs.check(float(self.epsilon).is_integer(), "epsilon",
                            f"a whole number of epochs >= 0 for staleness={self.staleness!r}", self.epsilon)
+            # options one policy reads, refused under another rather than ignored
+            if self.staleness == "none":   # exact: no bound, no gap (0 is the bound that means the same)
+                errs.check(self.epsilon in (0.0, 1.0), "epsilon",
+                           "0 or its default 1 with staleness='none' (the bound of a staleness policy)", self.epsilon)
+                errs.check(self.gap_norm == "relative", "gap_norm",
+                           "its default 'relative' with staleness='none' (the gap a staleness policy reports)",
+                           self.gap_norm)
+            errs.check(self.max_skip is None or self.staleness == "variation-gap", "max_skip",
+                       f"None with staleness={self.staleness!r} (a cap of staleness='variation-gap')", self.max_skip)
+            errs.check(self.stagger or self.staleness == "epoch-adaptive", "stagger",
+                       f"True with staleness={self.staleness!r} (an option of staleness='epoch-adaptive')",
+                       self.stagger)
             if self.skip == "gradients":  # the paper only names SkipG: defined here with the epoch bound
                 errs.check(self.staleness in ("none", "epoch-fixed"), "staleness",
                            "'none' or 'epoch-fixed' with skip='gradients' (SkipG bounds gradient age in epochs)",

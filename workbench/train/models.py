@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Callable, ClassVar, Optional
 
 import torch
 from torch import nn
@@ -420,6 +420,10 @@ class ModelStage(Stage):
 
     @dataclasses.dataclass(kw_only=True)
     class Config(Stage.Config):
+        field_requires: ClassVar[dict[str, frozenset[str]]] = {"dropout": frozenset({"whole-part logits"})}
+        """``dropout`` is read by whole-part forwards only (full-graph and edge-sampled training): set under
+        mini-batch training or model averaging, whose blocks run without it, it is refused rather than ignored."""
+
         hidden: Annotated[int, Interval(1, None)] = 16
         """Hidden width."""
         num_layers: Annotated[int, Interval(1, 4)] = 2
