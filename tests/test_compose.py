@@ -184,3 +184,26 @@ def test_fanouts_and_layers_set_to_different_counts_are_one_error_naming_both():
         distdgl.recipe().with_strings({"model.num_layers": "2"})             # the layers alone: refused at once
     with pytest.raises(ParamError, match=r"'num_layers' .* Got 5 instead.*taken from sample.fanouts=5,5,5,5,5"):
         distdgl.recipe(sample={"fanouts": (5, 5, 5, 5, 5)})
+
+
+def test_a_setting_given_twice_with_two_values_is_refused():
+    """One of the two values would be lost: ``epochs`` beside ``train.epochs``, a section's method by two names, a
+    section dict beside a dotted name, ``--set`` twice. The same value twice, and a section's own seed beside the
+    ``seed`` shorthand (the section's wins, as documented), are fine."""
+    from workbench._validation import parse_settings
+
+    run = RunConfig.compose(graph="karate")
+    with pytest.raises(ParamError, match=r"'epochs' parameter .* must be given once: train.epochs is also given as "
+                                         r"train.epochs='2'. Got '1'"):
+        run.with_strings({"epochs": "1", "train.epochs": "2"})
+    with pytest.raises(ParamError, match=r"'partition' parameter .* given once: partition.method is also given as "
+                                         r"partition.method='random'"):
+        run.replace(**{"partition.method": "random", "partition": "hash"})
+    with pytest.raises(ParamError, match=r"'model.hidden' .* given once: model.hidden is also given as "
+                                         r"model\['hidden'\]=8. Got 16"):
+        run.replace(model={"hidden": 8}, **{"model.hidden": 16})
+    with pytest.raises(ParamError, match=r"'train.epochs' parameter of --set must be given once"):
+        parse_settings(["train.epochs=1", "train.epochs=2"])
+    assert run.with_strings({"epochs": "2", "train.epochs": "2"}).train.epochs == 2
+    both = run.with_strings({"seed": "3", "partition.seed": "9"})
+    assert (both.partition.seed, both.train.seed) == (9, 3)

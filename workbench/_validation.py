@@ -287,14 +287,27 @@ class Config:
 
 
 def parse_settings(pairs: Iterable[str], owner: str = "--set") -> dict[str, str]:
-    """Parse ``["a=1", "b=x"]`` into a dict; a pair without ``=`` is a :class:`ParamError`."""
+    """Parse ``["a=1", "b=x"]`` into a dict; a pair without ``=``, or a name given twice with two values, is a
+    :class:`ParamError` (the second value would silently win).
+
+    Example:
+        >>> parse_settings(["train.epochs=3", "model.hidden=16", "train.epochs=3"])
+        {'train.epochs': '3', 'model.hidden': '16'}
+        >>> parse_settings(["train.epochs=3", "train.epochs=5"])
+        Traceback (most recent call last):
+        ...
+        workbench._validation.ParamError: The 'train.epochs' parameter of --set must be given once (also given as train.epochs=3). Got '5' instead.
+    """
     out: dict[str, str] = {}
     errs = ErrorCollector(owner)
     for pair in pairs:
         name, sep, value = pair.partition("=")
         errs.check(bool(sep and name), "setting", "of the form NAME=VALUE", pair)
         if sep and name:
-            out[name.strip()] = value.strip()
+            name, value = name.strip(), value.strip()
+            errs.check(out.get(name, value) == value, name, f"given once (also given as {name}={out.get(name)})",
+                       value)
+            out[name] = value
     errs.raise_if_any()
     return out
 

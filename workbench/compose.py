@@ -39,7 +39,10 @@ its section; these forms exist, and no others:
   ``**{"model.hidden": 16}`` in Python, ``--set model.hidden=16`` on the command line);
 * two shorthands (:data:`~workbench.compose_settings.SHORTHANDS`, the CLI's ``--epochs`` and ``--seed``):
   ``epochs=N`` is ``train.epochs=N``; ``seed=N`` seeds every section that has a seed (weights, partitioner,
-  sampler).
+  sampler) and whose own seed is not given (``seed=3, **{"partition.seed": 9}``: the partitioner 9, the rest 3).
+
+One setting given twice with two values (``epochs=1`` beside ``train.epochs=2``, ``partition.method`` beside
+``partition``) is refused: one of them would be lost.
 
 Any other name without a section (``hidden=16``) is refused with the dotted names it could mean
 (``write model.hidden``). Unknown names and bad values are all reported at once, with the valid names.

@@ -71,25 +71,37 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
     methods: dict[str, tuple[str, Any]] = {}          # section -> (name used, method or Config or None)
     fields: dict[str, dict[str, Any]] = {}             # section -> {field: value}
     shorthands: list[tuple[str, Any]] = []
+    given: dict[str, tuple[str, Any]] = {}             # dotted name -> (name it was given as, value)
+
+    def once(dotted: str, used: str, value: Any) -> bool:
+        """False (an error) when ``dotted`` was given before with another value: one of the two would be lost."""
+        first = given.setdefault(dotted, (used, value))
+        errs.check(first[1] is value or _same(first[1], value), used,
+                   f"given once: {dotted} is also given as {first[0]}={first[1]!r}", value)
+        return first[1] is value or _same(first[1], value)
+
     for name, value in settings.items():
         section, dot, field = name.partition(".")
         if dot:
             if section not in run.section_names():
                 _unknown(run, errs, name)
             elif section in STAGE_SECTIONS and field == "method":
-                methods[section] = (name, value)
-            else:
+                if once(name, name, value):
+                    methods[section] = (name, value)
+            elif once(name, name, value):
                 fields.setdefault(section, {})[field] = value
         elif name in ("graph", "num_parts"):
             top[name] = value
         elif name in run.section_names() and isinstance(value, Mapping):
             for key, item in value.items():
                 if key == "method" and name in STAGE_SECTIONS:
-                    methods[name] = (f"{name}.method", item)
-                else:
+                    if once(f"{name}.method", f"{name}['method']", item):
+                        methods[name] = (f"{name}.method", item)
+                elif once(f"{name}.{key}", f"{name}[{key!r}]", item):
                     fields.setdefault(name, {})[str(key)] = item
         elif name in STAGE_SECTIONS:
-            methods[name] = (name, value)
+            if once(f"{name}.method", name, value):
+                methods[name] = (name, value)
         elif name == "train":
             if isinstance(value, Config):
                 top["train"] = value
@@ -107,8 +119,10 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
         chosen.pop(section, None)
         if name is not None:
             chosen[section] = name
-    for name, value in shorthands:
+    for name, value in shorthands:   # a section's own setting wins over ``seed``; ``epochs`` is one setting
         for section in _shorthand_sections(run, name, new, errs, value):
+            if name == "epochs":
+                once(f"{section}.{name}", name, value)
             fields.setdefault(section, {}).setdefault(name, value)
     for section, changes in fields.items():
         new[section] = _set_fields(run, errs, section, new[section], changes, strings)
@@ -118,6 +132,14 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
                for name, value in top.items()}
     errs.raise_if_any()
     return dataclasses.replace(run, **top, **new, _methods=chosen, _derived=derived)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two given values are the same setting (``3`` and ``"3"`` are; a failed comparison is not)."""
+    try:
+        return bool(a == b) or str(a) == str(b)
+    except Exception:  # noqa: BLE001 - arrays and the like: not the same
+        return False
 
 
 @dataclasses.dataclass
