@@ -129,3 +129,17 @@ def test_networks_from_specs_files_and_dicts(tmp_path):
             resolve_network(bad)
     with pytest.raises(ParamError, match="'network' parameter of launch must be one of"):
         resolve_network("fast", name="network", owner="launch")
+
+
+def test_a_network_file_that_is_no_model_is_one_error_naming_it(tmp_path):
+    """Malformed JSON, a missing bandwidth and a misspelt field (it was dropped: efficiency stayed 1.0) each give one
+    error naming the parameter, not a JSONDecodeError or TypeError."""
+    cases = {"bad.json": ('{"bandwidth_Bps": ', r"a JSON file of a network model \(Expecting value"),
+             "nobw.json": ('{"latency_s": 0.001}', r"a network model's fields .* required\): no 'bandwidth_Bps'"),
+             "typo.json": ('{"latency_s": 0.001, "bandwidth_Bps": 1e9, "efficency": 0.5}',
+                           r"a network model's fields .*: no field 'efficency'"),
+             "list.json": ('{"model": [1, 2]}', r"a network model's fields \(a JSON object\). Got \[1, 2\]")}
+    for name, (text, match) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ParamError, match=r"'network' parameter of launch must be " + match):
+            resolve_network(str(tmp_path / name), name="network", owner="launch")

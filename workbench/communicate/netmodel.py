@@ -239,8 +239,16 @@ def resolve_network(preset: Union[str, Path, Mapping, NetworkModel], *, name: st
     if isinstance(preset, NetworkModel):
         return preset
     if isinstance(preset, Mapping):
-        data = dict(preset.get("model", preset))
-        return NetworkModel(**{k: v for k, v in data.items() if k in _FIELDS})
+        data = preset.get("model", preset)
+        if not isinstance(data, Mapping):
+            raise ParamError([param_error(name, owner, "a network model's fields (a JSON object)", data)])
+        unknown, missing = sorted(set(data) - _FIELDS), sorted(_REQUIRED - set(data))
+        if unknown or missing:
+            what = "; ".join([f"no field {', '.join(map(repr, unknown))}"] * bool(unknown) +
+                             [f"no {', '.join(map(repr, missing))}"] * bool(missing))
+            raise ParamError([param_error(name, owner, f"a network model's fields ({', '.join(sorted(_FIELDS))}; "
+                                          f"{', '.join(sorted(_REQUIRED))} required): {what}", dict(data))])
+        return NetworkModel(**data)
     text = str(preset)
     if text in NETWORK_PRESETS:
         return NETWORK_PRESETS[text]
@@ -248,13 +256,18 @@ def resolve_network(preset: Union[str, Path, Mapping, NetworkModel], *, name: st
     if text.endswith(".json") or (not text[:1].isdigit() and path.is_file()):
         if not path.is_file():
             raise ParamError([param_error(name, owner, f"an existing file ({path} is not)", text)])
-        return resolve_network(json.loads(path.read_text()), name=name, owner=owner)
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ParamError([param_error(name, owner, f"a JSON file of a network model ({exc})", text)]) from None
+        return resolve_network(data, name=name, owner=owner)
     if text[:1].isdigit() and ("," in text or _RATE.match(text)):
         return parse_network(text)
     raise ParamError([param_error(name, owner, f"one of {list(NETWORK_PRESETS)}, {_FORMATS}", preset)])
 
 
 _FIELDS = {f.name for f in dataclasses.fields(NetworkModel)}
+_REQUIRED = {f.name for f in dataclasses.fields(NetworkModel) if f.default is dataclasses.MISSING}
 
 
 def algorithm_of(kind: str) -> str:
