@@ -3,7 +3,8 @@
 ``workbench partition``, ``export-distdgl`` (:mod:`workbench.partition.cli`) and ``workbench sample``
 (:mod:`workbench.sample.cli`) all partition a graph first: :func:`add_partition_arguments` adds the graph spec,
 ``--parts``, ``--method``, ``--seed`` and ``--set``, and :func:`partitioner_and_graph` checks them and loads the
-graph. :func:`parse_fanouts` reads ``--khop`` and ``--fanouts``.
+graph. :func:`parse_fanouts` reads ``--khop`` and ``--fanouts``. :func:`check_out_folder` refuses an output folder
+flag (``--out DIR``, ``--folder DIR``) that names an existing file, before anything is loaded.
 
 Example:
     >>> parse_fanouts("15,10,5"), parse_fanouts("-1;-1")
@@ -13,11 +14,13 @@ Example:
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
 
 from workbench._validation import ErrorCollector, check_choice, parse_settings
 
-__all__ = ["add_partition_arguments", "partitioner_and_graph", "parse_fanouts"]
+__all__ = ["add_partition_arguments", "partitioner_and_graph", "parse_fanouts", "check_out_folder"]
 
 
 def add_partition_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,3 +69,25 @@ def parse_fanouts(text: str) -> tuple[int, ...]:
         return tuple(int(x) for x in text.replace(";", ",").split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated ints such as 15,10,5, got {text!r}")
+
+
+def check_out_folder(errs: ErrorCollector, flag: str, path: Optional[Union[str, os.PathLike]]) -> None:
+    """Add an error to ``errs`` when the output folder ``path`` of ``flag`` cannot be a folder: it is an existing
+    file, or a path through one (``None``, an existing folder and a path still to create pass).
+
+    Example:
+        >>> import tempfile
+        >>> f = tempfile.NamedTemporaryFile()
+        >>> errs = ErrorCollector("workbench partition")
+        >>> check_out_folder(errs, "--out", f.name)
+        >>> errs.errors[0].startswith("The '--out' parameter of workbench partition must be a folder")
+        True
+    """
+    if path is None:
+        return
+    p = Path(path)
+    existing = next((q for q in (p, *p.parents) if q.exists()), None)
+    if existing is None or existing.is_dir():
+        return
+    where = "an existing file" if existing == p else f"a path through the existing file {str(existing)!r}"
+    errs.check(False, flag, f"a folder (existing or to create), not {where}", str(path))

@@ -99,3 +99,17 @@ def test_describe_spec(tmp_path):
     p.write_text("0 1\n")
     assert "edge-list" in describe_spec(Path(p))
     assert "products-like" in describe_spec("products-like") and "8.03" in describe_spec("products-like")
+
+
+def test_generated_npy_round_trips_as_a_bare_path(tmp_path, capsys):
+    from workbench.cli import main
+
+    out = tmp_path / "gen.npy"
+    assert main(["generate", "sbm:num_nodes=50,seed=0", "--out", str(out)]) == 0
+    capsys.readouterr()
+    parsed = parse_spec(str(out))
+    assert parsed.kind == "named" and parsed.config.edges == str(out)
+    bare, files = load_graph(str(out)), load_graph(f"files:edges={out}")
+    assert bare.num_nodes == files.num_nodes == 50 and bare.num_edges == files.num_edges > 0
+    assert torch.equal(bare.indptr, files.indptr) and torch.equal(bare.indices, files.indices)
+    assert main(["info", str(out)]) == 0 and "50" in capsys.readouterr().out

@@ -42,11 +42,45 @@ def test_partition_set_option(capsys):
     (["--parts", "2", "--method", "metys"], "did you mean 'metis'"),
     (["--parts", "2", "--set", "bogus=1"], "has no option 'bogus'"),
     (["--parts", "2", "--set", "imbalance=lots"], "'imbalance' parameter"),
+    # a flag nothing would read is refused, not ignored; a malformed --khop before the partition is printed
+    (["--parts", "2", "--directed"], "'--directed' parameter of workbench partition must be False (its default) "
+                                     "without --stream"),
+    (["--parts", "2", "--chunk-edges", "5"], "'--chunk-edges' parameter"),
+    (["--parts", "2", "--bucket-edges", "0"], "'--bucket-edges' parameter of workbench partition must be 8388608 "
+                                              "(its default) without --stream --with-features or --folder"),
+    (["--parts", "2", "--halo-features", "reference"], "'--halo-features' parameter"),
+    (["--parts", "2", "--khop", "a"], "'--khop' parameter of workbench partition must be fan-outs such as 10,10"),
+    (["--parts", "2", "--khop", "0,0"], "Got '0,0' instead"),
+    (["--parts", "2", "--method", "hdrf", "--khop", "10,10"], "must be used with an in-memory edge-cut partition"),
+    (["--parts", "2", "--stream", "--khop", "10,10"], "'--khop' parameter"),
+    (["--parts", "2", "--stream", "--feature-width", "8"], "'--feature-width' parameter"),
 ])
 def test_errors_exit_2_with_one_message(capsys, argv, message):
     assert main(["partition", "karate", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert message in err and "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["partition", "karate", "--parts", "2", "--out", "{file}"], "--out"),
+    (["partition", "karate", "--parts", "2", "--folder", "{file}"], "--folder"),
+    (["partition", "karate", "--parts", "2", "--folder", "{file}/sub"], "--folder"),
+    (["export-distdgl", "karate", "--parts", "2", "--out", "{file}"], "--out"),
+])
+def test_out_folder_that_is_a_file_is_refused_before_loading(tmp_path, capsys, monkeypatch, argv, flag):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the graph was loaded before the arguments were checked")
+
+    monkeypatch.setattr("workbench.data.load_graph", no_loading)
+    argv = [a.replace("{file}", str(afile)) for a in argv]
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert f"The '{flag}' parameter of workbench {argv[0]} must be a folder" in err and str(afile) in err
+    assert "Traceback" not in err and err.count("error:") == 1
+    assert afile.is_file() and afile.read_text() == ""
 
 
 def test_help_on_every_subcommand(capsys):

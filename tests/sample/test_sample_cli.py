@@ -80,6 +80,20 @@ def test_bad_input_is_one_message(capsys, argv, needle):
     assert needle in capsys.readouterr().err
 
 
+def test_out_that_is_a_file_is_refused_before_loading(capsys, tmp_path, monkeypatch):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the graph was loaded before the arguments were checked")
+
+    monkeypatch.setattr("workbench.data.load_graph", no_loading)
+    assert main(["sample", "karate", "--parts", "2", "--fanouts", "5", "--out", str(afile)]) == 2
+    err = capsys.readouterr().err
+    assert "The '--out' parameter of workbench sample must be a folder" in err and str(afile) in err
+    assert "Traceback" not in err
+
+
 def test_even_split_and_replacement(capsys, small_sbm):
     spec = "sbm:num_nodes=200,num_blocks=4,avg_degree=8,num_features=16,seed=0"
     out = _run(capsys, spec, "--parts", "3", "--fanouts", "4,3", "--batch-size", "10", "--split", "even", "--replace")

@@ -5,8 +5,8 @@ A spec is one of:
 - a :class:`~workbench.graph.Graph` (returned as it is);
 - a path: a directory holding ``raw/edge.csv.gz`` (an OGB node-property dataset), a partition folder
   (``manifest.json``, :mod:`workbench.data.partfolder`), a ``*.bin`` file (``dgl.save_graphs``; raw id pairs
-  when a ``FILE.bin.json`` sidecar is beside it, :mod:`workbench.data.edgefiles`), or any other file (an edge
-  list, ``.gz`` allowed);
+  when a ``FILE.bin.json`` sidecar is beside it, :mod:`workbench.data.edgefiles`), a ``*.npy`` file (an ``(E, 2)``
+  edge array, read as ``files:edges=FILE.npy``), or any other file (an edge list, ``.gz`` allowed);
 - a name from :data:`GENERATORS`, optionally with settings: ``karate``, ``lesmis``,
   ``sbm:num_nodes=20000,num_blocks=16,seed=0``, ``rmat:scale=12,edge_factor=8``,
   ``products-like:num_nodes=50000``.
@@ -116,8 +116,8 @@ def parse_spec(spec: GraphSpec) -> ParsedSpec:
     raise ParamError([param_error("spec", "load_graph", f"{_SPEC_HELP}{extra}", spec)])
 
 
-_SPEC_HELP = (f"an existing path (edge list, OGB, Planetoid, GraphSAINT or arrays folder, DGL .bin) or a graph name from "
-              f"{list(GENERATORS)} with optional settings, e.g. 'sbm:num_nodes=2000,seed=0'")
+_SPEC_HELP = (f"an existing path (edge list, OGB, Planetoid, GraphSAINT or arrays folder, DGL .bin, (E, 2) edge .npy) "
+              f"or a graph name from {list(GENERATORS)} with optional settings, e.g. 'sbm:num_nodes=2000,seed=0'")
 
 
 _FOLDER_HELP = ("a file, or a folder holding a graph: OGB (raw/edge.csv.gz), Planetoid (ind.<name>.graph, "
@@ -148,6 +148,8 @@ def _parse_path(path: Path) -> ParsedSpec:
         if sidecar_path(path).is_file():   # raw pairs with a sidecar (workbench.data.edgefiles), not DGL's format
             return ParsedSpec("named", str(path), config=FilesConfig(edges=str(path)))
         return ParsedSpec("dgl", str(path), path=path)
+    if path.suffix == ".npy":   # an (E, 2) edge array, sidecar optional (workbench generate --out FILE.npy)
+        return ParsedSpec("named", str(path), config=FilesConfig(edges=str(path)))
     return ParsedSpec("edge_list", str(path), path=path)
 
 

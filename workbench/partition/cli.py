@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from workbench._validation import ErrorCollector
-from workbench.cli_args import add_partition_arguments, parse_fanouts, partitioner_and_graph
+from workbench.cli_args import add_partition_arguments, check_out_folder, parse_fanouts, partitioner_and_graph
 
 __all__ = ["register"]
 
@@ -110,8 +110,12 @@ def _format_table(result, metrics) -> str:
 
 def _check_partition_args(args: argparse.Namespace) -> None:
     """What ``workbench partition`` can refuse before loading the graph, all at once: folder flags without
-    ``--stream``, and ``--folder`` with ``--stream``/``--out`` (which folder?) or ``--halo-features reference``."""
+    ``--stream``, ``--folder`` with ``--stream``/``--out`` (which folder?) or ``--halo-features reference``,
+    ``--out``/``--folder`` naming an existing file, a flag that nothing would read (``--directed`` without
+    ``--stream``, ``--khop`` with a vertex cut, ...) and a malformed ``--khop``."""
     errs = ErrorCollector("workbench partition")
+    check_out_folder(errs, "--out", args.out)
+    check_out_folder(errs, "--folder", args.folder)
     folder_flags = [f"--{n.replace('_', '-')}" for n in ("with_features", "labels", "train", "val", "test",
                                                         "edge_dtype", "num_nodes") if getattr(args, n) is not None]
     if folder_flags and not args.stream:
@@ -127,7 +131,38 @@ def _check_partition_args(args: argparse.Namespace) -> None:
                    args.halo_features)
         errs.check(args.bucket_edges >= 1024, "--bucket-edges", "an int >= 1024", args.bucket_edges)
         errs.check(args.temp_budget_mb >= 1, "--temp-budget-mb", "an int >= 1", args.temp_budget_mb)
+    # a flag that nothing would read is refused rather than ignored: (flag, its default, read?, what reads it)
+    folder = (args.stream and args.with_features is not None) or args.folder is not None   # a folder is written
+    for name, default, read, reader in (
+            ("chunk_edges", 1 << 20, args.stream, "--stream"), ("directed", False, args.stream, "--stream"),
+            ("bucket_edges", 1 << 23, folder, "--stream --with-features or --folder"),
+            ("temp_budget_mb", 4096, folder, "--stream --with-features or --folder"),
+            ("halo_features", "copy", folder, "--stream --with-features")):   # --folder refuses it above
+        errs.check(read or getattr(args, name) == default, f"--{name.replace('_', '-')}",
+                   f"{default!r} (its default) without {reader}, which reads it", getattr(args, name))
+    if args.feature_width is not None:
+        errs.check(args.feature_width >= 1 and not args.stream and args.folder is None, "--feature-width",
+                   "an int >= 1, without --stream or --folder (which count the features' own width)",
+                   args.feature_width)
+    if args.khop is not None:
+        try:
+            fanouts = parse_fanouts(args.khop)
+        except argparse.ArgumentTypeError:
+            fanouts = ()
+        errs.check(bool(fanouts) and all(f == -1 or f >= 1 for f in fanouts), "--khop",
+                   "fan-outs such as 10,10 (each >= 1, or -1 for every neighbour)", args.khop)
+        errs.check(not args.stream and args.folder is None and _kind(args.method) != "vertex-cut", "--khop",
+                   "used with an in-memory edge-cut partition (not --stream, --folder or a vertex-cut method, "
+                   "whose parts own no vertices)", args.khop)
     errs.raise_if_any()
+
+
+def _kind(method: str) -> str:
+    """``edge-cut`` or ``vertex-cut`` of the partitioner ``method`` (an unknown name is refused elsewhere)."""
+    from workbench.partition.base import PARTITIONERS
+
+    cls = PARTITIONERS.get(method) if method in PARTITIONERS else None
+    return getattr(cls, "kind", "edge-cut")
 
 
 def _partition_command(args: argparse.Namespace) -> int:
@@ -205,6 +240,9 @@ def _folder_command(args: argparse.Namespace) -> int:
 def _export_command(args: argparse.Namespace) -> int:
     from workbench.partition.distdgl import export_distdgl
 
+    errs = ErrorCollector("workbench export-distdgl")   # before the graph is loaded
+    check_out_folder(errs, "--out", args.out)
+    errs.raise_if_any()
     with _steps(args, 3) as bar:   # load, partition, write
         partitioner, graph = partitioner_and_graph(args, bar)
         result = partitioner.partition(graph, args.parts)

@@ -92,10 +92,11 @@ def _load_module(name: str) -> ModuleType:
 
 
 def load_recipe(name_or_path: str) -> Callable[..., object]:
-    """The recipe function for ``NAME[:VARIANT]`` or ``PATH.py[:VARIANT]`` (default variant ``recipe``).
+    """The recipe function for ``NAME[:VARIANT]`` or ``PATH.py[:VARIANT]`` (default variant ``recipe``); only the
+    module's :func:`recipe_variants` are variants (not its ``__helpers__``, imported names or other attributes).
 
     Raises:
-        ParamError: unknown recipe or variant (the message lists the valid ones).
+        ParamError: unknown recipe or variant, or a helper named as a variant (the message lists the valid ones).
         FileNotFoundError: a path that does not exist.
     """
     spec = str(name_or_path)
@@ -104,9 +105,10 @@ def load_recipe(name_or_path: str) -> Callable[..., object]:
         base, variant = spec, ""
     module = _load_module(base)
     variant = variant or DEFAULT_FUNCTION
-    fn = getattr(module, variant, None)
-    if not callable(fn):
-        variants = recipe_variants(module)
-        raise ParamError([param_error("recipe", "workbench run",
-                                      f"a function of {module.__name__.split('.')[-1]}: one of {variants}", spec)])
-    return fn
+    variants = recipe_variants(module)   # a helper (``__helpers__``) or anything else is not a run config
+    if variant not in variants:
+        hint = difflib.get_close_matches(variant, variants, n=1)
+        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise ParamError([param_error("recipe", "workbench run", f"a variant of {module.__name__.split('.')[-1]}: "
+                                      f"one of {variants}{extra}", spec)])
+    return getattr(module, variant)

@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 from workbench._validation import ErrorCollector, check_choice
-from workbench.cli_args import add_partition_arguments, parse_fanouts, partitioner_and_graph
+from workbench.cli_args import add_partition_arguments, check_out_folder, parse_fanouts, partitioner_and_graph
 
 __all__ = ["register", "cache_policies"]
 
@@ -95,6 +95,7 @@ def _sample_command(args: argparse.Namespace) -> int:
     errs.check(0.0 <= args.cache_ratio <= 1.0, "--cache-ratio", "a number in [0, 1]", args.cache_ratio)
     errs.check(args.feature_width is None or args.feature_width >= 0, "--feature-width", "an int >= 0",
                args.feature_width)
+    check_out_folder(errs, "--out", args.out)
     errs.raise_if_any()
     from workbench.cache import CACHES
 
