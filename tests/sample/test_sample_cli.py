@@ -73,6 +73,10 @@ def test_all_neighbours_is_the_same_on_a_second_run_and_with_another_seed_schedu
     (["--fanouts", "5", "--sampler", "nope"], "'--sampler' parameter of workbench sample must be one of"),
     (["--fanouts", "5", "--cache-ratio", "2"], "'--cache-ratio' parameter"),
     (["--fanouts", "5", "--parts", "0"], "'--parts' parameter"),
+    (["--fanouts", "5", "--cache-ratio", "0.5"], "'--cache-ratio' parameter of workbench sample must be 0 without "
+                                                 "--cache"),
+    (["--fanouts", "5", "--cache", "lru"], "must be a number in (0, 1] with --cache lru"),
+    (["--fanouts", "5", "--method", "hdrf"], "'--method' parameter of workbench sample must be an edge-cut method"),
 ])
 def test_bad_input_is_one_message(capsys, argv, needle):
     args = ["sample", "karate", *(["--parts", "2"] if "--parts" not in argv else []), *argv]

@@ -95,6 +95,15 @@ def _sample_command(args: argparse.Namespace) -> int:
     errs.check(0.0 <= args.cache_ratio <= 1.0, "--cache-ratio", "a number in [0, 1]", args.cache_ratio)
     errs.check(args.feature_width is None or args.feature_width >= 0, "--feature-width", "an int >= 0",
                args.feature_width)
+    errs.check(args.cache != "none" or args.cache_ratio == 0.0, "--cache-ratio",
+               "0 without --cache (no cache reads it)", args.cache_ratio)
+    errs.check(args.cache == "none" or args.cache_ratio > 0.0, "--cache-ratio",
+               f"a number in (0, 1] with --cache {args.cache} (a cache of no rows holds nothing)", args.cache_ratio)
+    from workbench.partition.base import PARTITIONERS
+
+    errs.check(getattr(PARTITIONERS.get(args.method), "kind", "edge-cut") != "vertex-cut", "--method",
+               "an edge-cut method (sampling routes each neighbour request to the vertex's owning part)",
+               args.method)
     check_out_folder(errs, "--out", args.out)
     errs.raise_if_any()
     from workbench.cache import CACHES
