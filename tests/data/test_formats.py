@@ -159,6 +159,26 @@ def test_cli_attach_flags_info_and_run(tmp_path, graph, capsys):
     assert summary["split_sizes"] == {"train": 420, "val": 140, "test": 140}
 
 
+def test_cli_attach_flags_refuse_what_they_would_ignore(tmp_path, graph, capsys):
+    """``--split`` beside ``--train`` (the split was ignored), an attach flag on a generated graph (the error named
+    the files spec's ``edges``, not the flag) and ``generate --dtype`` for a text file: one message each."""
+    src, dst = graph.edges()
+    np.savetxt(tmp_path / "e.txt", np.stack([src.numpy(), dst.numpy()], 1), fmt="%d")
+    np.save(tmp_path / "y.npy", graph.labels.numpy())
+    np.save(tmp_path / "tr.npy", np.arange(10))
+    for argv, message in [
+            (["info", str(tmp_path / "e.txt"), "--labels", str(tmp_path / "y.npy"), "--train", str(tmp_path / "tr.npy"),
+              "--split", "0.1,0.1,0.1"], "'--split' parameter of workbench must be left out with --train"),
+            (["run", "full_graph", "--graph", "karate", "--split", "0.8,0.1,0.1"],
+             "'--split' parameter of workbench must be used with an edge-list file (GRAPH 'karate' is none"),
+            (["generate", "sbm:num_nodes=50", "--out", str(tmp_path / "g.txt"), "--dtype", "int64"],
+             "'dtype' parameter of workbench generate must be its default int32 for a text file")]:
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert message in err and "Traceback" not in err, err
+    assert not (tmp_path / "g.txt").exists()
+
+
 def test_cli_without_labels_explains(tmp_path, graph, capsys):
     src, dst = graph.edges()
     np.savetxt(tmp_path / "e.txt", np.stack([src.numpy(), dst.numpy()], 1), fmt="%d")

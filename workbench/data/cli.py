@@ -42,11 +42,19 @@ def add_attach_arguments(p: argparse.ArgumentParser) -> None:
 def graph_spec_from_args(graph: Optional[str], args: argparse.Namespace) -> Optional[str]:
     """``graph`` unchanged, or the ``files:`` spec when any attach flag is set.
 
+    Raises:
+        ParamError: a flag with a ``graph`` that is no file (a generated graph names its split in its spec),
+            ``--split`` beside ``--train/--val/--test`` (it would be ignored), a path with ``,`` or ``=``.
+
     Example:
+        >>> import tempfile
+        >>> g = tempfile.NamedTemporaryFile(suffix=".txt").name
+        >>> _ = open(g, "w").write("0 1")
         >>> ns = argparse.Namespace(features=None, labels="y.npy", train=None, val=None, test=None,
         ...                         split="0.5,0.25,0.25", split_seed=None, structural_features="degree")
-        >>> graph_spec_from_args("g.txt", ns)
-        'files:edges=g.txt,labels=y.npy,structural=degree,train_ratio=0.5,val_ratio=0.25,test_ratio=0.25'
+        >>> graph_spec_from_args(g, ns) == (f"files:edges={g},labels=y.npy,structural=degree,train_ratio=0.5,"
+        ...                                 "val_ratio=0.25,test_ratio=0.25")
+        True
     """
     from workbench._validation import ParamError, param_error
 
@@ -56,6 +64,16 @@ def graph_spec_from_args(graph: Optional[str], args: argparse.Namespace) -> Opti
     if not graph:
         raise ParamError([param_error("graph", "workbench", "an edge-list path when node data flags are given",
                                       graph)])
+    given = [n for n in names if getattr(args, n, None) is not None]
+    if not Path(graph).is_file():   # a generated graph, a folder or a typo: the flags attach to an edge-list file
+        raise ParamError([param_error(f"--{given[0].replace('_', '-')}", "workbench",
+                                      f"used with an edge-list file (GRAPH {graph!r} is none; a generated graph takes "
+                                      f"its split and features in its spec, e.g. sbm:num_nodes=2000,train_ratio=0.5)",
+                                      getattr(args, given[0]))])
+    masks = [n for n in ("train", "val", "test") if getattr(args, n, None) is not None]
+    if masks and getattr(args, "split", None) is not None:
+        raise ParamError([param_error("--split", "workbench", f"left out with --{masks[0]} (the random split is "
+                                      f"used only when no --train/--val/--test is given)", args.split)])
     for n in ("features", "labels", "train", "val", "test"):
         v = getattr(args, n, None)
         if v is not None and ("," in v or "=" in v):

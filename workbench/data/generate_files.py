@@ -183,6 +183,9 @@ def generate_files(spec: str, out: Any, *, dtype: str = "int32",
     errors = []
     if dtype not in EDGE_DTYPES:
         errors.append(param_error("dtype", "workbench generate", f"one of {list(EDGE_DTYPES)}", dtype))
+    elif dtype != "int32" and Path(out).suffix not in (".bin", ".npy"):   # text has no id type: not ignored
+        errors.append(param_error("dtype", "workbench generate", f"its default int32 for a text file ({out}; the id "
+                                  "type is of .bin and .npy files)", dtype))
     if not out.parent.is_dir():
         errors.append(param_error("out", "workbench generate", "a file in an existing folder", str(out)))
     if errors:
