@@ -95,3 +95,16 @@ def test_a_calls_time_starts_when_the_last_rank_arrives():
     s = probe_program.summarize([early, late])
     assert s["a2a_busy_call_s"] == pytest.approx(1.1e-3) and s["allreduce_busy_call_s"] == pytest.approx(2e-4)
     assert s["model"].call_s == pytest.approx(2e-4 - 2e-4, abs=1e-12)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--pings", "0"], "The '--pings' parameter of workbench netprobe must be an int >= 1. Got 0 instead."),
+    (["--bulk-mb", "-1"], "The '--bulk-mb' parameter of workbench netprobe must be a size >= 0.0009765625 (1 KiB)"),
+    (["--workers", "0"], "The '--workers' parameter of workbench netprobe must be an int >= 1"),
+])
+def test_bad_flags_are_one_message_before_a_cluster_starts(capsys, monkeypatch, argv, message):
+    """They were a ValueError naming ``bulk_bytes`` from inside the probe, after the cluster had started."""
+    monkeypatch.setattr("workbench.communicate.netprobe.probe", lambda **kw: pytest.fail("the probe started"))
+    assert main(["netprobe", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

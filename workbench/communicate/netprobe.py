@@ -263,6 +263,16 @@ def register(subparsers) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
+    from workbench._validation import ErrorCollector
+
+    errs = ErrorCollector("workbench netprobe")   # the flags, named, before a cluster starts
+    errs.check(args.workers >= 1, "--workers", "an int >= 1", args.workers)
+    errs.check(args.bulk_mb * 2**20 >= 1024, "--bulk-mb", "a size >= 0.0009765625 (1 KiB)", args.bulk_mb)
+    for flag, value in (("--pings", args.pings), ("--repeats", args.repeats)):
+        errs.check(value >= 1, flag, "an int >= 1", value)
+    errs.check(args.busy_ms >= 0, "--busy-ms", "a number >= 0", args.busy_ms)
+    errs.check(args.timeout > 0, "--timeout", "a number > 0", args.timeout)
+    errs.raise_if_any()
     if args.scheduler_file is not None:   # refused before anything starts, naming the option
         from workbench.runtime.dask_runner import scheduler_file_address
 
