@@ -295,6 +295,12 @@ def _main(args: argparse.Namespace) -> int:
     from widgets.app import RunRegistry
 
     port = check_int(args.port, "port", "workbench serve", 0, 65535)
+    if args.address is not None and not _every_interface(args.address):
+        try:   # an unknown host name was a socket.gaierror traceback from inside the server
+            socket.getaddrinfo(args.address, port)
+        except OSError as exc:
+            raise ParamError([param_error("--address", "workbench serve", f"an address or host name of this machine "
+                                          f"({exc.strerror or exc})", args.address)]) from None
     token = resolve_token(args.address, args.token, os.environ.get("WORKBENCH_TOKEN"))
     registry = RunRegistry(args.runs)
     server = serve(registry, port=port, address=args.address, show=args.show, token=token)

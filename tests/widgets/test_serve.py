@@ -228,3 +228,13 @@ def test_the_demo_run_trains_the_epochs_it_is_given():
     cfg = demo_config(epochs=123)
     assert cfg.train.epochs == 123 and cfg.graph == DEMO_GRAPH and cfg.num_parts is None
     assert demo_config().train.epochs == 2000
+
+
+def test_an_address_that_does_not_resolve_is_one_message(capsys):
+    """``--address bogus.invalid`` (RFC 6761: never resolves) was a socket.gaierror traceback from the server."""
+    from workbench.cli import main
+
+    assert main(["serve", "--address", "bogus.invalid", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "The '--address' parameter of workbench serve must be an address or host name of this machine" in err
+    assert "'bogus.invalid'" in err and "Traceback" not in err
