@@ -40,8 +40,8 @@ _SAVED_SCAN_S = 2.0  # how often the run log folder is listed (s)
 _MAX_SAVED = 30      # saved runs offered in the picker (newest first)
 
 
-def default_launcher(config: Any, *, runner: str = "local", workers: int = 2, out: str | os.PathLike = "runs",
-                     **kw: Any) -> Any:
+def default_launcher(config: Any, *, runner: str = "local", workers: Optional[int] = None,
+                     out: str | os.PathLike = "runs", **kw: Any) -> Any:
     """``workbench.runtime.launch(config, runner=..., workers=..., out=..., blocking=False)``."""
     try:
         from workbench.runtime import launch
@@ -70,7 +70,7 @@ class RunRegistry:
         #: the open dashboards (browser sessions) on this registry
         self.sessions: "weakref.WeakSet[Dashboard]" = weakref.WeakSet()
 
-    def launch(self, config: Any, *, runner: str = "local", workers: int = 2, **kw: Any) -> Any:
+    def launch(self, config: Any, *, runner: str = "local", workers: Optional[int] = None, **kw: Any) -> Any:
         """Start a run (returns its handle at once) and register it."""
         handle = self.launcher(config, runner=runner, workers=workers, out=str(self.runs_dir or "runs"), **kw)
         self.add(handle)

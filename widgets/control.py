@@ -183,6 +183,8 @@ class RunControl(Viewer):
         self.start_button.on_click(lambda *_: self.start())
         self.stop_button.on_click(lambda *_: self.stop())
         self.recipe.param.watch(lambda *_: self._load_recipe(), "value")
+        self.runner.param.watch(lambda *_: self._sync_workers(), "value")
+        self._workers_wanted = workers
         self.busy = False
         self.last_handle: Any = None
         self._load_recipe()
@@ -215,7 +217,33 @@ class RunControl(Viewer):
             self._fields.objects = list(self.widgets.values())
         if self.graph_override and "graph" in self.widgets:
             self.widgets["graph"].value = self.graph_override
+        if "num_parts" in self.widgets:
+            self.widgets["num_parts"].param.watch(lambda *_: self._sync_workers(), "value")
+        self._sync_workers()
         self.message.visible = False
+
+    def _fixed_ranks(self) -> Optional[int]:
+        """The ranks the run will have whatever the workers box says: 1 on the single runner, else the form's
+        ``num_parts`` when it is set (None: the workers box decides)."""
+        if self.runner.value == "single":
+            return 1
+        w = self.widgets.get("num_parts")
+        try:
+            return int(str(w.value).strip()) if w is not None and str(w.value).strip() not in ("", "None") else None
+        except ValueError:
+            return None
+
+    def _sync_workers(self) -> None:
+        """Show in the workers box what the run will use: fixed (and disabled) by the single runner or by
+        ``num_parts``, else editable (the launcher is never handed a count the run would ignore)."""
+        fixed = self._fixed_ranks()
+        if fixed is None:
+            if self.workers.disabled:
+                self.workers.value, self.workers.disabled = self._workers_wanted, False
+            return
+        if not self.workers.disabled:
+            self._workers_wanted = self.workers.value
+        self.workers.value, self.workers.disabled = max(1, min(fixed, 64)), True
 
     # -- composed run configs: one group per stage --------------------------------------------------------
     def _draw_composed(self) -> None:
@@ -310,7 +338,8 @@ class RunControl(Viewer):
         self.busy = True
         self.start_button.disabled = True
         self.show_info("Starting…")
-        runner, workers, recipe = self.runner.value, int(self.workers.value), self.recipe.value
+        runner, recipe = self.runner.value, self.recipe.value
+        workers = None if self.workers.disabled else int(self.workers.value)   # None: the run's own count
 
         def go() -> None:
             try:

@@ -118,6 +118,7 @@ def test_networks_from_specs_files_and_dicts(tmp_path):
     path.write_text(json.dumps({"model": net.to_dict(), "latency_s": 1.0}))       # a whole netprobe summary
     assert resolve_network(str(path)) == net
     assert resolve_network(net.to_dict()) == net and resolve_network(NETWORK_PRESETS["10GbE"]).name == "10GbE"
+    assert resolve_network({**net.to_dict(), "spec": net.spec}) == net   # a run summary's network
     for bad, match in [("fast", "'preset' parameter of modelled_seconds must be one of"),
                        ("10 furlongs", "'preset' parameter of modelled_seconds must be one of"),
                        ("10 furlongs,1ms", "'bandwidth' parameter of resolve_network must be a rate"),

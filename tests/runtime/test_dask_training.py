@@ -18,7 +18,8 @@ GRAPH = "sbm:num_nodes=300,num_blocks=3,avg_degree=6,num_features=8,seed=3"
 
 
 def _run(config, runner, client=None, workers=2):
-    handle = launch(config, runner=runner, workers=workers, scheduler=client, out=None, blocking=True)
+    handle = launch(config, runner=runner, workers=1 if runner == "single" else workers, scheduler=client, out=None,
+                    blocking=True)
     return handle.wait()
 
 

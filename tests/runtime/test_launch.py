@@ -103,6 +103,25 @@ def test_bad_arguments_are_rejected_before_anything_runs(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_workers_count_the_run_would_not_use_is_refused(tmp_path):
+    from workbench.compose import RunConfig
+
+    two_parts = RunConfig.compose(graph="karate", num_parts=2, epochs=1)
+    with pytest.raises(ParamError, match=r"The 'workers' parameter of launch must be 2 or left out \(num_parts=2 sets "
+                                         r"the number of ranks\)\. Got 4 instead\."):
+        launch(two_parts, runner="local", workers=4, out=tmp_path)
+    with pytest.raises(ParamError, match=r"The 'workers' parameter of launch must be 1 or left out \(runner='single' "
+                                         r"runs one rank.*Got 3 instead\."):
+        launch(TinyConfig(), runner="single", workers=3, out=tmp_path)
+    assert not list(tmp_path.iterdir())      # refused before the run started
+    # left out: num_parts, else 2, else the single runner's one; the same count given explicitly runs too
+    assert launch(two_parts, runner="local", out=None).world_size == 2
+    assert launch(two_parts, runner="local", workers=2, out=None).wait(60)["world_size"] == 2
+    assert launch(TinyConfig(epochs=1), runner="local", out=None).world_size == 2
+    assert launch(TinyConfig(epochs=1), runner="single", out=None).wait(30)["num_ranks"] == 1
+    assert launch(TinyConfig(epochs=1), runner="single", workers=1, out=None).wait(30)["num_ranks"] == 1
+
+
 def test_prepare_errors_raise_from_launch_and_are_logged(tmp_path):
     with pytest.raises(ParamError, match="bad_prepare"):
         launch(TinyConfig(bad_prepare=True), out=tmp_path, run_id="bad")

@@ -30,6 +30,9 @@ def _run(config, runner="local", workers=2):
 
 def _config(**kw):
     settings = {"graph": GRAPH, "epochs": 3, "sample.fanouts": (5, 5, 5), "sample.batch_size": 32}   # kw wins
+    for section, value in kw.items():   # a section dict in kw replaces the dotted defaults it names
+        for field in value if isinstance(value, dict) else ():
+            settings.pop(f"{section}.{field}", None)
     settings.update(kw)
     return distdgl.recipe(**settings)
 

@@ -75,12 +75,31 @@ def test_start_launches_with_form_values():
     launched = []
     form = _form(launched)
     form.widgets["epochs"].value = 7
-    form.widgets["num_parts"].value = "2"
-    form.workers.value = 2
+    form.workers.value = 3
     form.start(wait=True)
     (cfg, kw), = launched
-    assert cfg.epochs == 7 and cfg.num_parts == 2 and kw["workers"] == 2 and kw["recipe"] == "demo"
+    assert cfg.epochs == 7 and kw["workers"] == 3 and kw["recipe"] == "demo"
     assert form.message.alert_type == "success" and "h1" in form.message.object
+
+
+def test_the_workers_box_shows_what_fixes_the_ranks():
+    """``num_parts`` or the single runner fix the ranks: the box shows that count, disabled, and the launcher gets
+    ``workers=None`` (a count the run would ignore is refused by ``launch``); cleared, the box is the user's again."""
+    launched = []
+    form = _form(launched)
+    form.workers.value = 3
+    form.widgets["num_parts"].value = "2"
+    assert (form.workers.value, form.workers.disabled) == (2, True)
+    form.start(wait=True)
+    form.runner.value = "single"
+    assert (form.workers.value, form.workers.disabled) == (1, True)
+    form.start(wait=True)
+    form.runner.value = "local"
+    form.widgets["num_parts"].value = ""
+    assert (form.workers.value, form.workers.disabled) == (3, False)
+    form.start(wait=True)
+    assert [(cfg.num_parts, kw["runner"], kw["workers"]) for cfg, kw in launched] == \
+        [(2, "local", None), (2, "single", None), (None, "local", 3)]
 
 
 @pytest.mark.parametrize("field,value,expect", [

@@ -230,7 +230,8 @@ def resolve_network(preset: Union[str, Path, Mapping, NetworkModel], *, name: st
                     owner: str = "modelled_seconds") -> NetworkModel:
     """A :class:`NetworkModel` from a model, a preset name (the error lists them), a spec for
     :func:`parse_network`, a dict of the model's fields, or a JSON file holding one (``workbench netprobe
-    --out``; a whole probe summary works too: its ``model`` is taken). ``name`` and ``owner`` word the error.
+    --out``; a whole probe summary works too: its ``model`` is taken; a run summary's ``network`` too: its ``spec``
+    is only a label). ``name`` and ``owner`` word the error; a field it does not know is refused, never dropped.
 
     Example:
         >>> resolve_network("10GbE").bandwidth_Bps, resolve_network("1gbit,0.1ms").latency_s
@@ -242,6 +243,7 @@ def resolve_network(preset: Union[str, Path, Mapping, NetworkModel], *, name: st
         data = preset.get("model", preset)
         if not isinstance(data, Mapping):
             raise ParamError([param_error(name, owner, "a network model's fields (a JSON object)", data)])
+        data = {k: v for k, v in data.items() if k != "spec"}   # a run summary's network: the model and its spec
         unknown, missing = sorted(set(data) - _FIELDS), sorted(_REQUIRED - set(data))
         if unknown or missing:
             what = "; ".join([f"no field {', '.join(map(repr, unknown))}"] * bool(unknown) +

@@ -56,7 +56,9 @@ def register(subparsers) -> None:
     p.add_argument("recipe", metavar="RECIPE", nargs="?",
                    help="recipe module in recipes/ (NAME or NAME:VARIANT) or a path to a .py file")
     p.add_argument("--graph", help="graph spec (a path, karate, sbm:num_nodes=2000,... ): sets the recipe's 'graph'")
-    p.add_argument("--workers", type=int, default=2, help="number of ranks (default 2)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="number of ranks (default: num_parts when set, else 2; runner single: 1); a count the run "
+                        "would not use is refused")
     p.add_argument("--runner", choices=RUNNERS, default=None,
                    help="where ranks run (default local; dask when --scheduler or --scheduler-file is given)")
     where = p.add_mutually_exclusive_group()
@@ -244,7 +246,7 @@ def _print_settings(config) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from workbench.runtime.launch import launch
+    from workbench.runtime.launch import launch, world_size_of
     from workbench.runtime.runners import LIVENESS_S
 
     if args.recipe is None:
@@ -265,6 +267,12 @@ def run_command(args: argparse.Namespace) -> int:
         from workbench.runtime.dask_runner import scheduler_file_address
 
         scheduler_file_address(args.scheduler_file, "--scheduler-file", "workbench run")
+    from workbench._validation import ErrorCollector
+    from workbench.cli_args import check_out_folder
+
+    errs = ErrorCollector("workbench run")   # the run-log folder, before the graph is loaded or a worker starts
+    check_out_folder(errs, "--out", args.out)
+    errs.raise_if_any()
     config = build_config(args)
     if args.list_stages:
         print(f"settings of {args.recipe}:")
@@ -272,7 +280,7 @@ def run_command(args: argparse.Namespace) -> int:
         print("\nstages:")
         return stages_command(argparse.Namespace(kind=None))
     program = config.build()
-    bars = ProgressBars(1 if args.runner == "single" else int(program.world_size_for(args.workers)))
+    bars = ProgressBars(world_size_of(program, args.runner, args.workers, name="--workers", owner="workbench run"))
     listeners: list = [bars]
     out_stream = sys.stderr if args.json else sys.stdout
     printer: Optional[_EpochPrinter] = None

@@ -14,7 +14,8 @@ How a run goes:
    one core per host busy), or ``num_threads`` when given;
 3. rank 0's worker is asked for a free port; every rank joins the rendezvous store at
    ``tcp://<rank-0 host>:<port>`` with an explicit rank, world size and timeout (NCCL on ``cuda:0``
-   when every rank has its own GPU, otherwise gloo on CPU), rank 0 serving it on a socket bound to its
+   when every rank has its own GPU, otherwise gloo on CPU; ``device="cuda"`` is then refused with ``ParamError``
+   before any rank is submitted, on the embedded cluster before it starts), rank 0 serving it on a socket bound to its
    worker's address only (torch's own ``tcp://`` rendezvous listens on every interface); the program
    and each payload are scattered to their workers;
 4. ranks send events with ``Worker.log_event(topic, event.to_dict())``; the client subscribes to the
@@ -58,7 +59,7 @@ from workbench.runtime.dask_worker import (_IgnoreInterrupt, TorchWorkerPlugin, 
                                            join_process_group)
 from workbench.runtime.errors import RendezvousTimeout, RunError, SchedulerLost, WorkerLost
 from workbench.runtime.program import Program
-from workbench.runtime.runners import RankOutcome, RunEnv, rank_failed, root_cause, threads_per_rank
+from workbench.runtime.runners import RankOutcome, RunEnv, pick_backend, rank_failed, root_cause, threads_per_rank
 
 __all__ = ["run_dask", "TorchWorkerPlugin", "start_local_cluster", "abort_runs", "interface_of",
            "scheduler_file_address"]
@@ -183,16 +184,6 @@ def _connect(scheduler, world_size: int, connect_s: float = _CONNECT_S, schedule
     return client, None, client
 
 
-def _pick_backend(infos: list[dict], device: str) -> tuple[str, str]:
-    """``(backend, device)``: NCCL on ``cuda:0`` when every rank has a GPU of its own, else gloo on CPU."""
-    if device == "cpu":
-        return "gloo", "cpu"
-    gpus = [i["gpu"] for i in infos]
-    if all(gpus) and len(set(gpus)) == len(gpus):
-        return "nccl", "cuda:0"
-    return "gloo", "cpu"
-
-
 class _Inbox:
     """Receives the ranks' events from the Dask topic and counts them per rank."""
 
@@ -309,7 +300,7 @@ def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: thr
                 client.run(_set_threads, n, workers=[addr])
         if (stopped := _stopped(env, abort, addrs)) is not None:
             return stopped
-        backend, device = _pick_backend([infos[a] for a in addrs], env.device)
+        backend, device = pick_backend([infos[a] for a in addrs], env.device)
         env.set_info("process_group", f"{backend} on {device}")
         port = client.run(_free_port, workers=[addrs[0]])[addrs[0]]
         init_method = f"tcp://{urlparse(addrs[0]).hostname}:{port}"

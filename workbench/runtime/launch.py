@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
 from workbench._format import describe
-from workbench._validation import ErrorCollector
+from workbench._validation import ErrorCollector, ParamError, param_error
 from workbench.events import Event, RunFinished, RunLog, RunStarted
 from workbench.runtime.errors import RunError
 from workbench.runtime.measures import run_measures
@@ -54,10 +54,12 @@ from workbench.runtime.program import Program
 from workbench.runtime.runners import LIVENESS_S, RunEnv, run_inprocess
 from workbench.summary import RunSummary
 
-__all__ = ["launch", "RunHandle", "RUNNERS", "DEVICES"]
+__all__ = ["launch", "RunHandle", "RUNNERS", "DEVICES", "DEFAULT_WORKERS", "world_size_of"]
 
 RUNNERS = ("single", "local", "dask")
 DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_WORKERS = 2
+"""The ranks a run asks for when ``workers`` is left out (a program may fix its own number: ``num_parts``)."""
 
 Listener = Callable[[Event], Any]
 
@@ -210,11 +212,58 @@ def _new_run_id(name: str) -> str:
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
+def _workers_ok(workers: Any) -> bool:
+    return workers is None or (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1)
+
+
+def world_size_of(program: Program, runner: str, workers: Optional[int], *, name: str = "workers",
+                  owner: str = "launch") -> int:
+    """The run's number of ranks: one on the ``single`` runner, else what ``program`` makes of ``workers``
+    (:data:`DEFAULT_WORKERS` when ``None``, left out: :meth:`Program.world_size_for
+    <workbench.runtime.program.Program.world_size_for>`, which ``num_parts`` may fix).
+
+    A ``workers`` count given that the run would not use is refused, never silently replaced.
+
+    Raises:
+        ParamError: naming ``name`` of ``owner`` and the value: ``workers`` is not an int in [1, inf], or is
+            given and is not the run's number of ranks (what decides it: the single runner, or
+            :meth:`Program.world_size_reason <workbench.runtime.program.Program.world_size_reason>`, such as
+            ``num_parts``).
+
+    Example:
+        >>> from workbench.compose import RunConfig
+        >>> program = RunConfig.compose(graph="karate", num_parts=3).build()
+        >>> world_size_of(program, "local", None), world_size_of(program, "local", 3)
+        (3, 3)
+        >>> world_size_of(program, "single", None)
+        1
+        >>> world_size_of(program, "local", 4)
+        Traceback (most recent call last):
+        ...
+        workbench._validation.ParamError: The 'workers' parameter of launch must be 3 or left out (num_parts=3 sets \
+the number of ranks). Got 4 instead.
+    """
+    if not _workers_ok(workers):
+        raise ParamError([param_error(name, owner, "an int in [1, inf] or None (left out)", workers)])
+    requested = DEFAULT_WORKERS if workers is None else workers
+    world_size = 1 if runner == "single" else int(program.world_size_for(requested))
+    if workers is None or workers == world_size:
+        return world_size
+    if runner == "single":
+        constraint = "1 or left out (runner='single' runs one rank; runner='local' or 'dask' runs several)"
+    else:
+        why = program.world_size_reason() or f"the {program.name} program"
+        if world_size > 1 and all(int(program.world_size_for(k)) == k for k in range(1, world_size + 1)):
+            constraint = f"an int in [1, {world_size}] or left out ({why} bounds the number of ranks)"
+        else:
+            constraint = f"{world_size} or left out ({why} sets the number of ranks)"
+    raise ParamError([param_error(name, owner, constraint, workers)])
+
+
 def _validate(runner, workers, timeout, device, scheduler, scheduler_file=None, liveness=LIVENESS_S) -> None:
     errs = ErrorCollector("launch")
     errs.check(runner in RUNNERS, "runner", f"one of {list(RUNNERS)}", runner)
-    errs.check(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, "workers",
-               "an int in [1, inf]", workers)
+    errs.check(_workers_ok(workers), "workers", "an int in [1, inf] or None (left out)", workers)
     for name, value in (("timeout", timeout), ("liveness", liveness)):
         errs.check(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0, name,
                    "a number in (0, inf]", value)
@@ -231,7 +280,7 @@ def _validate(runner, workers, timeout, device, scheduler, scheduler_file=None, 
         scheduler_file_address(scheduler_file)
 
 
-def launch(config: Union[Any, Program], *, runner: str = "local", workers: int = 2, scheduler: Any = None,
+def launch(config: Union[Any, Program], *, runner: str = "local", workers: Optional[int] = None, scheduler: Any = None,
            out: Optional[Union[str, Path]] = "runs", run_id: Optional[str] = None, blocking: bool = False,
            listeners: Iterable[Listener] = (), timeout: float = 120.0, device: str = "auto",
            recipe: Optional[str] = None, network: Any = None,
@@ -241,8 +290,9 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
     Args:
         config: what to run.
         runner: ``single``, ``local`` or ``dask`` (see the module docstring).
-        workers: number of ranks requested (a program may fix its own, e.g. ``num_parts``); ``single``
-            always runs one.
+        workers: number of ranks; ``None`` (left out): the program's own number (``num_parts``), else
+            :data:`DEFAULT_WORKERS` (2); ``single`` always runs one. A count given that the run would not use
+            (another ``num_parts``, more than one on ``single``) is refused with ``ParamError``.
         scheduler: Dask only: a scheduler address or a ``distributed.Client`` (default: an embedded
             ``LocalCluster`` with one worker process per rank, closed after the run). An address that
             does not answer within 10 s (at most ``timeout``) fails the run with ``ParamError``.
@@ -265,7 +315,8 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
             keeps its worker heartbeating and is never taken for lost; ``float("inf")`` leaves a silent worker
             to the scheduler's ``worker-ttl`` (5 minutes by default). The in-process runners have no peer that
             could vanish alone.
-        device: ``auto`` (a GPU where the rank has its own), ``cpu`` or ``cuda``.
+        device: ``auto`` (a GPU where the rank has its own), ``cpu`` or ``cuda`` (a GPU of its own for every rank:
+            refused with ``ParamError`` where a rank would not have one, never run on the CPU instead).
         recipe: name stored in the run log (default: the program's name).
         network: a network model (a preset such as ``10GbE``, a spec such as ``117MB/s,85us``, a JSON file
             from ``workbench netprobe``, or a :class:`~workbench.communicate.netmodel.NetworkModel`): the
@@ -289,11 +340,15 @@ def launch(config: Union[Any, Program], *, runner: str = "local", workers: int =
     cfg = getattr(program, "config", None)
     cfg_dict = program.config_dict() if hasattr(program, "config_dict") else \
         cfg.to_dict() if hasattr(cfg, "to_dict") else {}
-    world_size = 1 if runner == "single" else int(program.world_size_for(workers))
+    world_size = world_size_of(program, runner, workers)   # a workers count the run would not use: ParamError
     if runner != "dask":   # thread ranks never share a GPU (ParamError here, before anything starts)
         from workbench.runtime.runners import inprocess_devices
 
         inprocess_devices(device, world_size)
+    elif scheduler is None and scheduler_file is None:   # the embedded cluster's workers see this machine's GPUs
+        from workbench.runtime.runners import check_embedded_device
+
+        check_embedded_device(device, world_size)
     run_id = run_id or _new_run_id(program.name)
     recipe = recipe or program.name
     log = RunLog(out, run_id, recipe=recipe, config=cfg_dict) if out is not None else None

@@ -117,3 +117,8 @@ class Program(abc.ABC):
     def world_size_for(self, requested: Optional[int]) -> int:
         """The number of ranks to use given the user's request (a program may fix it)."""
         return int(requested or 1)
+
+    def world_size_reason(self) -> Optional[str]:
+        """What fixes the number of ranks when :meth:`world_size_for` does not follow the request (``"num_parts=4"``),
+        for the error that refuses a ``workers`` count it would override; ``None``: nothing said (default)."""
+        return None

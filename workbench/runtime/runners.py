@@ -23,7 +23,7 @@ from workbench.runtime.errors import RankFailed, RendezvousTimeout, RunError, Wo
 from workbench.runtime.program import Program, RankContext, StopRequested
 
 __all__ = ["LIVENESS_S", "RunEnv", "RankOutcome", "run_inprocess", "rank_failed", "root_cause", "inprocess_devices",
-           "threads_per_rank", "rank_threads"]
+           "threads_per_rank", "rank_threads", "cuda_refused", "pick_backend", "check_embedded_device"]
 
 LIVENESS_S = 15.0
 """Seconds a Dask rank's worker may go without a heartbeat reaching the scheduler before the run fails with
@@ -84,8 +84,6 @@ def inprocess_devices(device: str, world_size: int, gpus: Optional[int] = None) 
         >>> [str(d) for d in inprocess_devices("cuda", 2, gpus=2)]
         ['cuda:0', 'cuda:1']
     """
-    from workbench._validation import ParamError, param_error
-
     if gpus is None:
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if device == "cpu" or (device == "auto" and gpus < world_size):
@@ -93,12 +91,82 @@ def inprocess_devices(device: str, world_size: int, gpus: Optional[int] = None) 
     if gpus >= world_size:
         return [torch.device("cuda", r) for r in range(world_size)]
     if gpus == 0:
-        raise ParamError([param_error("device", "the in-process runners",
-                                      "'cpu' or 'auto' where this process sees no GPU", device)])
-    raise ParamError([param_error(
-        "device", "the in-process runners", f"'cpu' or 'auto' when {world_size} thread ranks share "
-        f"{gpus} GPU(s) (their backward passes would deadlock on the GPU's one autograd thread; "
-        f"runner='dask' runs one rank per process)", device)])
+        raise cuda_refused("the in-process runners", "where this process sees no GPU", device)
+    raise cuda_refused("the in-process runners", f"when {world_size} thread ranks share {gpus} GPU(s) (their "
+                       f"backward passes would deadlock on the GPU's one autograd thread; runner='dask' runs one rank "
+                       f"per process)", device)
+
+
+def cuda_refused(owner: str, when: str, device: Any = "cuda"):
+    """The one refusal of ``device='cuda'`` where not every rank gets a GPU of its own (every runner words it so):
+    a ``ParamError`` naming ``device`` of ``owner`` and the value, ``when`` saying why (the caller raises it).
+
+    Example:
+        >>> str(cuda_refused("the in-process runners", "where this process sees no GPU"))
+        "The 'device' parameter of the in-process runners must be 'cpu' or 'auto' where this process sees no GPU. \
+Got 'cuda' instead."
+    """
+    from workbench._validation import ParamError, param_error
+
+    return ParamError([param_error("device", owner, f"'cpu' or 'auto' {when}", device)])
+
+
+_GPU_PER_WORKER = ("NCCL needs a GPU per rank: a cluster with one GPU per worker, such as dask-cuda's "
+                   "LocalCUDACluster or dask-cuda-worker, given as scheduler=")
+
+
+def pick_backend(infos: list[dict], device: str) -> tuple[str, str]:
+    """``(backend, device)``: NCCL on ``cuda:0`` when every rank has a GPU of its own, else gloo on CPU.
+
+    Raises:
+        ParamError: ``device='cuda'`` where not every rank's worker has a GPU of its own (``auto`` takes the CPU
+            then; ``cuda`` is never silently run on the CPU). Called before any rank is submitted.
+
+    Example:
+        >>> pick_backend([{"gpu": "a/0"}, {"gpu": "b/0"}], "cuda"), pick_backend([{"gpu": None}], "auto")
+        (('nccl', 'cuda:0'), ('gloo', 'cpu'))
+    """
+    if device == "cpu":
+        return "gloo", "cpu"
+    gpus = [i["gpu"] for i in infos]
+    if all(gpus) and len(set(gpus)) == len(gpus):
+        return "nccl", "cuda:0"
+    if device == "cuda":
+        have = [g for g in gpus if g]
+        if not have:
+            raise cuda_refused("the Dask runner", f"where the workers of the {len(gpus)} rank(s) see no GPU", device)
+        raise cuda_refused("the Dask runner", f"when not every rank's worker has a GPU of its own ({len(have)} of "
+                           f"{len(gpus)} rank(s) see a GPU, {len(set(have))} distinct; {_GPU_PER_WORKER})", device)
+    return "gloo", "cpu"
+
+
+def check_embedded_device(device: str, world_size: int, gpus: Optional[int] = None) -> None:
+    """Refuse ``device='cuda'`` on the embedded ``LocalCluster`` where its workers could not each have a GPU of
+    their own (before anything starts; :func:`pick_backend` checks the workers themselves on any cluster).
+
+    The embedded cluster's workers run on this machine and see its GPUs (``gpus``, default: this process's
+    count): each takes ``cuda:0`` (:class:`TorchWorkerPlugin`), so only one rank can have a GPU of its own.
+
+    Example:
+        >>> check_embedded_device("cuda", 1, gpus=1); check_embedded_device("auto", 2, gpus=0)
+        >>> check_embedded_device("cuda", 2, gpus=0)
+        Traceback (most recent call last):
+        ...
+        workbench._validation.ParamError: The 'device' parameter of the Dask runner must be 'cpu' or 'auto' where \
+the embedded LocalCluster's workers (on this machine) see no GPU. Got 'cuda' instead.
+    """
+    if device != "cuda":
+        return
+    if gpus is None:
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus == 0:
+        raise cuda_refused("the Dask runner", "where the embedded LocalCluster's workers (on this machine) see no GPU",
+                           device)
+    if world_size > 1:
+        raise cuda_refused("the Dask runner", f"when the embedded LocalCluster's {world_size} workers share this "
+                           f"machine's GPUs (each takes cuda:0; {_GPU_PER_WORKER})", device)
 
 
 def host_cores() -> int:

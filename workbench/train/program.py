@@ -148,6 +148,15 @@ class Trainer:
             return int(self._node_part.max()) + 1
         return int(requested or 1)
 
+    def world_size_reason(self) -> Optional[str]:
+        """What fixes the number of ranks when :meth:`world_size_for` does not follow the request: ``num_parts``,
+        or the parts of a given ``node_part`` (``None`` when the request decides)."""
+        if self.config.num_parts is not None:
+            return f"num_parts={int(self.config.num_parts)}"
+        if self._node_part is not None:
+            return f"the {int(self._node_part.max()) + 1} parts of the given node_part"
+        return None
+
     def prepare(self, world_size: int, emit: Callable[[Event], None]) -> list:
         """Load, partition, validate; one payload per rank."""
         raise NotImplementedError
@@ -221,6 +230,9 @@ class TrainingProgram(Program):
 
     def world_size_for(self, requested: Optional[int]) -> int:
         return self.trainer.world_size_for(requested)
+
+    def world_size_reason(self) -> Optional[str]:
+        return self.trainer.world_size_reason()
 
     def config_dict(self) -> dict:
         """The config as the run log and :class:`~workbench.events.RunStarted` record it: a run on a partition
