@@ -75,11 +75,6 @@ def rp_baseline(**overrides) -> RunConfig:
     return recipe(partition=RandomPartitioner.Config(seed=0)).replace(**overrides)
 
 
-#: public helpers that are not variants of ``workbench run hp_gcn:...``
-__helpers__ = ("fold_bytes_per_epoch", "paper_bytes_per_epoch", "transform_first_bytes_per_epoch", "volume_table",
-               "batch_plans")
-
-
 def fold_bytes_per_epoch(volume_rows: int, dims: Sequence[int]) -> int:
     """Bytes one epoch of the workbench program moves: ``dims = [d_0, ..., d_L]`` (input, hidden..., classes)."""
     inputs = list(dims)[:-1]

@@ -48,15 +48,22 @@ def available_recipes() -> list[str]:
 
 
 def recipe_variants(module: ModuleType) -> list[str]:
-    """Public functions defined in a recipe module (its default and named variants).
+    """Public functions defined in a recipe module that take no required argument (its default and named
+    variants: ``workbench run NAME:VARIANT`` calls one with none).
 
     A module lists public helpers that are not variants (a sweep returning several configs) in
-    ``__helpers__``.
+    ``__helpers__``; a function with a required parameter (HP-GCN's byte formulas) is a helper too.
     """
     helpers = set(getattr(module, "__helpers__", ()))
     return sorted(name for name, obj in vars(module).items()
                   if inspect.isfunction(obj) and obj.__module__ == module.__name__ and not name.startswith("_")
-                  and name not in helpers)
+                  and name not in helpers and not _required(obj))
+
+
+def _required(fn: Callable) -> list[str]:
+    """The parameters of ``fn`` without a default (``*args``/``**kwargs`` are optional)."""
+    return [p.name for p in inspect.signature(fn).parameters.values() if p.default is inspect.Parameter.empty
+            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
 
 
 def _load_path(path: Path) -> ModuleType:
