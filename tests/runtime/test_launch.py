@@ -115,9 +115,9 @@ def test_a_workers_count_the_run_would_not_use_is_refused(tmp_path):
         launch(TinyConfig(), runner="single", workers=3, out=tmp_path)
     assert not list(tmp_path.iterdir())      # refused before the run started
     # left out: num_parts, else 2, else the single runner's one; the same count given explicitly runs too
-    assert launch(two_parts, runner="local", out=None).world_size == 2
+    assert launch(two_parts, runner="local", out=None, blocking=True).world_size == 2
     assert launch(two_parts, runner="local", workers=2, out=None).wait(60)["world_size"] == 2
-    assert launch(TinyConfig(epochs=1), runner="local", out=None).world_size == 2
+    assert launch(TinyConfig(epochs=1), runner="local", out=None, blocking=True).world_size == 2
     assert launch(TinyConfig(epochs=1), runner="single", out=None).wait(30)["num_ranks"] == 1
     assert launch(TinyConfig(epochs=1), runner="single", workers=1, out=None).wait(30)["num_ranks"] == 1
 
