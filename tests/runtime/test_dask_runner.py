@@ -9,15 +9,15 @@ import pytest
 
 from workbench.events import EpochEnd, RunFinished, Traffic, read_run_log
 from workbench.runtime import RankFailed, RendezvousTimeout, WorkerLost, launch
-from workbench.runtime.dask_runner import _wait_for_recycling, _worker_addresses
+from workbench.runtime.dask_pool import wait_for_recycling, wait_for_workers, worker_addresses
 from workbench.testing.tiny_program import TinyConfig, expected_bytes_per_epoch
 
 
 def _settled_workers(client) -> set[str]:
     """The cluster's workers once a previous failed run's worker restarts are over."""
-    _wait_for_recycling(client)
-    client.wait_for_workers(2, timeout=60)
-    return _worker_addresses(client)
+    wait_for_recycling(client)
+    wait_for_workers(client, 2, 60)
+    return worker_addresses(client)
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +81,27 @@ def test_dask_worker_death_is_worker_lost_within_bound(dask_client, tmp_path):
     assert info.value.step <= heard + 1
     assert events[-1].status == "failed" and "was lost" in events[-1].error
     # the failed run's workers were replaced by fresh processes: the next run has two clean workers
-    dask_client.wait_for_workers(2, timeout=60)
+    wait_for_workers(dask_client, 2, 60)
+
+
+def test_workers_the_local_cluster_closed_during_a_slow_restart_are_started_again(dask_client):
+    """A LocalCluster closes a worker's nanny for good when the worker is gone for longer than
+    ``distributed.deploy.lost-worker-timeout`` (15 s; a restart after a failed run took that long on a loaded CI
+    machine, and the next runs found one worker). Here the timeout is ~0, so the cluster closes both the lost
+    worker and the restarted survivor: the next run still gets its two workers."""
+    import dask
+
+    _settled_workers(dask_client)
+    nannies = set(map(id, dask_client.cluster.workers.values()))
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "10ms"}):
+        handle = launch(TinyConfig(epochs=5, fail_rank=1, fail_epoch=2, fail_mode="exit"), runner="dask",
+                        scheduler=dask_client, out=None, timeout=60)
+        with pytest.raises(WorkerLost):
+            handle.wait(60)
+        assert launch(TinyConfig(epochs=1), runner="dask", scheduler=dask_client, out=None).wait(120)["epochs"] == 1
+    # the cluster closed the lost worker's nanny (a nanny restarting its worker stays the same object): a new one
+    assert nannies - set(map(id, dask_client.cluster.workers.values()))
+    assert len(dask_client.cluster.workers) == 2
 
 
 def test_dask_stop_after_failures_leaves_cluster_usable(dask_client):
@@ -108,7 +128,7 @@ def test_busy_worker_gives_rendezvous_timeout_not_a_hang(dask_client):
     assert time.monotonic() - t0 < 30
     assert info.value.worker == workers[1] and info.value.timeout_s == 2
     busy.cancel()
-    dask_client.wait_for_workers(2, timeout=120)
+    wait_for_workers(dask_client, 2, 120)
 
 
 def test_embedded_cluster_default(tmp_path):

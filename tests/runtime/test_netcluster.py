@@ -14,7 +14,7 @@ import pytest
 
 from workbench.events import EpochEnd, RunFinished, read_run_log
 from workbench.runtime import RunError, SchedulerLost, WorkerLost, launch
-from workbench.runtime.dask_runner import _wait_for_recycling
+from workbench.runtime.dask_pool import wait_for_recycling
 from workbench.runtime.netcluster import NETNS_ETC, NetCluster, parse_rate, unavailable_reason
 from workbench.testing.tiny_program import TinyConfig, TinyProgram
 
@@ -180,7 +180,7 @@ def test_each_fault_ends_the_run_within_seconds_at_default_settings_and_the_repa
         assert isinstance(events[-1], RunFinished) and events[-1].status == "failed"
         assert any(isinstance(e, EpochEnd) and e.epoch >= 2 for e in events)
         repair(cluster)
-        _wait_for_recycling(cluster.scheduler_address)   # the run's surviving worker restarted
+        wait_for_recycling(cluster.scheduler_address)   # the run's surviving worker restarted
         cluster.wait_for_workers(2)
     print("fault to the run's end: " + ", ".join(f"{f} {t:.1f} s" for f, t in took.items()))
     again = launch(full_graph.recipe(graph="karate", epochs=2), runner="dask", scheduler=cluster.scheduler_address,

@@ -57,6 +57,7 @@ from workbench.events import event_from_dict
 from workbench.runtime.dask_worker import (_IgnoreInterrupt, TorchWorkerPlugin, _free_port, _rank_task,  # noqa: F401
                                            _set_threads, _silent_limit, _worker_info, interface_of,
                                            join_process_group)
+from workbench.runtime.dask_pool import _ASK_S, claim_workers, recycle_after, wait_for_recycling, worker_heartbeats
 from workbench.runtime.errors import RendezvousTimeout, RunError, SchedulerLost, WorkerLost
 from workbench.runtime.program import Program
 from workbench.runtime.runners import RankOutcome, RunEnv, pick_backend, rank_failed, root_cause, threads_per_rank
@@ -68,7 +69,6 @@ _POLL_S = 0.2
 _GRACE_S = 3.0          # after a failure, how long the other ranks get to report theirs
 _EVENT_FLUSH_S = 10.0   # after the ranks returned, how long to wait for their last events
 _CONNECT_S = 10.0       # how long to try a scheduler given by address (at most the run's timeout)
-_ASK_S = 5.0            # how long one question to the scheduler may take during a run
 
 
 def start_local_cluster(num_workers: int, *, daemon: bool = True):
@@ -289,8 +289,8 @@ def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: thr
         env.set_info("dashboard_link", client.dashboard_link)
         if (stopped := _stopped(env, abort)) is not None:   # stopped while the cluster started
             return stopped
-        _wait_for_recycling(client)
-        addrs = _claim_workers(client, world_size, env.timeout_s)
+        wait_for_recycling(client)
+        addrs = claim_workers(client, world_size, env.timeout_s)
         client.register_plugin(TorchWorkerPlugin(num_threads=num_threads))
         infos = client.run(_worker_info, workers=addrs)
         if num_threads is None:   # each rank gets cores / ranks on its host (not the nanny's OMP=1)
@@ -322,11 +322,8 @@ def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: thr
                 for f in futures:
                     f.cancel()
                 restart = [a for a in addrs if not (isinstance(err, WorkerLost) and a == err.worker)]
-                thread = threading.Thread(target=_recycle, args=(client, futures, restart, len(addrs), own_client),
-                                          daemon=True, name=f"workbench-recycle-{env.run_id}")
-                _RECYCLING[_scheduler_key(client)] = thread
+                recycle_after(client, futures, restart, len(addrs), own_client, name=f"workbench-recycle-{env.run_id}")
                 own_client = None   # the recycling closes it when done
-                thread.start()
             raise
         inbox.wait_for({o.rank: o.num_events for o in outcomes}, _EVENT_FLUSH_S)
         return outcomes
@@ -342,84 +339,6 @@ def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: thr
             own_client.close()
         if own_cluster is not None:
             own_cluster.close()
-
-
-# Worker restarts after a failed run on a shared cluster, by scheduler address: the next run there waits for them.
-_RECYCLING: dict[str, threading.Thread] = {}
-
-
-def _scheduler_key(client) -> str:
-    """A scheduler's address: of a ``Client``, or the address itself."""
-    if isinstance(client, str):
-        return client
-    return str(getattr(client.scheduler, "address", None) or id(client))
-
-
-def _wait_for_recycling(client, timeout_s: float = 150.0) -> None:
-    """Wait (bounded) until the worker restarts after a failed run on ``client``'s scheduler (a ``Client`` or the
-    scheduler's address) are over."""
-    thread = _RECYCLING.pop(_scheduler_key(client), None)
-    if thread is not None:
-        thread.join(timeout=timeout_s)
-
-
-@atexit.register
-def _finish_recycling(timeout_s: float = 60.0) -> None:
-    """A process that exits right after a failed run (``workbench run``) still restarts the run's workers first:
-    a survivor blocked in a call to its lost peer would otherwise hold its worker until the run's timeout."""
-    deadline = time.monotonic() + timeout_s
-    for thread in list(_RECYCLING.values()):
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-
-
-def _recycle(client, futures, addrs: list[str], num_workers: int, own_client=None) -> None:
-    """After a failed run on a shared cluster, restart the run's workers ``addrs`` that the scheduler still has
-    (bounded), then wait (bounded) for ``num_workers`` workers; close ``own_client`` (the run's) at the end.
-
-    A rank whose peer died may still be blocked in a collective, or hold a half-destroyed gloo group
-    (``destroy_process_group`` can hang after a peer loss); a fresh process is the only clean state
-    for the next run. Workers that died are already being restarted by their nanny.
-    """
-    try:
-        for f in futures:
-            f.cancel()
-        alive = _worker_addresses(client)
-        survivors = [a for a in addrs if a in alive]
-        if survivors:
-            client.restart_workers(workers=survivors, timeout=60, raise_for_error=False)
-        client.wait_for_workers(num_workers, timeout=60)
-    except Exception:  # noqa: BLE001 - best effort: the run's own error is what the user needs
-        pass
-    finally:
-        if own_client is not None:
-            own_client.close()
-
-
-def _claim_workers(client, world_size: int, timeout_s: float) -> list[str]:
-    try:
-        client.wait_for_workers(world_size, timeout=timeout_s)
-    except Exception:  # noqa: BLE001 - distributed raises its own TimeoutError
-        have = len(_worker_addresses(client))
-        raise RendezvousTimeout(message=f"the cluster has {have} workers but the run needs {world_size} "
-                                        f"(one per rank); waited {timeout_s:g} s", timeout_s=timeout_s) from None
-    return sorted(_worker_addresses(client))[:world_size]
-
-
-def _worker_addresses(client) -> set[str]:
-    """The scheduler's current workers, asked afresh (at most :data:`_ASK_S` seconds)."""
-    return set(_worker_heartbeats(client))
-
-
-def _worker_heartbeats(client) -> dict[str, float]:
-    """``{address: last_seen}`` of the scheduler's current workers, asked afresh (at most :data:`_ASK_S` seconds):
-    ``last_seen`` is when the worker's last heartbeat reached the scheduler, on the scheduler's clock.
-
-    ``client.scheduler_info()`` returns a cache that the client's own periodic refresh overwrites
-    with a worker-less summary; read between the two, it says every worker is gone (seen under load
-    as a false ``WorkerLost``).
-    """
-    workers = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"]
-    return {addr: info.get("last_seen") for addr, info in workers.items()}
 
 
 class _Heartbeats:
@@ -481,7 +400,7 @@ class _SchedulerWatch:
         it stayed silent)."""
         asked = time.monotonic()
         try:
-            alive = _worker_heartbeats(client)
+            alive = worker_heartbeats(client)
         except (OSError, TimeoutError, asyncio.TimeoutError) as exc:   # CommClosedError is an OSError
             now = time.monotonic()
             self.silent_since = self.silent_since or asked
