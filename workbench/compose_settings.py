@@ -76,9 +76,9 @@ def apply_settings(run: Any, settings: Mapping[str, Any], *, strings: bool) -> A
     def once(dotted: str, used: str, value: Any) -> bool:
         """False (an error) when ``dotted`` was given before with another value: one of the two would be lost."""
         first = given.setdefault(dotted, (used, value))
-        errs.check(first[1] is value or _same(first[1], value), used,
-                   f"given once: {dotted} is also given as {first[0]}={first[1]!r}", value)
-        return first[1] is value or _same(first[1], value)
+        same = first[1] is value or _same(first[1], value)
+        errs.check(same, used, f"given once: {dotted} is also given as {first[0]}={first[1]!r}", value)
+        return same
 
     for name, value in settings.items():
         section, dot, field = name.partition(".")

@@ -46,6 +46,7 @@ __all__ = [
     "Relabeling",
     "Partitioner",
     "PARTITIONERS",
+    "partitioner_kind",
     "register_partitioner",
     "get_partitioner",
     "partition",
@@ -468,6 +469,17 @@ def register_refiner(name: str):
 
 PARTITIONERS: Registry = registry("partition")
 """Registered partitioners by name: the ``partition`` stage registry (``workbench.stages.registry``)."""
+
+
+def partitioner_kind(method: str) -> str:
+    """``edge-cut`` or ``vertex-cut``: the kind of the registered partitioner ``method`` (``edge-cut`` for a
+    name not registered, which is refused where the method is used).
+
+    Example:
+        >>> partitioner_kind("metis"), partitioner_kind("hdrf")
+        ('edge-cut', 'vertex-cut')
+    """
+    return getattr(PARTITIONERS.get(method), "kind", "edge-cut")
 
 
 def register_partitioner(cls: type[Partitioner]) -> type[Partitioner]:

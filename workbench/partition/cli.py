@@ -151,18 +151,13 @@ def _check_partition_args(args: argparse.Namespace) -> None:
             fanouts = ()
         errs.check(bool(fanouts) and all(f == -1 or f >= 1 for f in fanouts), "--khop",
                    "fan-outs such as 10,10 (each >= 1, or -1 for every neighbour)", args.khop)
-        errs.check(not args.stream and args.folder is None and _kind(args.method) != "vertex-cut", "--khop",
+        from workbench.partition.base import partitioner_kind
+
+        errs.check(not args.stream and args.folder is None and partitioner_kind(args.method) != "vertex-cut",
+                   "--khop",
                    "used with an in-memory edge-cut partition (not --stream, --folder or a vertex-cut method, "
                    "whose parts own no vertices)", args.khop)
     errs.raise_if_any()
-
-
-def _kind(method: str) -> str:
-    """``edge-cut`` or ``vertex-cut`` of the partitioner ``method`` (an unknown name is refused elsewhere)."""
-    from workbench.partition.base import PARTITIONERS
-
-    cls = PARTITIONERS.get(method) if method in PARTITIONERS else None
-    return getattr(cls, "kind", "edge-cut")
 
 
 def _partition_command(args: argparse.Namespace) -> int:

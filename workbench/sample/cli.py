@@ -99,9 +99,9 @@ def _sample_command(args: argparse.Namespace) -> int:
                "0 without --cache (no cache reads it)", args.cache_ratio)
     errs.check(args.cache == "none" or args.cache_ratio > 0.0, "--cache-ratio",
                f"a number in (0, 1] with --cache {args.cache} (a cache of no rows holds nothing)", args.cache_ratio)
-    from workbench.partition.base import PARTITIONERS
+    from workbench.partition.base import partitioner_kind
 
-    errs.check(getattr(PARTITIONERS.get(args.method), "kind", "edge-cut") != "vertex-cut", "--method",
+    errs.check(partitioner_kind(args.method) != "vertex-cut", "--method",
                "an edge-cut method (sampling routes each neighbour request to the vertex's owning part)",
                args.method)
     check_out_folder(errs, "--out", args.out)
