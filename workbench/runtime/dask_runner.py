@@ -43,7 +43,6 @@ with its worker processes.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import collections
 import logging
 import threading
