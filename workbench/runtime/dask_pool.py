@@ -26,7 +26,7 @@ __all__ = ["claim_workers", "wait_for_workers", "reopen_closed_workers", "recycl
            "worker_addresses", "worker_heartbeats"]
 
 _ASK_S = 5.0            # how long one question to the scheduler may take during a run
-_REOPEN_EVERY_S = 1.0   # while waiting for workers, how often to look for workers the cluster closed
+_POLL_S = 0.2           # while waiting for workers, how often to ask (and look for workers the cluster closed)
 
 # Worker restarts after a failed run on a shared cluster, by scheduler address: the next run there waits for them.
 _RECYCLING: dict[str, threading.Thread] = {}
@@ -55,19 +55,26 @@ def reopen_closed_workers(client) -> int:
 
 def wait_for_workers(client, num_workers: int, timeout_s: float) -> None:
     """Wait (at most ``timeout_s``) until ``client``'s scheduler has ``num_workers`` running workers, starting
-    again any its local cluster closed (:func:`reopen_closed_workers`). Raises ``TimeoutError``."""
+    again any its local cluster closed (:func:`reopen_closed_workers`). Raises ``TimeoutError``.
+
+    It asks the scheduler itself: ``Client.wait_for_workers`` on a local cluster replaces the cluster's own view of
+    the workers with a fresh one, and a worker's removal that arrives after it (a restart) then fails the
+    cluster's status watch with a ``KeyError``, raised again when the cluster closes (seen when it was called in
+    a loop).
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         reopen_closed_workers(client)
-        left = deadline - time.monotonic()
         try:
-            client.wait_for_workers(num_workers, timeout=max(0.1, min(_REOPEN_EVERY_S, left)))
+            workers = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"]
+            running = sum(info.get("status") == "running" for info in workers.values())
+        except Exception:  # noqa: BLE001 - a scheduler slow to answer: ask again until the deadline
+            running = 0
+        if running >= num_workers:
             return
-        except Exception:  # noqa: BLE001 - distributed raises its own WorkerStartTimeoutError
-            if time.monotonic() >= deadline:
-                have = len(worker_addresses(client))
-                raise TimeoutError(f"the cluster has {have} workers, not {num_workers}, after {timeout_s:g} s") \
-                    from None
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the cluster has {running} running workers, not {num_workers}, after {timeout_s:g} s")
+        time.sleep(_POLL_S)
 
 
 def claim_workers(client, world_size: int, timeout_s: float) -> list[str]:
