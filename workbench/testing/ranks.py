@@ -23,6 +23,7 @@ import pickle
 import socket
 import tempfile
 import threading
+import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -135,7 +136,12 @@ def local_cluster(num_workers: int = 2) -> Iterator[Any]:
         finally:
             client.close()
     finally:
-        cluster.close()
+        try:
+            cluster.close()
+        except TimeoutError as err:
+            # Dask gives a nanny 5 s in all to stop its worker process (4 s asked, then SIGKILL and 1 s to reap
+            # it); on a loaded 2-core machine the reaping can miss that, after the process was killed either way
+            warnings.warn(f"closing the test cluster: {err!r} (its worker processes were killed)", stacklevel=2)
 
 
 def run_program(program: Any, world_size: int, *, timeout_s: float = 60.0) -> tuple[dict, list, list]:
