@@ -56,7 +56,8 @@ from workbench.events import event_from_dict
 from workbench.runtime.dask_worker import (_IgnoreInterrupt, TorchWorkerPlugin, _free_port, _rank_task,  # noqa: F401
                                            _set_threads, _silent_limit, _worker_info, interface_of,
                                            join_process_group)
-from workbench.runtime.dask_pool import _ASK_S, claim_workers, recycle_after, wait_for_recycling, worker_heartbeats
+from workbench.runtime.dask_pool import (_ASK_S, claim_workers, close_cluster, recycle_after, wait_for_recycling,
+                                         worker_heartbeats)
 from workbench.runtime.errors import RendezvousTimeout, RunError, SchedulerLost, WorkerLost
 from workbench.runtime.program import Program
 from workbench.runtime.runners import RankOutcome, RunEnv, pick_backend, rank_failed, root_cause, threads_per_rank
@@ -337,7 +338,7 @@ def _run_dask(program: Program, payloads: Sequence[Any], env: RunEnv, abort: thr
         if own_client is not None:
             own_client.close()
         if own_cluster is not None:
-            own_cluster.close()
+            close_cluster(own_cluster)
 
 
 class _Heartbeats:

@@ -23,7 +23,6 @@ import pickle
 import socket
 import tempfile
 import threading
-import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -126,6 +125,7 @@ def local_cluster(num_workers: int = 2) -> Iterator[Any]:
     client and cluster are closed on exit. A cluster start costs seconds: share one per test module."""
     from distributed import Client
 
+    from workbench.runtime.dask_pool import close_cluster
     from workbench.runtime.dask_runner import start_local_cluster
 
     cluster = start_local_cluster(num_workers)
@@ -136,12 +136,7 @@ def local_cluster(num_workers: int = 2) -> Iterator[Any]:
         finally:
             client.close()
     finally:
-        try:
-            cluster.close()
-        except TimeoutError as err:
-            # Dask gives a nanny 5 s in all to stop its worker process (4 s asked, then SIGKILL and 1 s to reap
-            # it); on a loaded 2-core machine the reaping can miss that, after the process was killed either way
-            warnings.warn(f"closing the test cluster: {err!r} (its worker processes were killed)", stacklevel=2)
+        close_cluster(cluster)
 
 
 def run_program(program: Any, world_size: int, *, timeout_s: float = 60.0) -> tuple[dict, list, list]:
