@@ -78,7 +78,7 @@ def wait_for_workers(client, num_workers: int, timeout_s: float) -> None:
     while True:
         reopen_closed_workers(client)
         try:
-            workers = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"]
+            workers = _scheduler_workers(client)
             running = sum(info.get("status") == "running" for info in workers.values())
         except Exception:  # noqa: BLE001 - a scheduler slow to answer: ask again until the deadline
             running = 0
@@ -138,7 +138,7 @@ def _recycle(client, futures, addrs: list[str], num_workers: int, own_client=Non
     try:
         for f in futures:
             f.cancel()
-        alive = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"]
+        alive = _scheduler_workers(client)
         survivors = [a for a in addrs if a in alive and alive[a].get("nanny")]   # only a nanny restarts one
         if survivors:   # not waiting there: the scheduler would not notice a worker its cluster closed meanwhile
             client.sync(client.scheduler.restart_workers, workers=survivors, timeout=60, wait_for_workers=False,
@@ -164,5 +164,9 @@ def worker_heartbeats(client) -> dict[str, Any]:
     with a worker-less summary; read between the two, it says every worker is gone (seen under load
     as a false ``WorkerLost``).
     """
-    workers = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"]
-    return {addr: info.get("last_seen") for addr, info in workers.items()}
+    return {addr: info.get("last_seen") for addr, info in _scheduler_workers(client).items()}
+
+
+def _scheduler_workers(client) -> dict[str, dict]:
+    """``{address: info}`` of every worker the scheduler has, asked afresh (at most :data:`_ASK_S` seconds)."""
+    return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)["workers"]
